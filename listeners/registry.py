@@ -89,3 +89,17 @@ def parse_interval(text: str, where: str = "interval") -> float:
     if not (0.001 <= value <= 3600):
         raise SpecError(f"{where}: interval {value} s is out of range; use 0.001 to 3600 seconds")
     return value
+
+
+def check_target(target: Target) -> None:
+    """Raise ListenerError (one line) when the target names GPUs that do not exist.
+
+    Only checked where NVML works; elsewhere the GPU listeners are simply unavailable.
+    """
+    try:
+        from listeners import devices
+    except ImportError:
+        return
+    check = getattr(devices, "check_visible", None)
+    if check is not None:
+        check(target.cuda_visible_devices)

@@ -1,0 +1,108 @@
+"""The `radt-ext` command line."""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import click
+
+from radt_ext.errors import UsageError
+
+
+class Group(click.Group):
+    """Turns UsageError into one line on stderr (no traceback) and exit code 2."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except UsageError as exc:
+            raise click.UsageError(str(exc)) from None
+
+
+def _tags(values: tuple[str, ...]) -> dict[str, str]:
+    tags = {}
+    for value in values:
+        key, sep, val = value.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--tag {value!r} is not KEY=VALUE; write e.g. --tag variant=amp")
+        tags[key] = val
+    return tags
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+def main():
+    """Record what the hardware did during ML workloads, into MLflow runs."""
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--listeners", "-l", default=None, help="e.g. nvml,gpm:0.05,top (default: every available one)")
+@click.option("--interval", "-i", type=float, default=None, help="seconds between samples for every listener")
+@click.option("--experiment-name", default=None, help="MLflow experiment (default: MLFLOW_EXPERIMENT_NAME or Default)")
+@click.option("--run-name", default=None)
+@click.option("--run-id", default=None, help="join this existing run (default: MLFLOW_RUN_ID, else a new run)")
+@click.option("--tag", "tags", multiple=True, help="KEY=VALUE tag for the run; repeatable")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def run(listeners, interval, experiment_name, run_name, run_id, tags, command):
+    """Run COMMAND under the listeners, logging to an MLflow run; exits with COMMAND's code.
+
+    radt-ext run [OPTIONS] -- COMMAND [ARGS]...
+    """
+    from radt_ext.session import ENV_ACTIVE, WorkloadSession, WorkloadSpec
+
+    command = list(command)
+    if not command:
+        raise UsageError("no command to run; write it after `--`, e.g. radt-ext run -- python train.py")
+    active = os.environ.get(ENV_ACTIVE)
+    if active and active == (run_id or os.environ.get("MLFLOW_RUN_ID")):
+        # already monitored by an outer radt-ext (e.g. the project backend): just run the workload
+        try:
+            os.execvp(command[0], command)
+        except OSError as exc:
+            raise UsageError(f"cannot start {command[0]!r}: {exc.strerror or exc}") from None
+    spec = WorkloadSpec(command=command, listeners=listeners, interval=interval, experiment_name=experiment_name,
+                        run_name=run_name, run_id=run_id, tags=_tags(tags))
+    session = WorkloadSession(spec)
+    session.prepare()
+    click.echo(f"radt-ext: run {session.run_id} in experiment {session.experiment_id} at {session.uri}", err=True)
+    code = session.run()
+    click.echo(f"radt-ext: run {session.run_id} {session.status()} (exit code {session.returncode})", err=True)
+    sys.exit(code)
+
+
+@main.command(name="listeners")
+def list_listeners():
+    """Every listener, whether it works on this machine, and why not."""
+    from listeners import registry
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("listener", "available", "reason / description")
+    for name in registry.LISTENERS:
+        reason = registry.availability(name)
+        try:
+            cls = registry.load(name)
+            desc = f"{cls.description} (every {cls.default_interval:g} s)"
+        except Exception:
+            desc = ""
+        table.add_row(name, "no" if reason else "yes", reason or desc)
+    Console().print(table)
+
+
+# Commands that live in their own modules: (module, attribute)
+_COMMANDS = [
+    ("radt_ext.sync", "sync"),
+    ("radt_ext.sweep.cli", "sweep"),
+    ("radt_ext.compare.cli", "compare"),
+    ("radt_ext.collocation.cli", "collocate"),
+]
+for _module, _attr in _COMMANDS:
+    try:
+        main.add_command(getattr(importlib.import_module(_module), _attr))
+    except ModuleNotFoundError as _exc:
+        if _exc.name is None or not _module.startswith(_exc.name):
+            raise
+
+
+if __name__ == "__main__":
+    main()

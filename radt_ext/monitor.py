@@ -1,0 +1,105 @@
+"""The monitor: one thread per listener, each sampling at its own interval.
+
+Readings go to a sink (the recorder: writer + summaries). A listener that fails
+to open, or fails `MAX_FAILURES` samples in a row, is stopped and its error kept
+for the run's tags; the other listeners and the workload carry on.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from listeners.base import Listener, Reading
+
+log = logging.getLogger(__name__)
+
+MAX_FAILURES = 3
+Sink = Callable[[str, Reading], None]  # (listener name, reading)
+
+
+@dataclass
+class ListenerState:
+    listener: Listener
+    samples: int = 0
+    error: str | None = None  # the last failure, kept even if the listener recovered
+    gave_up: bool = False
+
+
+class Monitor:
+    def __init__(self, listeners: list[Listener], sink: Sink):
+        self.states = {lst.name: ListenerState(lst) for lst in listeners}
+        self.sink = sink
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> "Monitor":
+        for state in self.states.values():
+            thread = threading.Thread(target=self._run, args=(state,), name=f"radt-{state.listener.name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    @property
+    def errors(self) -> dict[str, str]:
+        return {name: s.error for name, s in self.states.items() if s.error}
+
+    def _run(self, state: ListenerState) -> None:
+        listener = state.listener
+        try:
+            listener.open()
+        except Exception as exc:
+            self._fail(state, "open", exc)
+            state.gave_up = True
+            return
+        try:
+            self._sample_loop(state)
+        finally:
+            # one last reading so counters (energy) cover the whole run
+            if not state.gave_up:
+                self._sample_once(state)
+            try:
+                listener.close()
+            except Exception as exc:
+                log.debug("closing %s: %s", listener.name, exc)
+
+    def _sample_loop(self, state: ListenerState) -> None:
+        interval = state.listener.interval
+        start = time.monotonic()
+        tick = 0
+        failures = 0
+        while not self._stop.is_set():
+            if self._sample_once(state):
+                failures = 0
+            else:
+                failures += 1
+                if failures >= MAX_FAILURES:
+                    state.gave_up = True
+                    return
+            # absolute schedule: no drift; ticks missed while a sample was slow are skipped
+            tick = max(tick + 1, int((time.monotonic() - start) / interval) + 1)
+            self._stop.wait(max(0.0, start + tick * interval - time.monotonic()))
+
+    def _sample_once(self, state: ListenerState) -> bool:
+        try:
+            readings = state.listener.sample()
+        except Exception as exc:
+            self._fail(state, "sample", exc)
+            return False
+        for reading in readings:
+            self.sink(state.listener.name, reading)
+        state.samples += len(readings)
+        return True
+
+    def _fail(self, state: ListenerState, phase: str, exc: Exception) -> None:
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        state.error = f"{phase}: {type(exc).__name__}: {text}".rstrip(": ")
+        log.warning("listener %s failed (%s)", state.listener.name, state.error)

@@ -1,0 +1,62 @@
+"""The separate monitor process behind `radt_ext.track()`.
+
+It samples while the parent's work runs and stops when its stdin closes (the
+parent finished, or died), then flushes, logs summaries and exits. Sampling
+never runs inside the workload's own process.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import time
+
+from mlflow.entities import Metric, RunTag
+from mlflow.tracking import MlflowClient
+
+from listeners.base import Target
+from radt_ext.progress import read_progress
+from radt_ext.recorder import Recorder, select_listeners
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--run-id", required=True)
+    ap.add_argument("--tracking-uri", required=True)
+    ap.add_argument("--pid", type=int, required=True)
+    ap.add_argument("--listeners", default=None)
+    ap.add_argument("--interval", type=float, default=None)
+    ap.add_argument("--progress-file", default=None)
+    ap.add_argument("--t0", type=float, default=None)
+    args = ap.parse_args(argv)
+
+    client = MlflowClient(tracking_uri=args.tracking_uri)
+    target = Target(pid=args.pid)
+    listeners, skipped = select_listeners(args.listeners, args.interval, target)
+    recorder = Recorder(client, args.run_id, args.tracking_uri, listeners, t0=args.t0).start()
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
+    threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+    print(json.dumps({"ready": True, "listeners": [lst.name for lst in listeners], "skipped": skipped}), flush=True)
+    done.wait()
+
+    recorder.stop()
+    progress = read_progress(args.progress_file) if args.progress_file else {}
+    now = int(time.time() * 1000)
+    summary = recorder.summary(progress)
+    client.log_batch(args.run_id, metrics=[Metric(f"summary/{k}", float(v), now, 0) for k, v in summary.items()])
+    tags = recorder.listener_tags()
+    tags.update({f"radt_ext.listener_skipped.{k}": v[:4000] for k, v in skipped.items()})
+    tags["radt_ext.listeners"] = ",".join(f"{lst.name}:{lst.interval:g}" for lst in listeners)
+    items = [RunTag(k, v) for k, v in tags.items()]
+    for i in range(0, len(items), 100):
+        client.log_batch(args.run_id, tags=items[i:i + 100])
+    print(json.dumps({"summary": summary}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

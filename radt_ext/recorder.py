@@ -1,0 +1,105 @@
+"""Recorder: listeners -> monitor -> (writer, summaries) for one MLflow run.
+
+Used in-process by `radt-ext run` (the workload is a child process) and inside
+the separate monitor process that `radt_ext.track()` starts.
+"""
+from __future__ import annotations
+
+import time
+
+from listeners import registry
+from listeners.base import Listener, ListenerError, Reading, Target
+from radt_ext.errors import UsageError
+from radt_ext.monitor import Monitor
+from radt_ext.summaries import Summaries
+from radt_ext.writer import MetricWriter
+
+PREFIX = "system/"
+
+
+def select_listeners(spec: str | None, interval: float | None, target: Target) -> tuple[list[Listener], dict[str, str]]:
+    """Listeners to run, and {name: reason} for those skipped.
+
+    With no spec every available listener runs; a listener named explicitly that
+    cannot run here is an error, raised before anything starts.
+    """
+    try:
+        selections = registry.parse_spec(spec)
+        if interval is not None:
+            interval = registry.parse_interval(str(interval), where="--interval")
+    except registry.SpecError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        registry.check_target(target)
+    except ListenerError as exc:
+        raise UsageError(str(exc)) from None
+    explicit = selections is not None
+    if selections is None:
+        selections = [registry.Selection(name, None) for name in registry.LISTENERS]
+    chosen: list[Listener] = []
+    skipped: dict[str, str] = {}
+    for sel in selections:
+        reason = registry.availability(sel.name, target)
+        if reason:
+            if explicit:
+                raise UsageError(
+                    f"listener {sel.name!r} cannot run here: {reason}; drop it from --listeners "
+                    "(`radt-ext listeners` shows what works)"
+                )
+            skipped[sel.name] = reason
+            continue
+        cls = registry.load(sel.name)
+        chosen.append(cls(target, sel.interval if sel.interval is not None else interval))
+    return chosen, skipped
+
+
+class Recorder:
+    def __init__(self, client, run_id: str, tracking_uri: str, listeners: list[Listener], t0: float | None = None):
+        self.t0 = time.time() if t0 is None else t0
+        self.summaries = Summaries()
+        self.writer = MetricWriter(client, run_id, tracking_uri)
+        self.monitor = Monitor(listeners, self._sink)
+        self.started = self.stopped = None
+
+    def _sink(self, listener: str, reading: Reading) -> None:
+        ts = int(reading.time * 1000)
+        step = max(0, int((reading.time - self.t0) * 1000))
+        for name, value in reading.values.items():
+            if value is None or value != value:  # NaN: MLflow stores it, but it means "no reading"
+                continue
+            self.writer.add(PREFIX + name, value, ts, step)
+            self.summaries.add(name, reading.time, float(value))
+
+    def start(self) -> "Recorder":
+        self.started = time.time()
+        self.writer.start()
+        self.monitor.start()
+        return self
+
+    def stop(self) -> None:
+        self.monitor.stop()
+        self.stopped = time.time()
+        self.writer.close()
+
+    def summary(self, progress: dict[str, float] | None = None) -> dict[str, float]:
+        duration = (self.stopped or time.time()) - (self.started or self.t0)
+        return self.summaries.result(duration, progress)
+
+    def listener_tags(self) -> dict[str, str]:
+        tags = {}
+        for name, state in self.monitor.states.items():
+            try:
+                tags.update(state.listener.tags())
+            except Exception:
+                pass
+            tags[f"radt_ext.listener.{name}.samples"] = str(state.samples)
+            if state.error:
+                tags[f"radt_ext.listener_error.{name}"] = state.error[:4000]
+        tags["radt_ext.metrics_sent"] = str(self.writer.sent)
+        tags["radt_ext.metrics_stored"] = str(self.writer.stored)
+        if self.writer.spooled:
+            tags["radt_ext.metrics_spooled"] = str(self.writer.spooled)
+            tags["radt_ext.spool_file"] = str(self.writer.spool_path)
+        if self.writer.errors:
+            tags["radt_ext.writer_error"] = self.writer.errors[-1][:4000]
+        return tags

@@ -1,0 +1,252 @@
+"""A workload session: one command, one MLflow run, listeners sampling from outside.
+
+    session = WorkloadSession(WorkloadSpec(command=[...], listeners="nvml,top"))
+    session.prepare()   # every check that can fail on bad input; nothing runs yet
+    session.start()     # listeners open, then the child process starts
+    rc = session.wait()
+    session.finish()    # flush, summaries, status; returns the exit code to use
+
+`run()` does all four and turns SIGINT/SIGTERM into a clean stop of the whole
+child process tree. Collocation starts several prepared sessions together.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+
+import mlflow
+from mlflow.entities import Metric, RunStatus, RunTag
+from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
+
+from listeners.base import Target
+from radt_ext import machine
+from radt_ext.errors import UsageError
+from radt_ext.progress import ENV as PROGRESS_ENV
+from radt_ext.progress import read_progress
+from radt_ext.recorder import Recorder, select_listeners
+
+ENV_ACTIVE = "RADT_EXT_ACTIVE"  # set for the workload: the run id already being monitored
+KILL_GRACE_S = 10.0
+
+
+@dataclass
+class WorkloadSpec:
+    command: list[str]
+    listeners: str | None = None
+    interval: float | None = None
+    experiment_name: str | None = None
+    run_name: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    params: dict[str, str] = field(default_factory=dict)
+    tracking_uri: str | None = None
+    run_id: str | None = None  # join this run; else MLFLOW_RUN_ID; else create one
+    parent_run_id: str | None = None  # create the run nested under this one
+    env: dict[str, str] = field(default_factory=dict)  # extra environment for the workload
+    cwd: str | None = None
+    t0: float | None = None  # common time origin of a collocation group
+
+
+def tracking_uri(explicit: str | None = None) -> str:
+    return explicit or mlflow.get_tracking_uri()
+
+
+def connect(uri: str) -> MlflowClient:
+    """A client whose store answered once; a one-line UsageError when it does not."""
+    client = MlflowClient(tracking_uri=uri)
+    try:
+        client.search_experiments(max_results=1)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        hint = "check MLFLOW_TRACKING_URI"
+        if "401" in first or "403" in first or "credential" in first.lower() or "unauthorized" in first.lower():
+            hint = "check MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"
+        raise UsageError(f"cannot use the tracking store {uri}: {first[:300]}; {hint}") from None
+    return client
+
+
+def experiment_id_for(client: MlflowClient, name: str | None) -> str:
+    if name is None:
+        env_id = os.environ.get("MLFLOW_EXPERIMENT_ID")
+        if env_id:
+            return env_id
+        name = os.environ.get("MLFLOW_EXPERIMENT_NAME")
+    if name is None:
+        return "0"
+    experiment = client.get_experiment_by_name(name)
+    if experiment is None:
+        return client.create_experiment(name)
+    if experiment.lifecycle_stage == "deleted":
+        raise UsageError(f"experiment {name!r} is deleted; restore it or choose another --experiment-name")
+    return experiment.experiment_id
+
+
+def exit_code(returncode: int) -> int:
+    """A child killed by signal N exits the way a shell reports it: 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+class WorkloadSession:
+    def __init__(self, spec: WorkloadSpec):
+        if not spec.command:
+            raise UsageError("no command to run; write it after `--`, e.g. radt-ext run -- python train.py")
+        self.spec = spec
+        self.client: MlflowClient | None = None
+        self.run_id: str | None = None
+        self.experiment_id: str | None = None
+        self.proc: subprocess.Popen | None = None
+        self.recorder: Recorder | None = None
+        self.killed_by: int | None = None
+        self.returncode: int | None = None
+        self.summary: dict[str, float] = {}
+        self._workdir = tempfile.mkdtemp(prefix="radt-ext-")
+        self.progress_path = os.path.join(self._workdir, "progress.json")
+        env_visible = spec.env.get("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"))
+        self.target = Target(pid=None, cuda_visible_devices=env_visible)
+        self._listeners = []
+        self._skipped: dict[str, str] = {}
+
+    # -- before anything runs -------------------------------------------------------
+    def prepare(self) -> "WorkloadSession":
+        spec = self.spec
+        self.uri = tracking_uri(spec.tracking_uri)
+        self._listeners, self._skipped = select_listeners(spec.listeners, spec.interval, self.target)
+        self.client = connect(self.uri)
+        run_id = spec.run_id or (os.environ.get("MLFLOW_RUN_ID") if spec.parent_run_id is None else None)
+        if run_id:
+            try:
+                run = self.client.get_run(run_id)
+            except Exception:
+                raise UsageError(f"run {run_id} (from MLFLOW_RUN_ID or --run-id) is not in {self.uri}; "
+                                 "unset MLFLOW_RUN_ID to create a new run") from None
+            self.run_id, self.experiment_id = run_id, run.info.experiment_id
+            if run.info.status != "RUNNING":
+                self.client.update_run(run_id, status="RUNNING")
+        else:
+            self.experiment_id = experiment_id_for(self.client, spec.experiment_name)
+            tags = {}
+            if spec.parent_run_id:
+                tags[MLFLOW_PARENT_RUN_ID] = spec.parent_run_id
+            if spec.run_name:
+                tags[MLFLOW_RUN_NAME] = spec.run_name
+            run = self.client.create_run(self.experiment_id, tags=tags, run_name=spec.run_name)
+            self.run_id = run.info.run_id
+        tags = machine.describe()
+        tags.update({
+            "radt_ext.command": shlex.join(spec.command)[:5000],
+            "radt_ext.listeners": ",".join(f"{lst.name}:{lst.interval:g}" for lst in self._listeners),
+        })
+        for name, reason in self._skipped.items():
+            tags[f"radt_ext.listener_skipped.{name}"] = reason[:4000]
+        tags.update(spec.tags)
+        self.log_tags(tags)
+        if spec.params:
+            self.client.log_batch(self.run_id, params=[mlflow.entities.Param(k, str(v)) for k, v in spec.params.items()])
+        return self
+
+    def log_tags(self, tags: dict[str, str]) -> None:
+        items = [RunTag(k, str(v)) for k, v in tags.items()]
+        for i in range(0, len(items), 100):
+            self.client.log_batch(self.run_id, tags=items[i:i + 100])
+
+    def child_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.spec.env)
+        env.update({
+            "MLFLOW_RUN_ID": self.run_id,
+            "MLFLOW_TRACKING_URI": self.uri,
+            "MLFLOW_EXPERIMENT_ID": self.experiment_id,
+            PROGRESS_ENV: self.progress_path,
+            ENV_ACTIVE: self.run_id,
+        })
+        env.pop("MLFLOW_EXPERIMENT_NAME", None)  # the id wins; both set and differing is an MLflow error
+        return env
+
+    # -- running ----------------------------------------------------------------------
+    def start(self) -> "WorkloadSession":
+        try:
+            self.proc = subprocess.Popen(self.spec.command, env=self.child_env(), cwd=self.spec.cwd,
+                                         start_new_session=True)
+        except OSError as exc:
+            self.client.set_terminated(self.run_id, "FAILED")
+            raise UsageError(f"cannot start {self.spec.command[0]!r}: {exc.strerror or exc}") from None
+        # listeners open while the workload starts up (imports take far longer than NVML init)
+        self.target.pid = self.proc.pid
+        self.recorder = Recorder(self.client, self.run_id, self.uri, self._listeners, t0=self.spec.t0).start()
+        return self
+
+    def wait(self) -> int:
+        self.returncode = self.proc.wait()
+        self._reap_group()
+        return self.returncode
+
+    def terminate(self, sig: int = signal.SIGTERM) -> None:
+        """Signal the workload's whole process group; SIGKILL follows after a grace period."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.killed_by = self.killed_by or sig
+        self._signal_group(sig)
+        timer = threading.Timer(KILL_GRACE_S, self._signal_group, args=(signal.SIGKILL,))
+        timer.daemon = True
+        timer.start()
+
+    def _signal_group(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _reap_group(self) -> None:
+        """Processes the workload left behind in its group do not outlive the session."""
+        self._signal_group(signal.SIGKILL)
+
+    # -- after ------------------------------------------------------------------------
+    def status(self) -> str:
+        if self.killed_by is not None:
+            return RunStatus.to_string(RunStatus.KILLED)
+        return "FINISHED" if self.returncode == 0 else "FAILED"
+
+    def finish(self, status: str | None = None) -> int:
+        status = status or self.status()
+        self.recorder.stop()
+        progress = read_progress(self.progress_path)
+        self.summary = self.recorder.summary(progress)
+        now = int(time.time() * 1000)
+        metrics = [Metric(f"summary/{k}", float(v), now, 0) for k, v in self.summary.items()]
+        tags = self.recorder.listener_tags()
+        tags["radt_ext.exit_code"] = str(self.returncode)
+        try:
+            self.client.log_batch(self.run_id, metrics=metrics)
+            self.log_tags(tags)
+            self.client.set_terminated(self.run_id, status)
+        except Exception as exc:  # the store went away at the very end: keep the numbers
+            self.recorder.writer.errors.append(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            for m in metrics:
+                self.recorder.writer.add(m.key, m.value, m.timestamp, m.step)
+            self.recorder.writer.close()
+        return exit_code(self.returncode if self.returncode is not None else 1)
+
+    def run(self) -> int:
+        """prepare → start → wait → finish, with SIGINT/SIGTERM stopping the child tree."""
+        if self.run_id is None:
+            self.prepare()
+        previous = {}
+
+        def on_signal(signum, _frame):
+            self.terminate(signum)
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, on_signal)
+        try:
+            self.start()
+            self.wait()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        return self.finish()

@@ -1,0 +1,84 @@
+"""`with radt_ext.track():` — listeners for a user's own script, in a separate process."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import mlflow
+
+from listeners.base import Target
+from radt_ext import machine
+from radt_ext.errors import UsageError
+from radt_ext.progress import ENV as PROGRESS_ENV
+from radt_ext.recorder import select_listeners
+from radt_ext.session import ENV_ACTIVE, connect, tracking_uri
+
+READY_TIMEOUT_S = 120
+
+
+@contextlib.contextmanager
+def track(listeners: str | None = None, interval: float | None = None, run_name: str | None = None,
+          experiment_name: str | None = None, tags: dict[str, str] | None = None):
+    """Sample the hardware while the block runs; yields the active MLflow run.
+
+    Uses the active run, or the one in MLFLOW_RUN_ID, or starts a new one (and ends
+    it FINISHED, or FAILED when the block raises). Under `radt-ext run` the outer
+    session already monitors this process, so no second monitor is started.
+    """
+    uri = tracking_uri()
+    outer = os.environ.get(ENV_ACTIVE)
+    if outer and outer == os.environ.get("MLFLOW_RUN_ID"):
+        own = mlflow.active_run() is None
+        run = mlflow.active_run() or mlflow.start_run()
+        try:
+            yield run
+        finally:
+            if own:
+                mlflow.end_run()
+        return
+
+    select_listeners(listeners, interval, Target(pid=os.getpid()))  # bad input fails here, before any run
+    connect(uri)
+    if experiment_name:
+        mlflow.set_experiment(experiment_name)
+    own = mlflow.active_run() is None
+    run = mlflow.active_run() or mlflow.start_run(run_name=run_name)
+    mlflow.set_tags({**machine.describe(), **(tags or {})})
+    progress = os.path.join(tempfile.mkdtemp(prefix="radt-ext-"), "progress.json")
+    previous_progress = os.environ.get(PROGRESS_ENV)
+    os.environ[PROGRESS_ENV] = progress
+    cmd = [sys.executable, "-m", "radt_ext.monitor_process", "--run-id", run.info.run_id,
+           "--tracking-uri", uri, "--pid", str(os.getpid()), "--progress-file", progress]
+    if listeners:
+        cmd += ["--listeners", listeners]
+    if interval is not None:
+        cmd += ["--interval", str(interval)]
+    monitor = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    ready = monitor.stdout.readline()
+    if not ready.strip().startswith("{"):
+        monitor.kill()
+        if own:
+            mlflow.end_run("FAILED")
+        raise UsageError("the radt-ext monitor process did not start; run `radt-ext listeners` to check this machine")
+    status = "FINISHED"
+    try:
+        yield run
+    except BaseException:
+        status = "KILLED" if isinstance(sys.exc_info()[1], KeyboardInterrupt) else "FAILED"
+        raise
+    finally:
+        monitor.stdin.close()  # tells the monitor to stop, flush and summarise
+        try:
+            monitor.wait(timeout=READY_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            monitor.kill()
+        if previous_progress is None:
+            os.environ.pop(PROGRESS_ENV, None)
+        else:
+            os.environ[PROGRESS_ENV] = previous_progress
+        if own:
+            mlflow.end_run(status)
