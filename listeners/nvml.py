@@ -1,0 +1,152 @@
+"""`nvml` listener: power, energy, temperatures, clocks, utilization, memory, PCIe and
+clock-event (throttle) reasons of every GPU the workload sees, read through pynvml.
+
+Names carry the workload's GPU index (`gpu0_power_w`). For a MIG device the
+device-wide readings (power, energy, temperature, clocks, PCIe, throttle) come from its
+physical GPU, since NVML reports them only there; memory use is the MIG instance's own.
+A reading the GPU does not support is dropped after its first failure.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from listeners.base import Listener, ListenerError, Target
+from listeners.devices import GpuDevice, describe, resolve, unavailable_reason
+from listeners.nvml_backend import init_error, nvml
+
+# clock-event reason bit → name in `gpu{i}_throttle_<name>_bool` (pynvml nvmlClocksEventReason*)
+THROTTLE_REASONS = {
+    0x001: "idle",
+    0x002: "app_clocks",
+    0x004: "power_cap",
+    0x008: "hw_slowdown",
+    0x010: "sync_boost",
+    0x020: "thermal_sw",
+    0x040: "thermal_hw",
+    0x080: "power_brake_hw",
+    0x100: "display_clocks",
+}
+
+MIB = 1024 * 1024
+
+
+def decode_throttle(prefix: str, mask: int) -> dict[str, float]:
+    values = {f"{prefix}throttle_{name}_bool": float(bool(mask & bit)) for bit, name in THROTTLE_REASONS.items()}
+    values[f"{prefix}throttle_mask_bits"] = float(mask)
+    return values
+
+
+def field_value(nv, field: Any) -> float:
+    """One nvmlDeviceGetFieldValues entry as a number; a failed entry raises its NVMLError."""
+    if field.nvmlReturn != nv.NVML_SUCCESS:
+        raise nv.NVMLError(field.nvmlReturn)
+    attr = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}.get(
+        int(field.valueType), "uiVal")
+    return float(getattr(field.value, attr))
+
+
+# Errors after which a reading is never asked for again on that GPU.
+def _permanent(nv) -> tuple:
+    return (nv.NVMLError_NotSupported, nv.NVMLError_FunctionNotFound, nv.NVMLError_NoPermission)
+
+
+class NvmlListener(Listener):
+    name = "nvml"
+    description = "GPU power, energy, temperature, clocks, utilization, memory, PCIe, throttle reasons (NVML)"
+    default_interval = 0.1
+
+    def __init__(self, target: Target, interval: float | None = None):
+        super().__init__(target, interval)
+        self.devices: list[GpuDevice] = []
+        self._readers: list[tuple[str, Callable[[], Mapping[str, float]]]] = []
+        self._energy_start: dict[int, float] = {}
+        self._tags: dict[str, str] = {}
+        self._open = False
+        self.dropped: list[str] = []  # readings this GPU does not support, as `gpu{i}_<name>`
+
+    @classmethod
+    def probe(cls, target: Target) -> str | None:
+        return unavailable_reason(target.cuda_visible_devices)
+
+    def open(self) -> None:
+        nv = nvml()
+        try:
+            nv.nvmlInit()
+        except nv.NVMLError as exc:
+            raise ListenerError(init_error(exc)) from None
+        self._open = True
+        self.devices = resolve(self.target.cuda_visible_devices)
+        self._tags = describe(self.devices)
+        for d in self.devices:
+            self._readers.extend(self._device_readers(nv, d))
+
+    def _device_readers(self, nv, d: GpuDevice) -> list[tuple[str, Callable[[], Mapping[str, float]]]]:
+        p = f"gpu{d.index}_"
+        gpu = d.parent_handle if d.parent_handle is not None else d.handle
+
+        try:
+            self._energy_start[d.index] = float(nv.nvmlDeviceGetTotalEnergyConsumption(gpu))
+        except nv.NVMLError:
+            pass  # no energy counter: the reader below fails once and is dropped
+
+        def energy():
+            mj = float(nv.nvmlDeviceGetTotalEnergyConsumption(gpu))
+            start = self._energy_start.setdefault(d.index, mj)
+            return {p + "energy_j": (mj - start) / 1000.0}
+
+        def mem_temp():
+            (field,) = nv.nvmlDeviceGetFieldValues(gpu, [nv.NVML_FI_DEV_MEMORY_TEMP])
+            return {p + "mem_temp_c": field_value(nv, field)}
+
+        def utilization():
+            u = nv.nvmlDeviceGetUtilizationRates(d.handle)
+            return {p + "util_pct": float(u.gpu), p + "mem_util_pct": float(u.memory)}
+
+        def throttle():
+            try:
+                mask = nv.nvmlDeviceGetCurrentClocksEventReasons(gpu)
+            except (AttributeError, nv.NVMLError_FunctionNotFound):  # drivers before 535
+                mask = nv.nvmlDeviceGetCurrentClocksThrottleReasons(gpu)
+            return decode_throttle(p, int(mask))
+
+        one = lambda name, fn, scale=1.0: (  # noqa: E731
+            p + name, lambda: {p + name: float(fn()) * scale})
+        return [
+            one("power_w", lambda: nv.nvmlDeviceGetPowerUsage(gpu), 1e-3),
+            (p + "energy_j", energy),
+            one("temp_c", lambda: nv.nvmlDeviceGetTemperature(gpu, nv.NVML_TEMPERATURE_GPU)),
+            (p + "mem_temp_c", mem_temp),
+            one("sm_clock_mhz", lambda: nv.nvmlDeviceGetClockInfo(gpu, nv.NVML_CLOCK_SM)),
+            one("mem_clock_mhz", lambda: nv.nvmlDeviceGetClockInfo(gpu, nv.NVML_CLOCK_MEM)),
+            (p + "util_pct", utilization),
+            one("mem_used_mib", lambda: nv.nvmlDeviceGetMemoryInfo(d.handle).used, 1.0 / MIB),
+            one("pstate_num", lambda: nv.nvmlDeviceGetPerformanceState(gpu)),
+            one("pcie_tx_kibps", lambda: nv.nvmlDeviceGetPcieThroughput(gpu, nv.NVML_PCIE_UTIL_TX_BYTES)),
+            one("pcie_rx_kibps", lambda: nv.nvmlDeviceGetPcieThroughput(gpu, nv.NVML_PCIE_UTIL_RX_BYTES)),
+            (p + "throttle", throttle),
+        ]
+
+    def read(self) -> Mapping[str, float]:
+        nv = nvml()
+        permanent = _permanent(nv)
+        values: dict[str, float] = {}
+        dropped = []
+        for i, (name, reader) in enumerate(self._readers):
+            try:
+                values.update(reader())
+            except permanent:
+                dropped.append(i)
+                self.dropped.append(name)
+            except nv.NVMLError:
+                pass  # a passing failure (timeout, busy): skip this reading this time
+        for i in reversed(dropped):
+            del self._readers[i]
+        return values
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            nvml().nvmlShutdown()
+
+    def tags(self) -> Mapping[str, str]:
+        return dict(self._tags)

@@ -1,0 +1,69 @@
+"""The one way to reach NVML: the real `pynvml` module, or a replay of a recorded trace.
+
+Every NVML user calls `nvml()` at use time (never caches the module at import), so
+setting RADT_EXT_NVML_REPLAY=<trace.json> before a run replays that trace everywhere.
+The recorder swaps in its recording wrapper with `use()`.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from typing import Any, Iterator
+
+REPLAY_ENV = "RADT_EXT_NVML_REPLAY"
+
+_lock = threading.Lock()
+_override: Any = None
+_replays: dict[str, Any] = {}
+
+
+def nvml() -> Any:
+    """The pynvml module, or the Replay named by RADT_EXT_NVML_REPLAY (one per trace per process)."""
+    if _override is not None:
+        return _override
+    path = os.environ.get(REPLAY_ENV)
+    if path:
+        with _lock:
+            if path not in _replays:
+                from listeners.replay import Replay
+
+                _replays[path] = Replay(path)
+            return _replays[path]
+    import pynvml
+
+    return pynvml
+
+
+def reset() -> None:
+    """Forget cached replays so the next `nvml()` starts the trace from its beginning."""
+    with _lock:
+        _replays.clear()
+
+
+@contextlib.contextmanager
+def use(backend: Any) -> Iterator[Any]:
+    """Route every `nvml()` to `backend` inside the block (the recorder's wrapper, a test's replay)."""
+    global _override
+    previous, _override = _override, backend
+    try:
+        yield backend
+    finally:
+        _override = previous
+
+
+def is_replay() -> bool:
+    return _override is not None or bool(os.environ.get(REPLAY_ENV))
+
+
+def init_error(exc: BaseException) -> str:
+    """One line saying why NVML could not start."""
+    import pynvml
+
+    if isinstance(exc, (pynvml.NVMLError_LibraryNotFound, pynvml.NVMLError_DriverNotLoaded)):
+        return f"NVML not found: no NVIDIA driver on this machine ({exc})"
+    if isinstance(exc, pynvml.NVMLError_NoPermission):
+        return f"NVML refused access: {exc}; run as a user allowed to read the GPU"
+    if isinstance(exc, pynvml.NVMLError_LibRmVersionMismatch):
+        return f"NVML cannot start: {exc}; the driver was updated, reboot or reload the module"
+    return f"NVML cannot start: {type(exc).__name__}: {exc}"

@@ -1,0 +1,229 @@
+"""NVML traces: the JSON format, and a replay object that answers pynvml calls from one.
+
+A trace is recorded at the pynvml-call level by `listeners.record_trace` on a real GPU:
+
+    {"format": "radt-ext-nvml-trace/1", "meta": {...},
+     "calls": {"nvmlDeviceGetPowerUsage": {"[{\"ref\": \"dev0\"}]": [71234, 71502, ...]}}}
+
+Every call's arguments are turned into a key (device handles and GPM samples become
+labels such as "dev0" / "gpm0"); the key maps to the results in the order the real calls
+returned them. A result is plain JSON; a ctypes struct becomes a dict with a "struct"
+entry, a handle {"ref": label}, an NVMLError {"nvml_error": code}.
+
+`Replay` has the same interface as the pynvml functions the listeners call. Each call
+key answers its recorded results in order (deterministic); past the end it keeps
+answering the last one. A recorded error is raised as `pynvml.NVMLError(code)`, which
+pynvml maps to its subclass (e.g. NVMLError_NotSupported). Constants and error classes
+come from the real pynvml module. A call the trace never saw raises `TraceMissing`,
+so a listener that changed its calls fails loudly in tests instead of reading nothing.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pynvml
+
+FORMAT = "radt-ext-nvml-trace/1"
+
+# Arguments left out of the call key because they change from run to run.
+KEY_IGNORED_ARGS = {"nvmlDeviceGetProcessUtilization": (1,)}  # the "since" timestamp
+
+
+class TraceMissing(LookupError):
+    """The replay trace holds no answer for this call."""
+
+
+class Ref:
+    """A device handle or GPM sample in a replay: only its label matters."""
+
+    __slots__ = ("label",)
+
+    def __init__(self, label: str):
+        self.label = label
+
+    def __repr__(self) -> str:
+        return f"Ref({self.label!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Ref) and other.label == self.label
+
+    def __hash__(self) -> int:
+        return hash(self.label)
+
+
+class Record:
+    """A recorded struct: its fields as attributes (like nvmlFriendlyObject)."""
+
+    def __init__(self, struct: str, fields: dict[str, Any]):
+        self._struct = struct
+        self.__dict__.update(fields)
+
+    def __repr__(self) -> str:
+        fields = {k: v for k, v in self.__dict__.items() if k != "_struct"}
+        return f"{self._struct}({fields})"
+
+
+# ---- encoding (recorder side) --------------------------------------------------------
+
+def is_pointer(obj: Any) -> bool:
+    return isinstance(obj, ctypes._Pointer)
+
+
+def encode(obj: Any, label_of) -> Any:
+    """A pynvml value → JSON. `label_of(pointer)` names opaque handles."""
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if isinstance(obj, bytes):
+        return obj.decode(errors="replace")
+    if isinstance(obj, Ref):
+        return {"ref": obj.label}
+    if is_pointer(obj):
+        return {"ref": label_of(obj)}
+    if isinstance(obj, pynvml.NVMLError):
+        return {"nvml_error": int(obj.value)}
+    if isinstance(obj, (ctypes.Structure, ctypes.Union)):
+        fields = {}
+        for spec in obj._fields_:
+            name = spec[0]
+            if type(obj).__name__ == "c_nvmlGpmMetricsGet_t" and name == "metrics":
+                fields[name] = [encode_gpm_metric(m) for m in obj.metrics[: obj.numMetrics]]
+                continue
+            fields[name] = encode(getattr(obj, name), label_of)
+        return {"struct": type(obj).__name__, "fields": fields}
+    if isinstance(obj, pynvml.nvmlFriendlyObject):
+        return {"struct": "nvmlFriendlyObject",
+                "fields": {k: encode(v, label_of) for k, v in vars(obj).items()}}
+    if isinstance(obj, Record):
+        return {"struct": obj._struct, "fields": {k: encode(v, label_of)
+                                                   for k, v in vars(obj).items() if k != "_struct"}}
+    if isinstance(obj, (list, tuple, ctypes.Array)):
+        return [encode(x, label_of) for x in obj]
+    if isinstance(obj, ctypes._SimpleCData):
+        return encode(obj.value, label_of)
+    raise TypeError(f"cannot record {type(obj).__name__} in an NVML trace")
+
+
+def encode_gpm_metric(metric: Any) -> dict:
+    # metricInfo holds C string pointers owned by NVML; the id, status and value are what matter.
+    return {"struct": "c_nvmlGpmMetric_t",
+            "fields": {"metricId": int(metric.metricId), "nvmlReturn": int(metric.nvmlReturn),
+                       "value": float(metric.value)}}
+
+
+def call_key(fn: str, args: tuple, label_of) -> str:
+    ignored = KEY_IGNORED_ARGS.get(fn, ())
+    parts = []
+    for i, arg in enumerate(args):
+        if i in ignored:
+            parts.append("*")
+        elif fn == "nvmlGpmMetricsGet":
+            # the request is the two samples and the metric ids, not the whole struct
+            parts.append({"sample1": encode(arg.sample1, label_of),
+                          "sample2": encode(arg.sample2, label_of),
+                          "metrics": [int(arg.metrics[j].metricId) for j in range(arg.numMetrics)]})
+        else:
+            parts.append(encode(arg, label_of))
+    return json.dumps(parts, sort_keys=True, separators=(",", ":"))
+
+
+# ---- decoding (replay side) ----------------------------------------------------------
+
+def decode(obj: Any) -> Any:
+    if isinstance(obj, list):
+        return [decode(x) for x in obj]
+    if isinstance(obj, dict):
+        if "ref" in obj:
+            return Ref(obj["ref"])
+        if "nvml_error" in obj:
+            return pynvml.NVMLError(obj["nvml_error"])
+        if "struct" in obj:
+            return Record(obj["struct"], {k: decode(v) for k, v in obj["fields"].items()})
+    return obj
+
+
+class _GpmMetric:
+    def __init__(self):
+        self.metricId = 0
+        self.nvmlReturn = 0
+        self.value = 0.0
+
+
+class ReplayGpmMetricsGet:
+    """Stands in for pynvml.c_nvmlGpmMetricsGet_t: the same fields, Python objects inside."""
+
+    def __init__(self):
+        self.version = 0
+        self.numMetrics = 0
+        self.sample1 = None
+        self.sample2 = None
+        self.metrics = [_GpmMetric() for _ in range(pynvml.NVML_GPM_METRIC_MAX)]
+
+
+def load_trace(path: str | Path) -> dict:
+    with open(path) as fh:
+        trace = json.load(fh)
+    if trace.get("format") != FORMAT:
+        raise ValueError(f"{path}: not an NVML trace (format {trace.get('format')!r}, expected {FORMAT!r})")
+    return trace
+
+
+class Replay:
+    """Answers pynvml calls from a trace; use it where the `pynvml` module would be."""
+
+    c_nvmlGpmMetricsGet_t = ReplayGpmMetricsGet
+
+    def __init__(self, trace: dict | str | Path):
+        if not isinstance(trace, dict):
+            self.path = str(trace)
+            trace = load_trace(trace)
+        else:
+            self.path = "<dict>"
+        self.meta = trace.get("meta", {})
+        self._calls: dict[str, dict[str, list]] = trace["calls"]
+        self._next: dict[tuple[str, str], int] = {}
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(pynvml, name)  # AttributeError for names pynvml lacks, as the module would
+        if name.startswith("nvml") and callable(real) and not isinstance(real, type):
+            fn = lambda *args: self._answer(name, args)  # noqa: E731
+            fn.__name__ = name
+            return fn
+        return real  # constants, error classes, struct classes
+
+    def _answer(self, fn: str, args: tuple) -> Any:
+        key = call_key(fn, args, _label_of_ref)
+        results = self._calls.get(fn, {}).get(key)
+        if not results:
+            raise TraceMissing(f"{self.path}: no recorded answer for {fn}{key}")
+        with self._lock:
+            i = self._next.get((fn, key), 0)
+            self._next[(fn, key)] = i + 1
+        raw = results[min(i, len(results) - 1)]
+        value = decode(raw)
+        if isinstance(value, pynvml.NVMLError):
+            raise value
+        if fn == "nvmlGpmMetricsGet":
+            request = args[0]
+            for j, metric in enumerate(value.metrics):
+                request.metrics[j].metricId = metric.metricId
+                request.metrics[j].nvmlReturn = metric.nvmlReturn
+                request.metrics[j].value = metric.value
+            return request
+        if fn in ("nvmlGpmSampleGet", "nvmlGpmMigSampleGet"):
+            return args[-1]
+        return value
+
+    def calls_made(self, fn: str) -> int:
+        """How many answers `fn` has given (all keys); for tests."""
+        return sum(n for (name, _), n in self._next.items() if name == fn)
+
+
+def _label_of_ref(obj: Any) -> str:
+    if isinstance(obj, Ref):
+        return obj.label
+    raise TypeError(f"replay got a real NVML handle {obj!r}; mixed real and replayed NVML objects")

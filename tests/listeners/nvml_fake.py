@@ -1,0 +1,152 @@
+"""A tiny stand-in for pynvml, used only to test the recorder on machines without a GPU.
+
+It returns the same ctypes types pynvml does (device handles and GPM samples as ctypes
+pointers, c_nvmlMemory_t, c_nvmlFieldValue_t arrays, a filled c_nvmlGpmMetricsGet_t), so
+the recorder's encoding is exercised as on a real GPU. Its numbers are made up; the
+committed fixtures under listeners/traces/ are real recordings, not this.
+"""
+from __future__ import annotations
+
+import ctypes
+import itertools
+
+import pynvml
+
+
+def _pointer(ptype, address: int):
+    return ctypes.cast(ctypes.c_void_p(address), ptype)
+
+
+class FakeNvml:
+    def __init__(self, gpus: int = 1, mem_temp: bool = False):
+        self.gpus = gpus
+        self.mem_temp = mem_temp
+        self._handles = [_pointer(pynvml.c_nvmlDevice_t, 0x1000 + 0x10 * i) for i in range(gpus)]
+        self._samples = itertools.count(0x9000, 0x10)
+        self._ticks = {}
+        self.initialized = 0
+        self.calls: list[str] = []
+
+    def __getattr__(self, name):
+        return getattr(pynvml, name)  # constants, errors, struct classes
+
+    def _tick(self, what, handle) -> int:
+        key = (what, ctypes.cast(handle, ctypes.c_void_p).value)
+        self._ticks[key] = self._ticks.get(key, 0) + 1
+        return self._ticks[key]
+
+    def _index(self, handle) -> int:
+        address = ctypes.cast(handle, ctypes.c_void_p).value
+        return (address - 0x1000) // 0x10
+
+    def nvmlInit(self):
+        self.initialized += 1
+
+    def nvmlShutdown(self):
+        self.initialized -= 1
+
+    def nvmlDeviceGetCount(self):
+        return self.gpus
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        if not 0 <= i < self.gpus:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return self._handles[i]
+
+    def nvmlDeviceGetName(self, h):
+        return "Fake H100"
+
+    def nvmlDeviceGetUUID(self, h):
+        return f"GPU-fake0000-0000-0000-0000-00000000000{self._index(h)}"
+
+    def nvmlDeviceGetMigMode(self, h):
+        return [0, 0]
+
+    def nvmlSystemGetDriverVersion(self):
+        return "999.1"
+
+    def nvmlSystemGetCudaDriverVersion(self):
+        return 12080
+
+    def nvmlDeviceGetComputeMode(self, h):
+        return 0
+
+    def nvmlDeviceGetPowerManagementLimit(self, h):
+        return 700000
+
+    def nvmlDeviceGetCudaComputeCapability(self, h):
+        return (9, 0)
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        return 100000 + 1000 * self._tick("power", h)
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h):
+        return 5_000_000 + 10_000 * self._tick("energy", h)
+
+    def nvmlDeviceGetTemperature(self, h, sensor):
+        return 40 + self._tick("temp", h) % 3
+
+    def nvmlDeviceGetFieldValues(self, h, ids):
+        values = (pynvml.c_nvmlFieldValue_t * len(ids))()
+        for i, fid in enumerate(ids):
+            values[i].fieldId = fid
+            if self.mem_temp:
+                values[i].valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
+                values[i].value.uiVal = 50
+            else:
+                values[i].nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+        return values
+
+    def nvmlDeviceGetClockInfo(self, h, clock):
+        return 1980 if clock == pynvml.NVML_CLOCK_SM else 2619
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        u = pynvml.c_nvmlUtilization_t()
+        u.gpu, u.memory = 50, 20
+        return u
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        m = pynvml.c_nvmlMemory_t()
+        m.total, m.used = 80 * 1024**3, 1024**3
+        m.free = m.total - m.used
+        return m
+
+    def nvmlDeviceGetPerformanceState(self, h):
+        return 0
+
+    def nvmlDeviceGetPcieThroughput(self, h, counter):
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+        return 0x1 | 0x4
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        return [pynvml.nvmlFriendlyObject({"pid": 4242, "usedGpuMemory": 1024**3,
+                                           "gpuInstanceId": 0xFFFFFFFF, "computeInstanceId": 0xFFFFFFFF})]
+
+    def nvmlDeviceGetProcessUtilization(self, h, since):
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+
+    def nvmlGpmQueryDeviceSupport(self, h):
+        s = pynvml.c_nvmlGpmSupport_t()
+        s.isSupportedDevice = 1
+        return s
+
+    def nvmlGpmSampleAlloc(self):
+        return _pointer(pynvml.c_nvmlGpmSample_t, next(self._samples))
+
+    def nvmlGpmSampleFree(self, sample):
+        return None
+
+    def nvmlGpmSampleGet(self, h, sample):
+        return sample
+
+    def nvmlGpmMetricsGet(self, request):
+        for j in range(request.numMetrics):
+            request.metrics[j].value = 10.0 * (j + 1)
+        return request
+
+    # anything that changes the GPU: the recorder must refuse before this is reached
+    def nvmlDeviceSetMigMode(self, h, mode):
+        self.calls.append("nvmlDeviceSetMigMode")
+        return [0]
