@@ -1,0 +1,133 @@
+"""A long-lived tool process (nvidia-smi -lms, dcgmi dmon, perf stat -I) read line by line.
+
+A reader thread takes each line as it arrives, stamps it with the time it was
+received, and hands it to a parser. What the parser returns (a list of readings)
+waits in a queue until the listener's `sample()` drains it. Lines the parser
+cannot use are kept (the last few) so that a process that dies can be reported
+with its own words.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from typing import Callable, Sequence
+
+from listeners.base import ListenerError, Reading
+
+# parser(line, received_time) -> readings (possibly empty); raising counts as "unusable line"
+Parser = Callable[[str, float], "list[Reading] | None"]
+
+
+class StreamingProcess:
+    def __init__(self, argv: Sequence[str], parse: Parser, env: dict[str, str] | None = None):
+        self.argv = list(argv)
+        self.parse = parse
+        self.env = env
+        self._proc: subprocess.Popen | None = None
+        self._thread: threading.Thread | None = None
+        self._queue: queue.Queue[Reading] = queue.Queue()
+        self._unused: collections.deque[str] = collections.deque(maxlen=5)
+        self._got_line = threading.Event()
+        self._stopping = False
+
+    @property
+    def tool(self) -> str:
+        return os.path.basename(self.argv[0])
+
+    def start(self, wait_first: float = 0.0) -> None:
+        """Start the process; with `wait_first`, wait that long for its first line and raise
+        ListenerError at once if it exits without producing a usable one."""
+        try:
+            self._proc = subprocess.Popen(
+                self.argv,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,  # perf writes its CSV to stderr; errors land here too
+                stdin=subprocess.DEVNULL,
+                text=True,
+                bufsize=1,
+                env=self.env,
+                start_new_session=True,  # a Ctrl-C to the monitor's group does not hit the tool first
+            )
+        except OSError as exc:
+            raise ListenerError(f"cannot start {self.tool}: {exc.strerror or exc}") from None
+        self._thread = threading.Thread(target=self._read, name=f"{self.tool}-reader", daemon=True)
+        self._thread.start()
+        if wait_first > 0:
+            self._got_line.wait(wait_first)
+            if self._queue.empty() and self._proc.poll() is not None:
+                self._thread.join(1.0)
+                if self._queue.empty():
+                    raise ListenerError(self._death_message())
+
+    def _read(self) -> None:
+        assert self._proc and self._proc.stdout
+        for line in self._proc.stdout:
+            received = time.time()
+            line = line.rstrip("\r\n")
+            try:
+                readings = self.parse(line, received)
+            except Exception:
+                readings = None
+            if readings is None:
+                if line.strip():
+                    self._unused.append(line.strip())
+            else:
+                for reading in readings:
+                    self._queue.put(reading)
+            self._got_line.set()
+        self._got_line.set()
+
+    def drain(self) -> list[Reading]:
+        """Everything read since the last call. Raises ListenerError once the process has
+        died and everything it wrote has been handed out."""
+        out: list[Reading] = []
+        while True:
+            try:
+                out.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        if out or self._proc is None or self._stopping:
+            return out
+        if self._proc.poll() is not None:
+            if self._thread:
+                self._thread.join(1.0)
+            while not self._queue.empty():
+                out.append(self._queue.get_nowait())
+            if not out:
+                raise ListenerError(self._death_message())
+        return out
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.poll() if self._proc else None
+
+    def _death_message(self) -> str:
+        code = self._proc.poll() if self._proc else None
+        last = self._unused[-1] if self._unused else "no output"
+        return f"{self.tool} exited with code {code}: {last}"[:300]
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Terminate, wait, kill if needed, reap: never leaves a zombie."""
+        self._stopping = True
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            try:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            except ProcessLookupError:
+                pass
+        proc.wait()
+        if self._thread:
+            self._thread.join(timeout)
+        if proc.stdout:
+            proc.stdout.close()

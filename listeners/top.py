@@ -1,0 +1,115 @@
+"""CPU, memory and I/O of the workload's own process tree (psutil), plus the host's totals.
+
+The tree (Target.pid and every descendant) is listed again at every sample, so
+workers started later are counted and finished ones drop out. CPU percentages
+need two readings of the same process; psutil keeps the previous one on the
+Process object, so those objects are kept between samples (keyed by pid and
+creation time, so a reused pid is a new process).
+"""
+from __future__ import annotations
+
+import psutil
+
+from listeners.base import Listener, ListenerError, Target
+
+MIB = 1024 * 1024
+GONE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
+
+
+class TopListener(Listener):
+    name = "top"
+    description = "CPU %, RSS, threads and I/O of the workload's process tree; host CPU and memory"
+    default_interval = 1.0
+
+    @classmethod
+    def probe(cls, target: Target) -> str | None:
+        if target.pid is not None and not psutil.pid_exists(target.pid):
+            return f"workload process {target.pid} does not exist"
+        return None
+
+    def open(self) -> None:
+        self._procs: dict[tuple[int, float], psutil.Process] = {}
+        self._io_start: dict[tuple[int, float], tuple[int, int]] = {}
+        self._io_done = [0, 0]  # bytes read/written by tree members that have since exited
+        self._io_last: dict[tuple[int, float], tuple[int, int]] = {}
+        psutil.cpu_percent(None)  # the first call only sets the baseline
+        if self.target.pid is not None:
+            try:
+                self._root = psutil.Process(self.target.pid)
+            except psutil.NoSuchProcess:
+                raise ListenerError(f"workload process {self.target.pid} does not exist") from None
+            for key, proc in self._tree():  # I/O counts from open() for processes already running
+                try:
+                    io = proc.io_counters()
+                    self._io_start[key] = (io.read_bytes, io.write_bytes)
+                except (AttributeError, *GONE):
+                    pass
+
+    def _tree(self) -> list[tuple[tuple[int, float], psutil.Process]]:
+        try:
+            members = [self._root, *self._root.children(recursive=True)]
+        except GONE:
+            members = []
+        current: dict[tuple[int, float], psutil.Process] = {}
+        for proc in members:
+            try:
+                key = (proc.pid, proc.create_time())
+            except GONE:
+                continue
+            if key not in self._procs:
+                try:
+                    proc.cpu_percent(None)  # baseline; counts from the next sample on
+                except GONE:
+                    continue
+            current[key] = self._procs.get(key, proc)
+        for key in set(self._procs) - set(current):  # exited: keep what it read and wrote
+            last = self._io_last.pop(key, None)
+            start = self._io_start.pop(key, (0, 0))
+            if last:
+                self._io_done[0] += last[0] - start[0]
+                self._io_done[1] += last[1] - start[1]
+        self._procs = current
+        return list(current.items())
+
+    def read(self) -> dict[str, float]:
+        values: dict[str, float] = {}
+        if self.target.pid is not None and hasattr(self, "_root"):
+            cpu = rss = threads = count = 0.0
+            io_read, io_write = self._io_done
+            for key, proc in self._tree():
+                try:
+                    with proc.oneshot():
+                        cpu_now = proc.cpu_percent(None)
+                        rss_now = proc.memory_info().rss
+                        threads_now = proc.num_threads()
+                        try:
+                            io = proc.io_counters()
+                            io_now = (io.read_bytes, io.write_bytes)
+                        except (AttributeError, psutil.AccessDenied):
+                            io_now = None
+                except GONE:
+                    continue  # vanished between listing and reading
+                cpu += cpu_now
+                rss += rss_now
+                threads += threads_now
+                count += 1
+                if io_now is not None:
+                    start = self._io_start.setdefault(key, (0, 0))  # started after open(): all of it
+                    self._io_last[key] = io_now
+                    io_read += io_now[0] - start[0]
+                    io_write += io_now[1] - start[1]
+            values.update(
+                proc_cpu_pct=cpu,
+                proc_rss_mib=rss / MIB,
+                proc_threads_count=threads,
+                proc_count=count,
+                proc_read_mib=io_read / MIB,
+                proc_write_mib=io_write / MIB,
+            )
+        memory = psutil.virtual_memory()
+        values.update(
+            host_cpu_pct=psutil.cpu_percent(None),
+            host_mem_used_mib=(memory.total - memory.available) / MIB,
+            host_mem_pct=memory.percent,
+        )
+        return values
