@@ -1,0 +1,374 @@
+"""The PyTorch training entry point every torch recipe calls:
+
+    python -m radt_ext.workloads.torch_train --recipe cnn_pruned --variant pruned --model resnet18 ...
+
+It trains under the session's listeners (it never samples hardware itself), reports
+progress with `radt_ext.log_progress` every step, and records params, tags, per-epoch
+and end metrics in the MLflow run it was handed (see `records`).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import time
+
+import click
+
+VARIANTS = ("baseline", "amp", "compiled", "pruned", "quantized")
+COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+@click.command(context_settings={"show_default": True})
+@click.option("--recipe", default="", help="recipe name for the `recipe` tag (default cnn_<variant>)")
+@click.option("--variant", type=click.Choice(VARIANTS), default="baseline")
+@click.option("--model", "model_name", default="small_cnn")
+@click.option("--dataset", default="synthetic32", help="synthetic32, synthetic224, digits, digits8 or clicks")
+@click.option("--data", "data_dir", default="", help="an image folder (one sub-folder per class); overrides --dataset")
+@click.option("--image-size", type=int, default=224, help="image side for --data folders")
+@click.option("--batch-size", type=click.IntRange(1), default=64)
+@click.option("--epochs", type=click.IntRange(0), default=2)
+@click.option("--lr", type=float, default=1e-3)
+@click.option("--seed", type=int, default=0)
+@click.option("--train-samples", type=click.IntRange(1), default=2048, help="synthetic/clicks training set size")
+@click.option("--val-samples", type=click.IntRange(1), default=512)
+@click.option("--precision", default="", help="fp32 (TF32 convs, PyTorch default), fp32-strict, tf32, bf16, fp16")
+@click.option("--channels-last", type=bool, default=False)
+@click.option("--compile-mode", type=click.Choice(COMPILE_MODES), default=None)
+@click.option("--compile-backend", default="inductor")
+@click.option("--prune-method", default="unstructured", help="unstructured, structured or semi24")
+@click.option("--sparsity", type=click.FloatRange(0, 1, max_open=True), default=0.5)
+@click.option("--finetune-epochs", type=click.IntRange(0), default=1)
+@click.option("--quant-scheme", default="static_int8", help="static_int8, dynamic_int8 or fp8")
+@click.option("--calibration-batches", type=click.IntRange(1), default=16)
+@click.option("--patience", type=click.IntRange(0), default=0, help="early stopping on val loss (0: off)")
+@click.option("--min-delta", type=float, default=0.0)
+@click.option("--device", "device_req", default="auto", help="auto, cpu or cuda[:N]")
+@click.option("--infer-iters", type=click.IntRange(1), default=30)
+@click.option("--baseline-run-id", default="", help="run to compare with (tag baseline_run_id)")
+@click.option("--width", type=click.IntRange(1), default=32, help="small_cnn channels / mlp hidden units / 32")
+@click.option("--num-tables", type=click.IntRange(1), default=26)
+@click.option("--table-rows", type=click.IntRange(2), default=100_000)
+@click.option("--embedding-dim", type=click.IntRange(1), default=64)
+def main(**opts) -> None:
+    cfg = _settle(opts)
+    import torch  # after argument checks, so bad input fails fast
+
+    from . import pruning, quantization
+    from .records import RunRecord, say
+    from .torch_device import pick_device
+
+    device = pick_device(cfg["device_req"])
+    refusal = None
+    if cfg["variant"] == "pruned" and cfg["prune_method"] == "semi24":
+        refusal = pruning.semi24_refusal(device)
+    if cfg["variant"] == "quantized":
+        refusal = quantization.refusal(cfg["quant_scheme"], device)
+    if cfg["compile_mode"] in ("reduce-overhead",) and device.type != "cuda":
+        say("compile_mode=reduce-overhead uses CUDA graphs, which apply only on a GPU; compiling without them")
+    if refusal:
+        raise click.ClickException(refusal)
+    torch.manual_seed(cfg["seed"])
+    random.seed(cfg["seed"])
+    record = RunRecord(cfg["recipe"], cfg["variant"], cfg["baseline_run_id"] or None)
+    failed = True
+    try:
+        Trainer(cfg, device, record).run()
+        failed = False
+    finally:
+        record.finish(failed=failed)
+
+
+def _settle(opts: dict) -> dict:
+    """Fill variant defaults and reject contradictory input with one line, before any run starts."""
+    from .pruning import METHODS
+    from .quantization import SCHEMES
+    from .torch_device import PRECISIONS
+    from .torch_models import MODELS
+
+    cfg = dict(opts)
+    v = cfg["variant"]
+    cfg["recipe"] = cfg["recipe"] or f"cnn_{v}"
+    cfg["precision"] = cfg["precision"] or ("bf16" if v == "amp" else "fp32")
+    cfg["compile_mode"] = cfg["compile_mode"] or ("default" if v == "compiled" else "none")
+    checks = [
+        (cfg["model_name"] in MODELS, f"unknown model {cfg['model_name']!r}; choose one of {', '.join(MODELS)}"),
+        (cfg["precision"] in PRECISIONS, f"unknown precision {cfg['precision']!r}; choose one of {', '.join(PRECISIONS)}"),
+        (v != "amp" or cfg["precision"] in ("bf16", "fp16"), "variant=amp trains in bf16 or fp16; set precision=bf16 or fp16"),
+        (v != "compiled" or cfg["compile_mode"] != "none", "variant=compiled needs a compile_mode other than none"),
+        (cfg["prune_method"] in METHODS, f"unknown prune_method {cfg['prune_method']!r}; choose one of {', '.join(METHODS)}"),
+        (cfg["quant_scheme"] in SCHEMES, f"unknown quant_scheme {cfg['quant_scheme']!r}; choose one of {', '.join(SCHEMES)}"),
+        ((cfg["model_name"] == "dlrm") == (cfg["dataset"] == "clicks") or bool(cfg["data_dir"]),
+         "model=dlrm goes with dataset=clicks, and dataset=clicks only with model=dlrm"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise click.ClickException(message)
+    return cfg
+
+
+class Trainer:
+    def __init__(self, cfg: dict, device, record):
+        self.cfg, self.device, self.record = cfg, device, record
+
+    # --- set-up -------------------------------------------------------------------------
+
+    def run(self) -> None:
+        import torch
+
+        from . import torch_data, torch_models
+        from .records import EarlyStopping, say
+        from .torch_device import device_name, measured_peak_tflops, set_matmul_precision
+
+        cfg, device = self.cfg, self.device
+        set_matmul_precision(cfg["precision"])
+        self.data = torch_data.load(
+            cfg["dataset"], cfg["batch_size"], device, cfg["train_samples"], cfg["val_samples"],
+            cfg["data_dir"], cfg["image_size"], cfg["seed"], cfg["num_tables"], cfg["table_rows"],
+        )
+        self.model = torch_models.build(cfg["model_name"], self.data.num_classes, self.data.input_shape,
+                                        self.data.dlrm_spec, cfg["width"], cfg["embedding_dim"]).to(device)
+        if cfg["channels_last"]:
+            self.model = self.model.to(memory_format=torch.channels_last)
+        self.example = self._example()
+        self.fwd_flops = torch_models.forward_flops_per_sample(self.model, self.example)
+        peak, peak_source = measured_peak_tflops(device, cfg["precision"])
+        if device.type == "cpu":
+            say("MFU is n/a on CPU (no meaningful device peak); achieved TFLOP/s is still logged")
+        self.peak = peak
+        self.record.log_params({
+            "model": cfg["model_name"], "dataset": self.data.name, "data": cfg["data_dir"],
+            "batch_size": cfg["batch_size"], "epochs": cfg["epochs"], "lr": cfg["lr"], "seed": cfg["seed"],
+            "precision": cfg["precision"], "channels_last": cfg["channels_last"],
+            "compile_mode": cfg["compile_mode"], "compile_backend": cfg["compile_backend"] if cfg["compile_mode"] != "none" else "",
+            "sparsity": cfg["sparsity"] if cfg["variant"] == "pruned" else 0.0,
+            "prune_method": cfg["prune_method"] if cfg["variant"] == "pruned" else "none",
+            "finetune_epochs": cfg["finetune_epochs"] if cfg["variant"] == "pruned" else 0,
+            "quant_scheme": cfg["quant_scheme"] if cfg["variant"] == "quantized" else "none",
+            "patience": cfg["patience"], "device": device.type, "device_name": device_name(device),
+            "train_samples": _size(self.data.train), "val_samples": _size(self.data.val),
+            "peak_tflops_source": peak_source, "torch_version": torch.__version__,
+            **({"num_tables": cfg["num_tables"], "table_rows": cfg["table_rows"], "embedding_dim": cfg["embedding_dim"]}
+               if cfg["model_name"] == "dlrm" else {}),
+        })
+        self.stopper = EarlyStopping(cfg["patience"], cfg["min_delta"])
+        self.epoch, self.train_seconds, self.train_flops = 0, 0.0, 0.0
+        self.step_model = self._compiled(self.model)
+        self._train(cfg["epochs"])
+        final = self._variant()
+        self._finish(final)
+
+    def _example(self):
+        batch = next(iter(self.data.val))
+        *inputs, _ = (t.to(self.device) for t in batch)
+        if len(inputs[0]) < self.cfg["batch_size"]:
+            reps = -(-self.cfg["batch_size"] // len(inputs[0]))
+            inputs = [t.repeat(reps, *([1] * (t.dim() - 1)))[: self.cfg["batch_size"]] for t in inputs]
+        return tuple(self._layout(inputs))
+
+    def _layout(self, inputs):
+        import torch
+
+        if self.cfg["channels_last"] and inputs[0].dim() == 4:
+            inputs = [inputs[0].contiguous(memory_format=torch.channels_last), *inputs[1:]]
+        return inputs
+
+    def _compiled(self, model):
+        import torch
+
+        if self.cfg["compile_mode"] == "none":
+            return model
+        mode = self.cfg["compile_mode"]
+        if mode == "reduce-overhead" and self.device.type != "cuda":
+            mode = "default"
+        return torch.compile(model, mode=mode, backend=self.cfg["compile_backend"])
+
+    def _autocast(self):
+        from .torch_device import autocast
+
+        return autocast(self.device, self.cfg["precision"])
+
+    # --- training -----------------------------------------------------------------------
+
+    def _train(self, epochs: int, phase: str = "train") -> None:
+        import torch
+
+        from radt_ext.progress import log_progress
+
+        from .inference import evaluate
+        from .records import say
+        from .torch_device import grad_scaler, synchronize
+
+        cfg, device = self.cfg, self.device
+        model = self.step_model
+        optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg["lr"])
+        scaler = grad_scaler(device, cfg["precision"])
+        cudagraphs = cfg["compile_mode"] == "reduce-overhead" and device.type == "cuda"
+        for _ in range(epochs):
+            model.train()
+            loss_sum = torch.zeros((), device=device)
+            correct = torch.zeros((), device=device, dtype=torch.long)
+            seen = 0
+            synchronize(device)
+            start = time.time()
+            for batch in self.data.train:
+                *inputs, target = (t.to(device, non_blocking=True) for t in batch)
+                inputs = self._layout(inputs)
+                if cudagraphs:
+                    torch.compiler.cudagraph_mark_step_begin()
+                with self._autocast():
+                    logits = model(*inputs)
+                loss = torch.nn.functional.cross_entropy(logits.float(), target)
+                optimizer.zero_grad(set_to_none=True)
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+                n = target.shape[0]
+                loss_sum += loss.detach() * n
+                correct += (logits.detach().argmax(1) == target).sum()
+                seen += n
+                log_progress(samples=n, steps=1, flops=3 * self.fwd_flops * n)
+            synchronize(device)
+            end = time.time()
+            self.train_seconds += end - start
+            self.train_flops += 3 * self.fwd_flops * seen
+            val_loss, val_acc = evaluate(model, self.data.val, device, self._autocast)
+            self.record.log_epoch(self.epoch, start, end, seen, {
+                "train_loss": loss_sum.item() / max(seen, 1), "train_accuracy": correct.item() / max(seen, 1),
+                "val_loss": val_loss, "val_accuracy": val_acc,
+            })
+            self.epoch += 1
+            if phase == "train" and self.stopper.update(self.epoch - 1, val_loss):
+                say(f"early stopping after epoch {self.epoch - 1}: val_loss has not improved for {cfg['patience']} epochs")
+                self.record.set_tags({"early_stopped": "true"})
+                self.record.log_metrics({"stopped_epoch": self.epoch - 1})
+                break
+
+    # --- variants -----------------------------------------------------------------------
+
+    def _variant(self) -> dict:
+        """Apply the variant to the trained model; returns end metrics specific to it."""
+        v = self.cfg["variant"]
+        if v == "pruned":
+            return self._prune()
+        if v == "quantized":
+            return self._quantize()
+        return self._measure(self.step_model)
+
+    def _measure(self, model, device=None, context=None, dtype=None, prefix: str = "inference") -> dict:
+        from .inference import evaluate, latency
+
+        device = device or self.device
+        context = context or self._autocast
+        example = tuple(t.to(device) for t in self.example)
+        if dtype is not None:
+            example = tuple(t.to(dtype) if t.is_floating_point() else t for t in example)
+        loss, acc = evaluate(model, self.data.val, device, context, dtype)
+        out = latency(model, example, device, self.cfg["infer_iters"], context=context, prefix=prefix)
+        out.update({"final_val_loss": loss, "final_accuracy": acc})
+        return out
+
+    def _prune(self) -> dict:
+        import torch
+
+        from . import pruning
+        from .records import say
+        from .torch_models import param_counts
+
+        cfg, model = self.cfg, self.model
+        method = cfg["prune_method"]
+        dense_params, _ = param_counts(model)
+        self.record.log_metrics({"prune_epoch": self.epoch, "dense_param_count": dense_params})
+        if method == "unstructured":
+            pruning.apply_unstructured(model, cfg["sparsity"])
+        elif method == "structured":
+            chains = pruning.apply_structured(model, cfg["sparsity"])
+            say(f"structured pruning shrank {chains} layer chains by {cfg['sparsity']:.0%} of their channels")
+            self.step_model = self._compiled(model)
+        else:
+            layers = pruning.apply_24_masks(model)
+            say(f"2:4 masks on {layers} linear layers")
+        self._train(cfg["finetune_epochs"], phase="finetune")
+        pruning.make_permanent(model)
+        if method != "semi24":
+            return self._measure(self.step_model)
+        dtype = torch.bfloat16 if cfg["precision"] == "bf16" else torch.float16
+        model.to(dtype)
+        dense = self._measure(model, context=contextlib.nullcontext, dtype=dtype, prefix="dense_inference")
+        decisions = pruning.convert_24(model, self.example[0].shape[0])
+        used = [d["layer"] for d in decisions if d["used"]]
+        say(f"2:4 sparse weights kept on {len(used)} of {len(decisions)} eligible layers: {', '.join(used) or 'none paid off'}")
+        self.record.log_text(json.dumps(decisions, indent=1), "semi24_layers.json")
+        self.record.set_tags({"semi24_layers": ",".join(used) or "none"})
+        out = self._measure(model, context=contextlib.nullcontext, dtype=dtype)
+        out.update({k: v for k, v in dense.items() if k.startswith("dense_inference_")})
+        out["semi24_layer_count"] = len(used)
+        out["sparse_speedup_ratio"] = out["inference_throughput_samples_per_s"] / dense["dense_inference_throughput_samples_per_s"]
+        return out
+
+    def _quantize(self) -> dict:
+        import torch
+
+        from . import quantization
+        from .records import say
+
+        cfg = self.cfg
+        scheme = cfg["quant_scheme"]
+        if scheme == "fp8":
+            fp32 = self._measure(self.model, prefix="fp32_inference")
+            qmodel, swapped = quantization.fp8(self.model)
+            say(f"fp8 matmuls on {len(swapped)} linear layers")
+            self.record.set_tags({"fp8_layers": ",".join(swapped) or "none"})
+            bf16 = lambda: torch.autocast("cuda", dtype=torch.bfloat16)  # noqa: E731
+            out = self._measure(qmodel, context=bf16)
+        else:
+            cpu = torch.device("cpu")
+            float_cpu = self.model.cpu().eval()
+            self.example = tuple(t.cpu().contiguous() for t in self.example)
+            fp32 = self._measure(float_cpu, device=cpu, context=contextlib.nullcontext, prefix="fp32_inference")
+            say(f"{scheme}: quantizing on CPU (fbgemm/x86 int8 kernels); fp32 and int8 are both timed on CPU")
+            if scheme == "static_int8":
+                qmodel = quantization.static_int8(float_cpu, self.data.calibration, self.example, cfg["calibration_batches"])
+            else:
+                qmodel = quantization.dynamic_int8(float_cpu)
+            out = self._measure(qmodel, device=cpu, context=contextlib.nullcontext)
+            out["inference_device_cpu_bool"] = 1.0
+        out.update({
+            "fp32_accuracy": fp32["final_accuracy"],
+            "fp32_inference_throughput_samples_per_s": fp32["fp32_inference_throughput_samples_per_s"],
+            "fp32_inference_latency_p50_ms": fp32["fp32_inference_latency_p50_ms"],
+            "accuracy_drop_pts": 100.0 * (fp32["final_accuracy"] - out["final_accuracy"]),
+            "quantized_speedup_ratio": out["inference_throughput_samples_per_s"] / fp32["fp32_inference_throughput_samples_per_s"],
+        })
+        self.final_model = qmodel
+        return out
+
+    # --- end ------------------------------------------------------------------------------
+
+    def _finish(self, final: dict) -> None:
+        from .records import utilisation
+        from .torch_models import param_counts, size_bytes
+
+        model = getattr(self, "final_model", self.model)
+        total, nonzero = param_counts(self.model)
+        metrics = dict(final)
+        metrics.update({
+            "model_size_bytes": size_bytes(model), "param_count": total, "nonzero_param_count": nonzero,
+            "train_time_s": self.train_seconds, "epochs_run": self.epoch,
+            "forward_flops_per_sample": self.fwd_flops,
+        })
+        if self.stopper.best_epoch >= 0:
+            metrics["best_val_loss"] = self.stopper.best
+            metrics["best_epoch"] = self.stopper.best_epoch
+        metrics.update(utilisation(self.train_flops, self.train_seconds, self.peak))
+        self.record.log_metrics(metrics, step=self.epoch)
+
+
+def _size(batches) -> int:
+    if hasattr(batches, "size"):
+        return int(batches.size)
+    return len(batches.dataset)
+
+
+if __name__ == "__main__":
+    main()
