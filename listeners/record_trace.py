@@ -257,10 +257,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=0.1, help="nvml listener interval (s)")
     parser.add_argument("--gpm-interval", type=float, default=0.2, help="gpm listener interval (s)")
     parser.add_argument("--load", action="store_true", help="run a bf16 matmul during the middle half")
+    parser.add_argument("--note", default="", help="free text kept in the trace's meta (the machine, the case)")
     args = parser.parse_args(argv)
     os.environ.pop(nvml_backend.REPLAY_ENV, None)  # record the real GPU, never a replay
 
     trace = record(args.seconds, args.interval, args.gpm_interval, args.load)
+    trace["meta"]["note"] = args.note
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as fh:
         json.dump(trace, fh, separators=(",", ":"))
