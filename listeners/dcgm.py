@@ -69,7 +69,7 @@ class DmonParser:
         kind, ident = parts[0].upper(), parts[1]
         if kind == "ID":  # the units line under the header
             return []
-        if kind not in ENTITY_PREFIX or not ident.isdigit():
+        if kind not in ENTITY_PREFIX or not (ident.isascii() and ident.isdigit()):
             return None
         cells = parts[2:]
         if len(cells) != len(self.columns):
@@ -122,7 +122,7 @@ def visible_gpu_ids(cuda_visible_devices: str | None) -> list[int] | None:
     ids: list[int] = []
     for entry in cuda_visible_devices.split(","):
         entry = entry.strip()
-        if not entry.isdigit():
+        if not (entry.isascii() and entry.isdigit()):
             return None if not ids and entry.startswith(("GPU-", "MIG-")) else ids
         ids.append(int(entry))
     return ids

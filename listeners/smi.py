@@ -48,6 +48,7 @@ REASON_BITS = {
 }
 MISSING = {"", "[n/a]", "n/a", "[not supported]", "not supported", "[unknown error]", "[gpu is lost]",
            "[insufficient permissions]", "[no data]", "[not available]"}
+_DIGITS = re.compile(r"[0-9]+")
 _HELP_NAME = re.compile(r'"([a-z0-9_.]+)"', re.I)
 
 
@@ -75,7 +76,7 @@ def parse_number(text: str) -> float | None:
     text = text.strip()
     if text.lower() in MISSING:
         return None
-    if text[:1] in "Pp" and text[1:].isdigit():  # pstate "P0"
+    if text[:1] in "Pp" and _DIGITS.fullmatch(text[1:]):  # pstate "P0"
         return float(text[1:])
     if text.lower().startswith("0x"):
         return float(int(text, 16))
@@ -125,7 +126,7 @@ def visible_gpus(cuda_visible_devices: str | None, gpu_list: str) -> list[int] |
     out: list[int] = []
     for entry in cuda_visible_devices.split(","):
         entry = entry.strip()
-        if entry.isdigit():
+        if _DIGITS.fullmatch(entry):
             found = int(entry) if int(entry) in gpus.values() or not gpus else None
         else:
             hits = [i for u, i in {**gpus, **migs}.items() if u.startswith(entry)] if entry else []
@@ -147,7 +148,10 @@ class RowParser:
         self.energy_start: dict[int, float] = {}
 
     def __call__(self, line: str, received: float) -> list[Reading] | None:
-        rows = list(csv.reader([line], skipinitialspace=True))
+        try:
+            rows = list(csv.reader([line], skipinitialspace=True))
+        except csv.Error:
+            return None
         if not rows or len(rows[0]) != len(self.columns):
             return None
         row = dict(zip(self.columns, (cell.strip() for cell in rows[0])))
@@ -216,6 +220,8 @@ class SmiListener(Listener):
         available = supported_fields(help_run.stdout) if help_run.returncode == 0 else set()
         self.fields = choose_fields(available or None)
         visible = visible_gpus(self.target.cuda_visible_devices, listed)
+        if visible == []:
+            raise ListenerError(f"CUDA_VISIBLE_DEVICES={self.target.cuda_visible_devices!r} names no GPU nvidia-smi lists")
         gpus, _ = parse_gpu_list(listed)
         self.uuids = {index: uuid for uuid, index in gpus.items()}
         self.visible = visible

@@ -32,7 +32,6 @@ class StreamingProcess:
         self._thread: threading.Thread | None = None
         self._queue: queue.Queue[Reading] = queue.Queue()
         self._unused: collections.deque[str] = collections.deque(maxlen=5)
-        self._got_line = threading.Event()
         self._stopping = False
 
     @property
@@ -57,12 +56,15 @@ class StreamingProcess:
             raise ListenerError(f"cannot start {self.tool}: {exc.strerror or exc}") from None
         self._thread = threading.Thread(target=self._read, name=f"{self.tool}-reader", daemon=True)
         self._thread.start()
-        if wait_first > 0:
-            self._got_line.wait(wait_first)
-            if self._queue.empty() and self._proc.poll() is not None:
-                self._thread.join(1.0)
-                if self._queue.empty():
-                    raise ListenerError(self._death_message())
+        if wait_first > 0:  # a tool that refuses its arguments says so at once: report it at open()
+            deadline = time.time() + wait_first
+            while time.time() < deadline and self._queue.empty():
+                if self._proc.poll() is not None:
+                    self._thread.join(1.0)
+                    if self._queue.empty():
+                        raise ListenerError(self._death_message())
+                    break
+                time.sleep(0.02)
 
     def _read(self) -> None:
         assert self._proc and self._proc.stdout
@@ -79,8 +81,6 @@ class StreamingProcess:
             else:
                 for reading in readings:
                     self._queue.put(reading)
-            self._got_line.set()
-        self._got_line.set()
 
     def drain(self) -> list[Reading]:
         """Everything read since the last call. Raises ListenerError once the process has
