@@ -83,10 +83,12 @@ def derive(trace: dict) -> dict:
                 new_key = json.dumps([dict(request, sample1={"ref": new[0]}, sample2={"ref": new[1]})],
                                      sort_keys=True, separators=(",", ":"))
                 metrics[new_key] = [_scaled(r, new[0], new[1], scale) for r in results]
-        for i, (_slot, _label, gi, _scale) in enumerate(INSTANCES):
-            for s in labels[2 * i: 2 * i + 2]:
+        # any buffer may sample any instance (a visible MIG device gets buffers gpm0/gpm1)
+        for _slot, _label, gi, _scale in INSTANCES:
+            for s in labels:
                 put("nvmlGpmMigSampleGet", _key("nvmlGpmMigSampleGet", g, gi, Ref(s)), [{"ref": s}])
-                put("nvmlGpmSampleFree", _key("nvmlGpmSampleFree", Ref(s)), [None])
+        for s in labels:
+            put("nvmlGpmSampleFree", _key("nvmlGpmSampleFree", Ref(s)), [None])
     out["meta"] = dict(trace.get("meta", {}), derived=True, derived_from=trace.get("meta", {}).get("recorded_at"),
                        derived_by="python listeners/traces/derive_mig.py", note=__doc__.split("\n\n")[2])
     return out

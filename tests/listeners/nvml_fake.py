@@ -150,3 +150,78 @@ class FakeNvml:
     def nvmlDeviceSetMigMode(self, h, mode):
         self.calls.append("nvmlDeviceSetMigMode")
         return [0]
+
+
+# ---- helpers the NVML tests share -----------------------------------------------------
+
+import glob  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+
+TRACES = os.path.join(os.path.dirname(__file__), "..", "..", "listeners", "traces")
+
+
+def record_fake(gpus: int = 1, samples: int = 6, mem_temp: bool = False) -> dict:
+    """A trace of the listeners' real code against FakeNvml: fixed sample counts, no threads."""
+    from listeners import nvml_backend
+    from listeners.base import Target
+    from listeners.gpm import GpmListener
+    from listeners.nvml import NvmlListener
+    from listeners.record_trace import RecordingNvml
+    from listeners.replay import FORMAT
+
+    rec = RecordingNvml(FakeNvml(gpus=gpus, mem_temp=mem_temp))
+    with nvml_backend.use(rec):
+        for cls in (NvmlListener, GpmListener):
+            cls.probe(Target(cuda_visible_devices=None))
+            listener = cls(Target(cuda_visible_devices=None))
+            listener.open()
+            for _ in range(samples):
+                listener.sample()
+            listener.close()
+    meta = {"derived": False, "fake": True, "cuda_visible_devices": None,
+            "sample_counts": {"nvml": samples, "gpm": samples}}
+    return {"format": FORMAT, "meta": meta, "calls": rec.calls}
+
+
+def real_gpu_traces() -> list[str]:
+    """Committed recordings made on a real GPU (not derived, with listener samples)."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(TRACES, "*.json"))):
+        meta = json.load(open(path))["meta"]
+        if not meta.get("derived") and meta.get("sample_counts", {}).get("nvml"):
+            out.append(os.path.abspath(path))
+    return out
+
+
+def answers(trace: dict, fn: str, *args) -> list:
+    """The recorded results of one call key, decoded (errors as NVMLError objects)."""
+    from listeners.replay import _label_of_ref, call_key, decode
+
+    return [decode(r) for r in trace["calls"][fn][call_key(fn, args, _label_of_ref)]]
+
+
+def gpu_label(trace: dict, index: int = 0):
+    from listeners.replay import Ref
+
+    return Ref(trace["calls"]["nvmlDeviceGetHandleByIndex"][f"[{index}]"][0]["ref"])
+
+
+def replay_from(monkeypatch, path) -> dict:
+    """Point RADT_EXT_NVML_REPLAY at `path` with a fresh replay; return the trace."""
+    from listeners import nvml_backend
+
+    monkeypatch.setenv(nvml_backend.REPLAY_ENV, str(path))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    nvml_backend.reset()
+    return json.load(open(path))
+
+
+def source_path(param: str, tmp_path) -> str:
+    """'fake' → a freshly recorded fake trace in tmp_path; else the committed trace itself."""
+    if param != "fake":
+        return param
+    path = tmp_path / "fake.json"
+    with open(path, "w") as fh:
+        json.dump(record_fake(), fh)
+    return str(path)
