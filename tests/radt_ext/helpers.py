@@ -1,0 +1,27 @@
+"""Small helpers for tests that read runs back from a real store."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from mlflow.tracking import MlflowClient
+
+
+def radt(*args: str, env: dict | None = None, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+    """Run the real `radt-ext` CLI in a child process."""
+    return subprocess.run([sys.executable, "-m", "radt_ext.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})}, **kw)
+
+
+def only_run(uri: str):
+    client = MlflowClient(uri)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert len(runs) == 1, [r.info.run_id for r in runs]
+    return runs[0]
+
+
+def stored_system_points(uri: str, run) -> int:
+    client = MlflowClient(uri)
+    return sum(len(client.get_metric_history(run.info.run_id, key))
+               for key in run.data.metrics if key.startswith("system/"))
