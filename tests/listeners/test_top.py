@@ -1,0 +1,53 @@
+"""top listener against real processes: the workload's tree is counted, an unrelated process is not."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import psutil
+
+from listeners.base import Target
+from listeners.top import TopListener
+from standins import HERE
+
+IDLE = "import time\ntime.sleep(5)"
+
+
+def test_tree_with_grandchild_is_counted_and_a_stranger_is_not(tmp_path):
+    stranger = subprocess.Popen([sys.executable, "-c", IDLE])  # another python on the host
+    workload = subprocess.Popen([sys.executable, str(HERE / "workload_tree.py"), "2.5", str(tmp_path / "out")])
+    listener = TopListener(Target(pid=workload.pid), 0.4)
+    listener.open()
+    samples = []
+    try:
+        while workload.poll() is None:
+            time.sleep(0.4)
+            samples.extend(r.values for r in listener.sample())
+        samples.extend(r.values for r in listener.sample())  # after the tree is gone
+    finally:
+        listener.close()
+        stranger.kill()
+        stranger.wait()
+    assert workload.returncode == 0
+    counts = [s["proc_count"] for s in samples]
+    assert max(counts) == 2  # workload + grandchild, never the stranger
+    assert counts[-1] == 0
+    cpu = [s["proc_cpu_pct"] for s in samples]
+    assert max(cpu) > 25 and max(cpu) > 2 * cpu[0]  # busy loops (100 = one core; the CI box is shared)
+    assert max(s["proc_threads_count"] for s in samples) >= 2
+    # the grandchild's 2 MiB write survives its exit in the cumulative counter
+    assert samples[-1]["proc_write_mib"] >= 2.0
+    for s in samples:
+        assert 0 <= s["host_cpu_pct"] <= 100 and 0 < s["host_mem_used_mib"] and 0 < s["host_mem_pct"] < 100
+
+
+def test_probe_and_host_only():
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    assert "does not exist" in TopListener.probe(Target(pid=gone.pid if not psutil.pid_exists(gone.pid) else 2**22))
+    listener = TopListener(Target(pid=None), 0.1)
+    listener.open()
+    [reading] = listener.sample()
+    listener.close()
+    assert set(reading.values) == {"host_cpu_pct", "host_mem_used_mib", "host_mem_pct"}
