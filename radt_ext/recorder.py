@@ -89,7 +89,7 @@ class Recorder:
         tags = {}
         for name, state in self.monitor.states.items():
             try:
-                tags.update(state.listener.tags())
+                tags.update({f"machine.{k}": str(v) for k, v in state.listener.tags().items()})
             except Exception:
                 pass
             tags[f"radt_ext.listener.{name}.samples"] = str(state.samples)

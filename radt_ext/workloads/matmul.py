@@ -1,0 +1,67 @@
+"""A steady matrix-multiply load: the README's main job and the GPU proof's workload.
+
+    radt-ext run -- python -m radt_ext.workloads.matmul --seconds 10
+
+bf16 on a CUDA GPU through torch; float32 numpy on the CPU where there is no GPU
+(or no torch). Logs params and reports progress (one "sample" = one product).
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import mlflow
+
+from radt_ext.progress import log_progress
+
+
+def _torch_cuda():
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch if torch.cuda.is_available() else None
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--size", type=int, default=None, help="matrix side (default 8192 on GPU, 512 on CPU)")
+    ap.add_argument("--idle", type=float, default=0.0, help="seconds idle before and after the load")
+    args = ap.parse_args(argv)
+    torch = _torch_cuda()
+    size = args.size or (8192 if torch else 512)
+    with mlflow.start_run():
+        device = torch.cuda.get_device_name(0) if torch else "cpu"
+        mlflow.log_params({"workload": "matmul", "size": size, "seconds": args.seconds,
+                           "dtype": "bfloat16" if torch else "float32", "device": device})
+        if not torch:
+            print("radt-ext matmul: no CUDA GPU, running float32 matmuls on the CPU")
+        time.sleep(args.idle)
+        flops_each = 2.0 * size**3
+        if torch:
+            a = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
+            b = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
+            mm, sync = (lambda: a @ b), torch.cuda.synchronize
+        else:
+            import numpy as np
+
+            rng = np.random.default_rng(0)
+            a = rng.standard_normal((size, size), dtype=np.float32)
+            b = rng.standard_normal((size, size), dtype=np.float32)
+            mm, sync = (lambda: a @ b), (lambda: None)
+        start = time.time()
+        done = 0
+        while time.time() - start < args.seconds:
+            for _ in range(10):
+                mm()
+            sync()
+            done += 10
+            log_progress(samples=10, flops=10 * flops_each)
+        elapsed = time.time() - start
+        mlflow.log_metrics({"matmuls": done, "tflops": done * flops_each / elapsed / 1e12})
+        time.sleep(args.idle)
+
+
+if __name__ == "__main__":
+    main()
