@@ -246,8 +246,9 @@ class SmiListener(Listener):
 
     def tags(self) -> dict[str, str]:
         out = {"smi.fields": ",".join(getattr(self, "fields", {}).values())}
-        order = self.visible if getattr(self, "visible", None) is not None else sorted(getattr(self, "uuids", {}))
+        uuids = getattr(self, "uuids", {})
+        order = self.visible if getattr(self, "visible", None) is not None else sorted(uuids)
         for n, physical in enumerate(order):
-            if physical in self.uuids:
-                out[f"smi.gpu{n}.uuid"] = self.uuids[physical]
+            if physical in uuids:
+                out[f"smi.gpu{n}.uuid"] = uuids[physical]
         return out
