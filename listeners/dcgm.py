@@ -140,10 +140,10 @@ class DcgmListener(Listener):
         if visible_gpu_ids(target.cuda_visible_devices) == []:
             return f"CUDA_VISIBLE_DEVICES={target.cuda_visible_devices!r} names no GPU"
         path = shutil.which(cls.tool)
+        if import_bindings() is not None:
+            return None  # open() tries the host engine and falls back to dcgmi
         if path is None:
-            if import_bindings() is None:
-                return "DCGM not installed (no dcgmi on PATH, no DCGM Python bindings)"
-            return None
+            return "DCGM not installed (no dcgmi on PATH, no DCGM Python bindings)"
         try:
             run = subprocess.run([path, "discovery", "-l"], capture_output=True, text=True, timeout=15)
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -157,9 +157,15 @@ class DcgmListener(Listener):
         ids = visible_gpu_ids(self.target.cuda_visible_devices)
         ordinal = {gid: n for n, gid in enumerate(ids)} if ids is not None else None
         self.reader = None
+        why_not_bindings = "DCGM not installed (no dcgmi on PATH, no DCGM Python bindings)"
+        if import_bindings() is not None:
+            try:
+                self._open_bindings(ids, ordinal)
+                return
+            except ListenerError as exc:
+                why_not_bindings = str(exc)
         if shutil.which(self.tool) is None:
-            self._open_bindings(ids, ordinal)
-            return
+            raise ListenerError(why_not_bindings)
         argv = [shutil.which(self.tool), "dmon", "-e", ",".join(map(str, self.field_ids)),
                 "-d", str(max(1, round(self.interval * 1000)))]
         if ids is not None:
@@ -170,8 +176,6 @@ class DcgmListener(Listener):
 
     def _open_bindings(self, ids, ordinal) -> None:
         module = import_bindings()
-        if module is None:
-            raise ListenerError("DCGM not installed (no dcgmi on PATH, no DCGM Python bindings)")
         try:
             self.reader = module.DcgmReader(fieldIds=list(self.field_ids), gpuIds=ids,
                                             updateFrequency=max(1000, round(self.interval * 1e6)))

@@ -92,7 +92,7 @@ def parse_timestamp(text: str) -> float | None:
     for fmt in ("%Y/%m/%d %H:%M:%S.%f", "%Y/%m/%d %H:%M:%S"):
         try:
             return datetime.strptime(text.strip(), fmt).timestamp()
-        except ValueError:
+        except (ValueError, OverflowError, OSError):
             continue
     return None
 

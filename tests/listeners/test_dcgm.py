@@ -2,10 +2,12 @@
 DCGM's documented output format (no DCGM host is available to record one; see fixtures/dcgm/README.md)."""
 from __future__ import annotations
 
+import sys
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from listeners.base import Target
+from listeners.base import ListenerError, Target
 from listeners.dcgm import FIELDS, DcgmListener, DmonParser, visible_gpu_ids
 from standins import FIXTURES, calls, collect, use_standins
 
@@ -103,3 +105,42 @@ def test_arbitrary_lines_never_raise(lines):
     for line in ["#Entity POWER SMACT"] + lines:
         result = parse(line, 1.0)
         assert result is None or isinstance(result, list)
+
+
+@pytest.fixture
+def bindings(monkeypatch):
+    """DCGM's Python bindings replaced by the stand-in module in tests/listeners/bindings."""
+    monkeypatch.syspath_prepend(str(FIXTURES.parent / "bindings"))
+    monkeypatch.delitem(sys.modules, "DcgmReader", raising=False)
+    yield
+    sys.modules.pop("DcgmReader", None)
+
+
+def test_bindings_are_preferred_when_a_host_engine_answers(bindings, argv_log):
+    listener = DcgmListener(Target(cuda_visible_devices="0"), 0.05)
+    listener.open()
+    try:
+        readings = [r for _ in range(12) for r in listener.sample()]
+    finally:
+        listener.close()
+    assert listener.reader is not None and not [a for a in calls(argv_log) if a and a[0] == "dmon"]
+    assert listener.reader.updateFrequency == 50000 and listener.reader.gpuIds == [0]
+    sm = [r.values["dcgm_gpu0_sm_active_pct"] for r in readings]
+    assert max(sm) == pytest.approx(100 * max(fixture_column("GPU 0", "SMACT")))
+    energy = [r.values["dcgm_gpu0_energy_j"] for r in readings]
+    assert energy[0] == 0 and energy[-1] > 0
+    assert all("dcgm_gpu0_nvlink_tx_kibps" in r.values for r in readings)
+
+
+def test_bindings_without_host_engine_fall_back_to_dmon(bindings, argv_log, monkeypatch):
+    monkeypatch.setenv("STANDIN_DCGM_NO_ENGINE", "1")  # the stand-in dcgmi then fails too
+    listener = DcgmListener(Target(cuda_visible_devices=None), 0.05)
+    with pytest.raises(ListenerError) as err:
+        listener.open()
+    listener.close()
+    assert "dcgmi exited" in str(err.value) and "host engine" in str(err.value).lower()
+    monkeypatch.delenv("STANDIN_DCGM_NO_ENGINE")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setenv("STANDIN_DCGM_NO_ENGINE", "1")
+    with pytest.raises(ListenerError, match="could not reach a host engine"):
+        DcgmListener(Target(cuda_visible_devices=None), 0.05).open()
