@@ -291,6 +291,8 @@ def start_mlflow_server(
         env.pop(var, None)
     # The entrypoint calls `python` and `mlflow`: make them this interpreter's.
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    # MLflow's GenAI job runner forks ~8 huey consumers: heavy on a small CI box, unused by radt-ext.
+    env.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
     artifacts = str(workdir / "artifacts")
     username = password = None
     if auth:

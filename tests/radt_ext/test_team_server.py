@@ -111,6 +111,22 @@ def test_wrong_password_is_refused(mlflow_auth_server, user, monkeypatch):
         client.search_experiments(max_results=1)
 
 
+def test_default_experiment_needs_a_grant(mlflow_auth_server, user, monkeypatch):
+    """What docs/team-server.md says about permissions: READ by default, EDIT once granted."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.server import get_app_client
+
+    exp_id = _as(monkeypatch, mlflow_auth_server, mlflow_auth_server.username,
+                 mlflow_auth_server.password).create_experiment(f"shared-{uuid.uuid4().hex[:6]}")
+    get_app_client("basic-auth", tracking_uri=mlflow_auth_server.url).grant_user_permission(
+        username=user[0], resource_type="experiment", resource_id=exp_id, permission="EDIT")
+    client = _as(monkeypatch, mlflow_auth_server, *user)
+    with pytest.raises(MlflowException, match="403|PERMISSION_DENIED|[Pp]ermission"):
+        client.create_run("0")
+    assert client.get_experiment("0").name == "Default"  # READ still works
+    assert client.create_run(exp_id).info.status == "RUNNING"
+
+
 def test_anonymous_request_is_refused(mlflow_auth_server):
     import urllib.error
     import urllib.request
