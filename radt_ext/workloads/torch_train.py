@@ -146,7 +146,7 @@ class Trainer:
             "finetune_epochs": cfg["finetune_epochs"] if cfg["variant"] == "pruned" else 0,
             "quant_scheme": cfg["quant_scheme"] if cfg["variant"] == "quantized" else "none",
             "patience": cfg["patience"], "device": device.type, "device_name": device_name(device),
-            "train_samples": _size(self.data.train), "val_samples": _size(self.data.val),
+            "train_set_size": _size(self.data.train), "val_set_size": _size(self.data.val),
             "peak_tflops_source": peak_source, "torch_version": torch.__version__,
             **({"num_tables": cfg["num_tables"], "table_rows": cfg["table_rows"], "embedding_dim": cfg["embedding_dim"]}
                if cfg["model_name"] == "dlrm" else {}),
