@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.servers import ENTRYPOINT, REPO, mlflow_auth_server, new_password, postgres  # noqa: F401
+from tests.servers import (  # noqa: F401  (fixtures are found by being imported)
+    ENTRYPOINT, REPO, mlflow_auth_server, mlflow_sqlite_server, new_password, postgres, start_mlflow_server,
+)
 
 RADT = shutil.which("radt-ext")
 ENV_EXAMPLE = REPO / "deploy" / ".env.example"
@@ -134,6 +136,26 @@ def test_anonymous_request_is_refused(mlflow_auth_server):
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(f"{mlflow_auth_server.url}/api/2.0/mlflow/experiments/search?max_results=1")
     assert info.value.code == 401
+
+
+def test_server_goes_away_and_comes_back_with_its_data(mlflow_sqlite_server):
+    """The helper issue 7 uses: stop a real server, then start it again on the same port and store."""
+    import urllib.error
+    import urllib.request
+
+    from mlflow.tracking import MlflowClient
+
+    server = mlflow_sqlite_server
+    run_id = MlflowClient(tracking_uri=server.url).create_run("0").info.run_id
+    port = int(server.url.rsplit(":", 1)[1])
+    server.stop()
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(f"{server.url}/health", timeout=2)
+    again = start_mlflow_server(server.backend_store_uri, server.workdir, port=port)
+    try:
+        assert MlflowClient(tracking_uri=again.url).get_run(run_id).info.run_id == run_id
+    finally:
+        again.stop()
 
 
 # ---------------------------------------------------------------- radt-ext against it
