@@ -7,6 +7,7 @@ for GPU instance `gi` (a MIG device the workload sees, or each instance of a MIG
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -135,7 +136,8 @@ class GpmListener(Listener):
             for j in range(len(self._metric_ids)):
                 metric = result.metrics[j]
                 suffix = self._metric_ids.get(int(metric.metricId))
-                if suffix and metric.nvmlReturn == nv.NVML_SUCCESS:
+                # the first interval can read NaN (seen for DRAM on an H200): no reading, not a value
+                if suffix and metric.nvmlReturn == nv.NVML_SUCCESS and math.isfinite(metric.value):
                     values[source.prefix + suffix] = float(metric.value)
         return values
 

@@ -52,7 +52,8 @@ def run(n: int, cvd: str | None = None) -> tuple[GpmListener, list[dict]]:
 
 
 def _metric_values(result) -> dict[int, float]:
-    return {m.metricId: m.value for m in result.metrics if m.nvmlReturn == pynvml.NVML_SUCCESS}
+    return {m.metricId: m.value for m in result.metrics
+            if m.nvmlReturn == pynvml.NVML_SUCCESS and m.value == m.value}  # NaN: no reading
 
 
 def test_values_are_the_metrics_between_consecutive_samples(trace):
@@ -72,6 +73,21 @@ def test_values_are_the_metrics_between_consecutive_samples(trace):
         assert values == pytest.approx({f"gpu0_{ids[i]}": v for i, v in expected.items()})
         assert all(NAME.match(name) and 0 <= v <= 100.5 for name, v in values.items())
     assert {"gpu0_sm_active_pct", "gpu0_tensor_active_pct", "gpu0_dram_active_pct"} <= set(samples[-1])
+
+
+def test_nan_metric_is_left_out_not_logged(trace, tmp_path, monkeypatch):
+    # The H200 recording's first interval answered NaN for DRAM bandwidth with NVML_SUCCESS.
+    for results in trace["calls"]["nvmlGpmMetricsGet"].values():
+        for r in results:
+            if "fields" in r:
+                r["fields"]["metrics"][0]["fields"]["value"] = float("nan")
+    path = tmp_path / "nan.json"
+    path.write_text(json.dumps(trace))
+    replay_from(monkeypatch, path)
+    _, samples = run(2)
+    name = "gpu0_" + METRICS[list(METRICS)[0]]  # the listener asks for METRICS in order
+    assert all(name not in s for s in samples)
+    assert "gpu0_sm_active_pct" in samples[-1]
 
 
 def test_close_frees_both_sample_buffers(trace):

@@ -184,3 +184,18 @@ def test_real_gpu_reads_power_and_energy(monkeypatch):
     assert first["gpu0_power_w"] > 0
     assert last["gpu0_energy_j"] >= first["gpu0_energy_j"] >= 0
     assert all(NAME.match(n) for n in last)
+
+
+def test_visible_mig_device_reads_its_gpu_and_its_own_memory(monkeypatch):
+    # Derived fixture (MIG could not be recorded): see listeners/traces/derive_mig.py.
+    trace = replay_from(monkeypatch, os.path.join(TRACES, "h200_mig_derived.json"))
+    from listeners.replay import Ref
+
+    mig_uuid = answers(trace, "nvmlDeviceGetUUID", Ref("devmig1"))[0]
+    listener, samples = run(3, cvd=mig_uuid)
+    power = answers(trace, "nvmlDeviceGetPowerUsage", gpu_label(trace))
+    mig_memory = answers(trace, "nvmlDeviceGetMemoryInfo", Ref("devmig1"))
+    assert samples[2]["gpu0_power_w"] == pytest.approx(power[2] / 1000)  # the physical GPU's power
+    assert samples[2]["gpu0_mem_used_mib"] == pytest.approx(mig_memory[3].used / MIB)
+    assert "gpu0_util_pct" in listener.dropped and "gpu0_util_pct" not in samples[-1]
+    assert listener.tags()["gpu.0.gpu_instance_id"] == "2"
