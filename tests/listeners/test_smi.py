@@ -181,3 +181,25 @@ def test_arbitrary_lines_never_raise(line):
     supported_fields(line)
     parse_gpu_list(line)
     visible_gpus(line, line)
+
+
+def test_the_whole_recorded_stream_parses():
+    """Every line nvidia-smi wrote (idle, bf16 matmul load, idle) becomes one reading at its own time."""
+    chosen = choose_fields(supported_fields((FIXTURE / "help_query_gpu.txt").read_text()))
+    parse = RowParser(RECORDED, {s: f for s, f in chosen.items() if f in RECORDED}, None)
+    lines = (FIXTURE / "lms100.csv").read_text().splitlines()
+    readings = [r for line in lines for r in (parse(line, 0.0) or [])]
+    assert len(readings) == len(ROWS) == len(lines)
+    times = [r.time for r in readings]
+    assert times == sorted(times) and 0.05 < (times[-1] - times[0]) / (len(times) - 1) < 0.2  # -lms 100
+    power = [r.values["smi_gpu0_power_w"] for r in readings]
+    util = [r.values["smi_gpu0_util_pct"] for r in readings]
+    assert power == recorded_column("power.draw") and util == recorded_column("utilization.gpu")
+    busy = [r.values for r in readings if r.values["smi_gpu0_util_pct"] >= 90]
+    idle = [r.values for r in readings if r.values["smi_gpu0_util_pct"] == 0]
+    assert busy and idle
+    mean = lambda vs: sum(v["smi_gpu0_power_w"] for v in vs) / len(vs)  # power.draw is a 1 s average: it lags
+    assert mean(busy) > 2 * mean(idle)
+    masks = [int(r[RECORDED.index(chosen["clock_reasons"])], 16) for r in ROWS]
+    assert [r.values["smi_gpu0_throttle_power_bool"] for r in readings] == [float(bool(m & 0x84)) for m in masks]
+    assert [r.values["smi_gpu0_clocks_idle_bool"] for r in readings] == [float(bool(m & 0x1)) for m in masks]
