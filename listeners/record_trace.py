@@ -3,8 +3,9 @@
     python -m listeners.record_trace --out h100_matmul.json --seconds 20 --load
 
 Wraps the real pynvml module, runs the `nvml` and `gpm` listeners' own code (plus the
-per-process calls) for N seconds — idle, then a bf16 torch matmul in a child process when
---load is given and torch sees CUDA, then idle — and writes every pynvml call's key and
+per-process calls) for N seconds — idle for the first quarter, then (with --load, when torch
+sees CUDA) a bf16 8192x8192 matmul for half the time in a child process that initialised
+CUDA beforehand, then idle — and writes every pynvml call's key and
 result to JSON (see listeners.replay). Then replays the file through the same listeners
 and prints what they read, failing if the replay does not answer them.
 
@@ -39,7 +40,10 @@ import sys, time, torch
 seconds = float(sys.argv[1])
 a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
 b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+c = a @ b
 torch.cuda.synchronize()
+print("ready", flush=True)  # CUDA is up (that takes seconds); wait for the recorder's go
+sys.stdin.readline()
 print("load-start", time.time(), flush=True)
 end = time.time() + seconds
 n = 0
@@ -50,7 +54,6 @@ while time.time() < end:
     n += 20
 print("load-end", time.time(), n, flush=True)
 """
-
 
 class RecordingNvml:
     """pynvml with every query call recorded; anything that could change the GPU refused."""
@@ -139,6 +142,7 @@ def _run_processes(nv, seconds: float, interval: float, stop: threading.Event) -
 
 
 def _start_load(seconds: float) -> subprocess.Popen | None:
+    """A child ready to run the matmul when told (CUDA initialised first, so load starts on time)."""
     try:
         import torch  # noqa: F401
 
@@ -148,8 +152,13 @@ def _start_load(seconds: float) -> subprocess.Popen | None:
     except ImportError:
         print("record_trace: torch not installed; recording without load", file=sys.stderr)
         return None
-    return subprocess.Popen([sys.executable, "-c", LOAD_CODE, str(seconds)],
-                            stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen([sys.executable, "-c", LOAD_CODE, str(seconds)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    if child.stdout.readline().strip() != "ready":
+        child.kill()
+        print("record_trace: the load process failed to start; recording without load", file=sys.stderr)
+        return None
+    return child
 
 
 def record(seconds: float, interval: float, gpm_interval: float, load: bool, real: Any = None) -> dict:
@@ -180,15 +189,13 @@ def record(seconds: float, interval: float, gpm_interval: float, load: bool, rea
         threads = [threading.Thread(target=_run_listener, args=(lst, seconds, stop, samples[lst.name], errors))
                    for lst in listeners]
         threads.append(threading.Thread(target=_run_processes, args=(rec, seconds, interval, stop)))
+        child = _start_load(seconds * 0.5) if load and meta["probe"]["nvml"] is None else None
         t0 = time.time()
         for t in threads:
             t.start()
-        child = None
-        if load and meta["probe"]["nvml"] is None:
-            time.sleep(seconds * 0.25)
-            child = _start_load(seconds * 0.5)
         if child is not None:
-            out, _ = child.communicate(timeout=seconds * 2 + 120)
+            time.sleep(seconds * 0.25)
+            out, _ = child.communicate("go\n", timeout=seconds * 2 + 120)
             meta["load"] = {"returncode": child.returncode, "pid": child.pid,
                             "events": [dict(zip(("what", "t", "n"), line.split()))
                                        for line in out.splitlines() if line.startswith("load-")]}
