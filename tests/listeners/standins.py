@@ -12,9 +12,8 @@ FIXTURES = HERE / "fixtures"
 
 
 def smi_fixture_dir() -> Path:
-    """The real nvidia-smi recording once it is committed, else the provisional hand-written one."""
-    real = FIXTURES / "smi"
-    return real if (real / "lms100.csv").exists() else FIXTURES / "smi_provisional"
+    """The nvidia-smi recording from the GPU machine (what the stand-in replays by default)."""
+    return FIXTURES / "smi"
 
 
 def use_standins(monkeypatch, tmp_path) -> Path:
