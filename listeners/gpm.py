@@ -92,6 +92,13 @@ class GpmListener(Listener):
         except nv.NVMLError as exc:
             raise ListenerError(init_error(exc)) from None
         self._open = True
+        try:
+            self._open_sources(nv)
+        except BaseException:
+            self.close()  # the monitor does not close a listener whose open() failed
+            raise
+
+    def _open_sources(self, nv) -> None:
         self._metric_ids = {int(getattr(nv, const)): suffix for const, suffix in METRICS.items()}
         for d in resolve(self.target.cuda_visible_devices):
             reason = gpm_support_reason(nv, d)

@@ -75,10 +75,14 @@ class NvmlListener(Listener):
         except nv.NVMLError as exc:
             raise ListenerError(init_error(exc)) from None
         self._open = True
-        self.devices = resolve(self.target.cuda_visible_devices)
-        self._tags = describe(self.devices)
-        for d in self.devices:
-            self._readers.extend(self._device_readers(nv, d))
+        try:
+            self.devices = resolve(self.target.cuda_visible_devices)
+            self._tags = describe(self.devices)
+            for d in self.devices:
+                self._readers.extend(self._device_readers(nv, d))
+        except BaseException:
+            self.close()  # the monitor does not close a listener whose open() failed
+            raise
 
     def _device_readers(self, nv, d: GpuDevice) -> list[tuple[str, Callable[[], Mapping[str, float]]]]:
         p = f"gpu{d.index}_"

@@ -127,6 +127,8 @@ def test_probe_explains_a_gpu_without_gpm(trace, tmp_path, monkeypatch):
     assert "GPM is not supported on GPU 0" in reason and "Hopper" in reason
     with pytest.raises(ListenerError, match="not supported"):
         GpmListener(Target(cuda_visible_devices=None)).open()
+    replay = nvml_backend.nvml()
+    assert replay.calls_made("nvmlInit") == replay.calls_made("nvmlShutdown")  # open() cleaned up
 
 
 def test_probe_explains_a_driver_without_gpm(trace, tmp_path, monkeypatch):

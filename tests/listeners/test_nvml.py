@@ -199,3 +199,10 @@ def test_visible_mig_device_reads_its_gpu_and_its_own_memory(monkeypatch):
     assert samples[2]["gpu0_mem_used_mib"] == pytest.approx(mig_memory[3].used / MIB)
     assert "gpu0_util_pct" in listener.dropped and "gpu0_util_pct" not in samples[-1]
     assert listener.tags()["gpu.0.gpu_instance_id"] == "2"
+
+
+def test_failed_open_shuts_nvml_down_again(trace):
+    with pytest.raises(ListenerError, match="no GPU with index 9"):
+        NvmlListener(Target(cuda_visible_devices="9")).open()
+    replay = nvml_backend.nvml()
+    assert replay.calls_made("nvmlInit") == replay.calls_made("nvmlShutdown") == 1
