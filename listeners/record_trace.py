@@ -152,7 +152,11 @@ def _start_load(seconds: float) -> subprocess.Popen | None:
     except ImportError:
         print("record_trace: torch not installed; recording without load", file=sys.stderr)
         return None
-    child = subprocess.Popen([sys.executable, "-c", LOAD_CODE, str(seconds)],
+    return _spawn_load(LOAD_CODE, seconds)
+
+
+def _spawn_load(code: str, seconds: float) -> subprocess.Popen | None:
+    child = subprocess.Popen([sys.executable, "-c", code, str(seconds)],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     if child.stdout.readline().strip() != "ready":
         child.kill()

@@ -139,3 +139,24 @@ def test_committed_traces_are_small_and_say_where_they_came_from(path):
     assert meta["recorder"].startswith("python -m listeners.record_trace") and not meta.get("fake")
     if meta["derived"]:
         assert meta["derived_by"] and meta["derived_from"]
+
+
+SLEEP_LOAD = r"""
+import sys, time
+print("ready", flush=True)
+sys.stdin.readline()
+print("load-start", time.time(), flush=True)
+time.sleep(float(sys.argv[1]))
+print("load-end", time.time(), 1, flush=True)
+"""
+
+
+def test_load_child_starts_after_the_idle_quarter(monkeypatch):
+    # The handshake and timing of the load phase, with a sleeping child instead of the CUDA matmul.
+    monkeypatch.setattr(record_trace, "_start_load", lambda s: record_trace._spawn_load(SLEEP_LOAD, s))
+    trace = record_trace.record(1.2, 0.1, 0.2, load=True, real=FakeNvml())
+    load = trace["meta"]["load"]
+    events = {e["what"]: e["t_rel_s"] for e in load["events"]}
+    assert load["returncode"] == 0
+    assert 0.29 <= events["load-start"] < 1.0  # after a quarter of 1.2 s idle
+    assert events["load-end"] - events["load-start"] >= 0.59  # half the time under load
