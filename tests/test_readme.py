@@ -8,7 +8,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _setup_commands() -> list[str]:
     text = (ROOT / "README.md").read_text()
     section = text.split("## Set-up", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```bash\n(.+?)\n```", section, flags=re.S)
+    return [c.strip() for c in re.findall(r"```bash\n(.+?)\n\s*```", section, flags=re.S)]
 
 
 def test_readme_holds_exactly_two_setup_commands():
