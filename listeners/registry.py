@@ -20,6 +20,7 @@ LISTENERS: dict[str, str] = {
     "top": "listeners.top:TopListener",
     "perf": "listeners.perf:PerfListener",
     "rapl": "listeners.rapl:RaplListener",
+    "gpu_procs": "listeners.gpu_procs:GpuProcsListener",
 }
 
 

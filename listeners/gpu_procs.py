@@ -1,0 +1,109 @@
+"""`gpu_procs` listener: the GPU memory and SM utilization of the workload's own processes.
+
+Under collocation several workloads share one GPU, so device-wide readings cannot say
+who used what. This listener keeps only NVML's per-process entries
+(nvmlDeviceGetComputeRunningProcesses, nvmlDeviceGetProcessUtilization) whose pid is
+in the workload's process tree (the target pid and its descendants, found with psutil).
+
+Values per visible GPU i: `gpu{i}_proc_count` (workload processes on the GPU),
+`gpu{i}_proc_mem_mib` (their GPU memory), `gpu{i}_proc_sm_pct` and
+`gpu{i}_proc_mem_util_pct` (summed over the processes' newest utilization samples;
+left out when NVML has no new sample, or on MIG devices where it is not supported).
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import psutil
+
+from listeners.base import Listener, ListenerError, Target
+from listeners.devices import GpuDevice, resolve, unavailable_reason
+from listeners.nvml_backend import init_error, nvml
+
+MIB = 1024 * 1024
+
+
+def process_tree(pid: int | None) -> set[int]:
+    """The pid and every descendant still alive; just {pid} when psutil cannot see it."""
+    if pid is None:
+        return set()
+    try:
+        return {pid} | {p.pid for p in psutil.Process(pid).children(recursive=True)}
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return {pid}
+
+
+class GpuProcsListener(Listener):
+    name = "gpu_procs"
+    description = "GPU memory and SM utilization of the workload's own processes (NVML per-process data)"
+    default_interval = 0.2
+
+    def __init__(self, target: Target, interval: float | None = None):
+        super().__init__(target, interval)
+        self.devices: list[GpuDevice] = []
+        self._last_ts: dict[int, int] = {}
+        self._no_util: set[int] = set()  # devices where process utilization is not supported
+        self._open = False
+
+    @classmethod
+    def probe(cls, target: Target) -> str | None:
+        return unavailable_reason(target.cuda_visible_devices)
+
+    def open(self) -> None:
+        nv = nvml()
+        try:
+            nv.nvmlInit()
+        except nv.NVMLError as exc:
+            raise ListenerError(init_error(exc)) from None
+        self._open = True
+        self.devices = resolve(self.target.cuda_visible_devices)
+
+    def read(self) -> Mapping[str, float]:
+        nv = nvml()
+        pids = process_tree(self.target.pid)
+        if not pids:
+            return {}
+        values: dict[str, float] = {}
+        for d in self.devices:
+            p = f"gpu{d.index}_proc_"
+            try:
+                procs = nv.nvmlDeviceGetComputeRunningProcesses(d.handle)
+            except nv.NVMLError:
+                procs = None
+            if procs is not None:
+                mine = [proc for proc in procs if int(proc.pid) in pids]
+                values[p + "count"] = float(len(mine))
+                used = [proc.usedGpuMemory for proc in mine if proc.usedGpuMemory is not None]
+                values[p + "mem_mib"] = float(sum(used)) / MIB
+            values.update(self._utilization(nv, d, pids, p))
+        return values
+
+    def _utilization(self, nv, d: GpuDevice, pids: set[int], p: str) -> dict[str, float]:
+        if d.index in self._no_util:
+            return {}
+        last = self._last_ts.get(d.index, 0)
+        try:
+            samples = nv.nvmlDeviceGetProcessUtilization(d.handle, last)
+        except (nv.NVMLError_NotSupported, nv.NVMLError_FunctionNotFound, nv.NVMLError_NoPermission):
+            self._no_util.add(d.index)
+            return {}
+        except nv.NVMLError:  # NotFound: no new sample since `last`
+            return {}
+        newest: dict[int, object] = {}
+        for s in samples:
+            ts = int(s.timeStamp)
+            if ts <= last:
+                continue
+            self._last_ts[d.index] = max(self._last_ts.get(d.index, 0), ts)
+            pid = int(s.pid)
+            if pid in pids and (pid not in newest or int(newest[pid].timeStamp) < ts):
+                newest[pid] = s
+        if not newest:
+            return {}
+        return {p + "sm_pct": float(sum(int(s.smUtil) for s in newest.values())),
+                p + "mem_util_pct": float(sum(int(s.memUtil) for s in newest.values()))}
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            nvml().nvmlShutdown()
