@@ -9,8 +9,11 @@ Use the fixtures by importing them into a test module (pytest finds imported fix
 
     from tests.servers import postgres, mlflow_auth_server  # noqa: F401
 
-or call the helpers directly (`start_postgres`, `start_mlflow_server`) when a test needs to stop a
-server itself (e.g. "the server goes away").
+Fixtures: `postgres` (session), `mlflow_auth_server` (session; PostgreSQL stores, basic auth,
+generated admin in `.username`/`.password`, `.env()` for child processes), `mlflow_sqlite_server`
+(per test, no auth: a test may `.stop()` it). Call the helpers directly (`start_postgres`,
+`start_mlflow_server`) to bring a stopped server back: pass its `backend_store_uri`, `workdir`
+and port (see test_server_goes_away_and_comes_back_with_its_data).
 """
 
 from __future__ import annotations
