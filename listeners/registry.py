@@ -93,14 +93,21 @@ def parse_interval(text: str, where: str = "interval") -> float:
 
 
 def check_target(target: Target) -> None:
-    """Raise ListenerError (one line) when the target names GPUs that do not exist.
+    """Raise ListenerError (one line) when CUDA_VISIBLE_DEVICES names a GPU that does not exist.
 
-    Only checked where NVML works; elsewhere the GPU listeners are simply unavailable.
+    Checked only where NVML starts; elsewhere the GPU listeners are simply unavailable.
     """
+    if not target.cuda_visible_devices:
+        return
     try:
         from listeners import devices
-    except ImportError:
+        from listeners.nvml_backend import nvml
+
+        nv = nvml()
+        nv.nvmlInit()
+    except Exception:
         return
-    check = getattr(devices, "check_visible", None)
-    if check is not None:
-        check(target.cuda_visible_devices)
+    try:
+        devices.resolve(target.cuda_visible_devices)
+    finally:
+        nv.nvmlShutdown()
