@@ -54,6 +54,9 @@ def main(argv=None) -> int:
     items = [RunTag(k, v) for k, v in tags.items()]
     for i in range(0, len(items), 100):
         client.log_batch(args.run_id, tags=items[i:i + 100])
+    from radt_ext.report import log_report
+
+    log_report(client, args.run_id)  # never raises: a failed report is a run tag
     print(json.dumps({"summary": summary}), flush=True)
     return 0
 

@@ -230,6 +230,10 @@ class WorkloadSession:
             for m in metrics:
                 self.recorder.writer.add(m.key, m.value, m.timestamp, m.step)
             self.recorder.writer.close()
+        else:
+            from radt_ext.report import log_report
+
+            log_report(self.client, self.run_id)  # never raises: a failed report is a run tag
         return exit_code(self.returncode if self.returncode is not None else 1)
 
     def run(self) -> int:

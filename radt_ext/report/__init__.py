@@ -1,0 +1,45 @@
+"""Plotly HTML reports: a run's timelines, a collocation group, a sweep's trade-offs.
+
+`log_report(client, run_id)` is what the session calls at the end of every run; it
+logs `radt_ext_report.html` as an artifact and never raises.
+"""
+from __future__ import annotations
+
+import os
+
+ARTIFACT = "radt_ext_report.html"
+ENV_DISABLE = "RADT_EXT_REPORT"  # "0" turns the per-run report off
+
+
+def log_report(client, run_id: str, artifact_file: str = ARTIFACT) -> str | None:
+    """Build the run's report and log it as an artifact; returns the artifact path, or None
+    when reports are off or building one failed (the reason goes to a run tag)."""
+    if os.environ.get(ENV_DISABLE, "1").strip().lower() in ("0", "false", "no", "off"):
+        return None
+    try:
+        from radt_ext.report.build import run_html
+
+        client.log_text(run_id, run_html(client, run_id), artifact_file)
+        return artifact_file
+    except Exception as exc:  # a report must never fail the run
+        try:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            client.set_tag(run_id, "radt_ext.report_error", f"{type(exc).__name__}: {first}"[:4000])
+        except Exception:
+            pass
+        return None
+
+
+def log_sweep_report(client, run_id: str, sweep_id: str, artifact_file: str = "radt_ext_sweep_report.html") -> str | None:
+    """The sweep's report logged on one run (e.g. the sweep's own parent run); never raises."""
+    try:
+        from radt_ext.report.build import sweep_id_html
+
+        client.log_text(run_id, sweep_id_html(client, sweep_id), artifact_file)
+        return artifact_file
+    except Exception as exc:
+        try:
+            client.set_tag(run_id, "radt_ext.report_error", f"{type(exc).__name__}: {exc}"[:4000])
+        except Exception:
+            pass
+        return None

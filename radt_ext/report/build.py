@@ -1,0 +1,74 @@
+"""Reports for a run, a collocation group and a sweep, as HTML text."""
+from __future__ import annotations
+
+import html as _html
+
+from radt_ext.report import data, figures
+from radt_ext.report.html import document, table
+
+SUMMARY_ROWS = ["duration_s", "gpu_energy_j", "gpu_energy_integrated_j", "cpu_energy_j", "gpu_avg_power_w",
+                "gpu_peak_power_w", "gpu_peak_temp_c", "gpu_avg_sm_active_pct", "gpu_peak_mem_mib",
+                "samples", "throughput_samples_per_s", "energy_per_sample_j", "proc_avg_cpu_pct",
+                "proc_peak_rss_mib"]
+
+
+def _summary_table(runs: list[data.RunData]) -> str | None:
+    keys = [k for k in SUMMARY_ROWS if any(k in r.summary for r in runs)]
+    keys += sorted({k for r in runs for k in r.summary} - set(keys))
+    if not keys:
+        return None
+    header = ["summary"] + [f"{r.name} ({r.run_id[:8]})" for r in runs]
+    return "<h2>Summaries</h2>" + table(header, [[k] + [r.summary.get(k) for r in runs] for k in keys])
+
+
+def _info(run: data.RunData) -> str:
+    tags = {k: v for k, v in run.tags.items() if k in ("variant", "recipe", "collocation.mode", "sweep.id",
+                                                         "baseline_run_id", "radt_ext.command", "radt_ext.listeners")}
+    rows = [["run id", run.run_id], ["status", run.status]] + [[k, v] for k, v in sorted(tags.items())]
+    return table(["", ""], rows)
+
+
+def run_html(client, run_id: str) -> str:
+    """A collocation parent's report (children stacked) when the run has children, else the
+    run's own timelines and summaries."""
+    run = client.get_run(run_id)
+    kids = data.children(client, run_id, [run.info.experiment_id])
+    if kids:
+        return group_html(client, run, kids)
+    rd = data.load_run(client, run_id, run=run)
+    fig = figures.run_timelines(rd)
+    note = None if fig else "<p class=note>No system metrics were recorded for this run.</p>"
+    return document(f"radt-ext report: {rd.name}", [_info(rd), note, fig, _summary_table([rd])])
+
+
+def group_html(client, parent, kids) -> str:
+    origin = min([parent.info.start_time] + [k.info.start_time for k in kids]) / 1000.0
+    runs = [data.load_run(client, k.info.run_id, origin_s=origin, run=k) for k in kids]
+    name = data.run_name(parent)
+    parent_data = data.load_run(client, parent.info.run_id, origin_s=origin, run=parent)
+    mode = parent.data.tags.get("collocation.mode")
+    title = f"collocation group {name}" + (f" ({mode})" if mode else "")
+    return document(f"radt-ext report: {title}", [
+        _info(parent_data),
+        figures.group_timelines(runs, f"{len(runs)} workloads, stacked on one time axis"),
+        figures.run_timelines(parent_data, title="group-level metrics") if parent_data.system else None,
+        figures.slowdown_heatmap(runs),
+        _summary_table(runs + ([parent_data] if parent_data.summary else [])),
+    ])
+
+
+def sweep_html(client, runs, title: str) -> str:
+    """Time vs energy with the Pareto front, per-variant throughput and J/sample, slowdown."""
+    loaded = [data.RunData(run_id=r.info.run_id, name=data.run_name(r), start_s=r.info.start_time / 1000.0,
+                           status=r.info.status, tags=dict(r.data.tags), params=dict(r.data.params),
+                           metrics=dict(r.data.metrics)) for r in runs]
+    parts = [figures.time_energy_scatter(loaded), figures.per_variant_bars(loaded), figures.slowdown_heatmap(loaded),
+             _summary_table(loaded)]
+    if all(p is None for p in parts):
+        parts = [f"<p class=note>None of the {len(loaded)} runs has summary metrics yet.</p>"]
+    return document(title, parts)
+
+
+def sweep_id_html(client, sweep_id: str) -> str:
+    runs = data.sweep_runs(client, sweep_id)
+    return sweep_html(client, runs, f"radt-ext sweep {_html.escape(sweep_id)}: {len(runs)} runs")

@@ -1,0 +1,239 @@
+"""Plotly figures: one run's timelines, a collocation group stacked, a sweep's trade-offs."""
+from __future__ import annotations
+
+import math
+import re
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from radt_ext.report.data import RunData, Series
+from radt_ext.report.pareto import pareto_front
+
+MAX_POINTS = 1500  # per trace; longer series keep each bucket's min and max
+
+
+def _panel_matchers():
+    gpu = r"gpu\d+_"
+    return [
+        ("Power", "W", re.compile(r".*_power_w$")),
+        ("Cumulative energy", "J", None),  # built from *_energy_j counters, else from power
+        ("Temperature", "°C", re.compile(r".*_temp_c$")),
+        ("SM / tensor activity", "%", re.compile(gpu + r"(sm_active|tensor_active|sm_occupancy|util|dram_active)_pct$")),
+        ("Clocks", "MHz", re.compile(r".*_clock_mhz$")),
+        ("GPU memory", "MiB", re.compile(gpu + r"mem_used_mib$")),
+        ("CPU", "%", re.compile(r"^(host_cpu|proc_cpu|cpu\d+_util)_pct$")),
+    ]
+
+
+PANELS = [p[0] for p in _panel_matchers()]
+
+
+def downsample(s: Series, limit: int = MAX_POINTS) -> Series:
+    """At most ~limit points, keeping each bucket's extremes so peaks stay visible."""
+    n = len(s.t)
+    if n <= limit:
+        return s
+    bucket = math.ceil(n / (limit / 2))
+    t, v = [], []
+    for i in range(0, n, bucket):
+        idx = range(i, min(i + bucket, n))
+        lo = min(idx, key=lambda j: s.v[j])
+        hi = max(idx, key=lambda j: s.v[j])
+        for j in sorted({lo, hi}):
+            t.append(s.t[j])
+            v.append(s.v[j])
+    return Series(t, v)
+
+
+def cumulative_energy(system: dict[str, Series]) -> dict[str, Series]:
+    """Energy since the first sample: counters (`*_energy_j`) rebased to 0; where a device
+    has power but no counter, the trapezoid integral of its power."""
+    out = {}
+    for name, s in system.items():
+        if name.endswith("_energy_j") and s.v:
+            out[name] = Series(list(s.t), [v - s.v[0] for v in s.v])
+    for name, s in system.items():
+        if name.endswith("_power_w"):
+            energy = name[: -len("_power_w")] + "_energy_j"
+            if energy in out or not s.t:
+                continue
+            acc, vals = 0.0, [0.0]
+            for i in range(1, len(s.t)):
+                acc += (s.t[i] - s.t[i - 1]) * (s.v[i] + s.v[i - 1]) / 2.0
+                vals.append(acc)
+            out[energy + " (integrated)"] = Series(list(s.t), vals)
+    return out
+
+
+def panels(system: dict[str, Series]) -> list[tuple[str, str, dict[str, Series]]]:
+    """(title, unit, {name: series}) for each panel the data can fill, in a fixed order."""
+    out = []
+    for title, unit, pattern in _panel_matchers():
+        if pattern is None:
+            chosen = cumulative_energy(system)
+        else:
+            chosen = {k: s for k, s in sorted(system.items()) if pattern.match(k) and s.t}
+        if chosen:
+            out.append((title, unit, chosen))
+    return out
+
+
+def _add_markers(fig, run: RunData, row: int | str = "all") -> None:
+    for i, (start, end, label) in enumerate(run.epochs):
+        fig.add_vrect(x0=start, x1=end, row=row, col=1, fillcolor="#636efa" if i % 2 else "#00cc96",
+                      opacity=0.08, line_width=0)
+        fig.add_vline(x=start, row=row, col=1, line_width=1, line_dash="dot", line_color="#888")
+    for t, label in run.markers:
+        fig.add_vline(x=t, row=row, col=1, line_width=1, line_dash="dot", line_color="#888")
+    # hoverable labels: invisible points on the first panel
+    labelled = [(s, lab) for s, _, lab in run.epochs] + list(run.markers)
+    if labelled:
+        fig.add_trace(go.Scatter(x=[t for t, _ in labelled], y=[0] * len(labelled), mode="markers",
+                                 marker=dict(symbol="triangle-up", size=8, color="#888"),
+                                 text=[lab for _, lab in labelled], hoverinfo="text+x", name="epochs/phases",
+                                 showlegend=True), row=1, col=1)
+
+
+def run_timelines(run: RunData, title: str | None = None) -> go.Figure | None:
+    """Every panel the run's data can fill, stacked on one shared time axis."""
+    found = panels(run.system)
+    if not found:
+        return None
+    fig = make_subplots(rows=len(found), cols=1, shared_xaxes=True, vertical_spacing=0.03,
+                        subplot_titles=[f"{t} ({u})" for t, u, _ in found])
+    for row, (panel, unit, series) in enumerate(found, start=1):
+        for name, s in series.items():
+            s = downsample(s)
+            fig.add_trace(go.Scatter(x=s.t, y=s.v, mode="lines", name=name, legendgroup=panel,
+                                     hovertemplate=f"{name}: %{{y:.4g}} {unit}<br>t=%{{x:.2f}} s<extra></extra>"),
+                          row=row, col=1)
+        fig.update_yaxes(title_text=unit, row=row, col=1)
+    _add_markers(fig, run)
+    fig.update_xaxes(title_text="seconds since start", row=len(found), col=1)
+    fig.update_layout(title=title or f"{run.name} ({run.run_id[:8]}) · {run.status}", height=220 * len(found) + 120,
+                      legend=dict(groupclick="toggleitem"), margin=dict(l=60, r=20, t=80, b=40))
+    return fig
+
+
+def group_timelines(children: list[RunData], title: str) -> go.Figure | None:
+    """A collocation group: for each panel, every child's lines on one shared time axis,
+    children told apart by colour (one per child) — the panels stacked."""
+    names = [t for t in PANELS if any(t == p for c in children for p, _, _ in panels(c.system))]
+    if not names:
+        return None
+    palette = ["#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880"]
+    fig = make_subplots(rows=len(names), cols=1, shared_xaxes=True, vertical_spacing=0.03,
+                        subplot_titles=names)
+    for ci, child in enumerate(children):
+        color = palette[ci % len(palette)]
+        label = f"{child.name} ({child.tags.get('variant', child.run_id[:8])})"
+        first = True
+        for panel, unit, series in panels(child.system):
+            row = names.index(panel) + 1
+            for name, s in series.items():
+                s = downsample(s)
+                fig.add_trace(go.Scatter(x=s.t, y=s.v, mode="lines", name=label, legendgroup=child.run_id,
+                                         showlegend=first, line=dict(color=color, width=1.5),
+                                         hovertemplate=f"{label} {name}: %{{y:.4g}} {unit}<extra></extra>"),
+                              row=row, col=1)
+                first = False
+            fig.update_yaxes(title_text=unit, row=row, col=1)
+        for start, end, lab in child.epochs:
+            fig.add_vline(x=start, line_width=1, line_dash="dot", line_color=color)
+        for t, lab in child.markers:
+            fig.add_vline(x=t, line_width=1, line_dash="dot", line_color=color)
+    fig.update_xaxes(title_text="seconds since the group started", row=len(names), col=1)
+    fig.update_layout(title=title, height=220 * len(names) + 120, margin=dict(l=60, r=20, t=80, b=40))
+    return fig
+
+
+# ---- sweeps ---------------------------------------------------------------------------------
+
+def _label(run: RunData) -> str:
+    mode = run.tags.get("collocation.mode")
+    variant = run.tags.get("variant") or run.tags.get("recipe") or run.name
+    return f"{variant} [{mode}]" if mode else variant
+
+
+def energy_of(run: RunData) -> float | None:
+    s = run.summary
+    for key in ("gpu_energy_j", "gpu_energy_integrated_j", "cpu_energy_j"):
+        if key in s:
+            return s[key]
+    return None
+
+
+def time_energy_scatter(runs: list[RunData], title: str = "Time vs energy") -> go.Figure | None:
+    pts = [(r.summary["duration_s"], energy_of(r), r) for r in runs
+           if "duration_s" in r.summary and energy_of(r) is not None]
+    if not pts:
+        return None
+    front = pareto_front([(t, e) for t, e, _ in pts])
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=[t for t, _, _ in pts], y=[e for _, e, _ in pts], mode="markers+text",
+                             text=[_label(r) for _, _, r in pts], textposition="top center",
+                             customdata=[r.run_id for _, _, r in pts], name="runs",
+                             hovertemplate="%{text}<br>%{x:.2f} s, %{y:.4g} J<br>%{customdata}<extra></extra>"))
+    fx = [pts[i][0] for i in front]
+    fy = [pts[i][1] for i in front]
+    fig.add_trace(go.Scatter(x=fx, y=fy, mode="lines+markers", name="Pareto front",
+                             line=dict(dash="dash", color="#ef553b"), marker=dict(size=12, symbol="circle-open")))
+    fig.update_layout(title=title, xaxis_title="duration (s)", yaxis_title="energy (J)", height=500)
+    return fig
+
+
+def per_variant_bars(runs: list[RunData]) -> go.Figure | None:
+    """Throughput and J/sample by variant, one bar group per collocation mode (mean over repeats)."""
+    metrics = [("throughput_samples_per_s", "throughput (samples/s)"), ("energy_per_sample_j", "J per sample")]
+    groups: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for r in runs:
+        key = (r.tags.get("variant") or r.tags.get("recipe") or r.name, r.tags.get("collocation.mode", "-"))
+        for m, _ in metrics:
+            if m in r.summary:
+                groups.setdefault(key, {}).setdefault(m, []).append(r.summary[m])
+    if not groups:
+        return None
+    fig = make_subplots(rows=1, cols=2, subplot_titles=[t for _, t in metrics])
+    modes = sorted({mode for _, mode in groups})
+    variants = sorted({v for v, _ in groups})
+    for mode in modes:
+        for col, (m, _) in enumerate(metrics, start=1):
+            ys = [sum(groups.get((v, mode), {}).get(m, [])) / len(groups[(v, mode)][m])
+                  if groups.get((v, mode), {}).get(m) else None for v in variants]
+            fig.add_trace(go.Bar(x=variants, y=ys, name=f"mode {mode}", legendgroup=mode, showlegend=col == 1),
+                          row=1, col=col)
+    fig.update_layout(title="Throughput and energy per sample, per variant and mode", barmode="group", height=450)
+    return fig
+
+
+SLOWDOWN_KEYS = ("collocation/slowdown", "collocation/slowdown_ratio", "summary/slowdown_ratio", "slowdown")
+
+
+def slowdown_of(run: RunData) -> float | None:
+    for key in SLOWDOWN_KEYS:
+        if key in run.metrics:
+            return run.metrics[key]
+    return None
+
+
+def slowdown_heatmap(runs: list[RunData]) -> go.Figure | None:
+    """Mean slowdown of each variant (rows) under each collocation mode (columns)."""
+    cells: dict[tuple[str, str], list[float]] = {}
+    for r in runs:
+        value = slowdown_of(r)
+        mode = r.tags.get("collocation.mode")
+        if value is None or not mode:
+            continue
+        cells.setdefault((r.tags.get("variant") or r.name, mode), []).append(value)
+    if not cells:
+        return None
+    variants = sorted({v for v, _ in cells})
+    modes = sorted({m for _, m in cells})
+    z = [[(sum(cells[(v, m)]) / len(cells[(v, m)])) if (v, m) in cells else None for m in modes] for v in variants]
+    fig = go.Figure(go.Heatmap(z=z, x=modes, y=variants, colorscale="RdYlGn_r", zmin=1.0,
+                               text=[[f"{c:.2f}×" if c is not None else "" for c in row] for row in z],
+                               texttemplate="%{text}", colorbar=dict(title="slowdown")))
+    fig.update_layout(title="Collocation slowdown (time collocated / time alone)", height=150 + 40 * len(variants),
+                      xaxis_title="collocation mode", yaxis_title="variant")
+    return fig
