@@ -1,0 +1,40 @@
+"""`mlflow run DIR --backend radt-ext`: the project backend plugin, through MLflow's own CLI."""
+import json
+import subprocess
+import sys
+import textwrap
+
+from tests.radt_ext.helpers import only_run
+
+
+def test_mlflow_run_with_the_radt_ext_backend(tracking_uri, tmp_path):
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "MLproject").write_text(textwrap.dedent("""
+        name: tiny
+        entry_points:
+          main:
+            parameters:
+              n: {type: float, default: 3}
+            command: "python work.py {n}"
+    """))
+    (project / "work.py").write_text(textwrap.dedent("""
+        import sys, time, mlflow, radt_ext
+        with mlflow.start_run():
+            mlflow.log_metric("n_seen", float(sys.argv[1]))
+            t = time.time()
+            while time.time() - t < 0.8:
+                radt_ext.log_progress(samples=1); time.sleep(0.01)
+    """))
+    res = subprocess.run([sys.executable, "-m", "mlflow", "run", str(project), "--backend", "radt-ext",
+                          "--env-manager", "local", "-P", "n=7",
+                          "--backend-config", json.dumps({"listeners": "top", "interval": 0.05})],
+                         capture_output=True, text=True, timeout=180)
+    assert res.returncode == 0, res.stderr[-3000:]
+    run = only_run(tracking_uri)
+    assert run.info.status == "FINISHED"
+    assert run.data.params == {"n": "7"}
+    assert run.data.metrics["n_seen"] == 7.0
+    assert run.data.tags["radt_ext.listeners"] == "top:0.05"
+    assert run.data.tags["mlflow.project.backend"] == "radt-ext"
+    assert "system/proc_cpu_pct" in run.data.metrics and run.data.metrics["summary/samples"] > 0

@@ -1,0 +1,56 @@
+"""`with radt_ext.track():` in a user's script: a real child interpreter, a real store."""
+import subprocess
+import sys
+import textwrap
+
+from mlflow.tracking import MlflowClient
+
+from tests.radt_ext.helpers import only_run, stored_system_points
+
+SCRIPT = textwrap.dedent("""
+    import os, sys, time, radt_ext, mlflow
+    with radt_ext.track(listeners="top", interval=0.05, run_name="tracked", tags={"variant": "api"}) as run:
+        mlflow.log_param("batch", 8)
+        t = time.time()
+        while time.time() - t < 1.0:
+            radt_ext.log_progress(samples=8)
+            time.sleep(0.01)
+        if sys.argv[1] == "raise":
+            raise RuntimeError("boom")
+    print(run.info.run_id)
+""")
+
+
+def _run(arg):
+    return subprocess.run([sys.executable, "-c", SCRIPT, arg], capture_output=True, text=True, timeout=120)
+
+
+def test_track_samples_from_a_separate_process_into_the_active_run(tracking_uri):
+    res = _run("ok")
+    assert res.returncode == 0, res.stderr
+    run = only_run(tracking_uri)
+    assert run.info.run_id == res.stdout.strip().splitlines()[-1]
+    assert run.info.status == "FINISHED" and run.info.run_name == "tracked"
+    assert run.data.params == {"batch": "8"} and run.data.tags["variant"] == "api"
+    m = run.data.metrics
+    assert m["summary/samples"] > 0 and m["summary/throughput_samples_per_s"] > 0
+    history = MlflowClient(tracking_uri).get_metric_history(run.info.run_id, "system/proc_cpu_pct")
+    assert len(history) >= 10
+    # the monitor ran in another process and watched ours: its CPU is this busy script's
+    assert max(h.value for h in history) > 0
+    assert stored_system_points(tracking_uri, run) == int(run.data.tags["radt_ext.metrics_sent"])
+
+
+def test_track_marks_the_run_failed_when_the_block_raises(tracking_uri):
+    res = _run("raise")
+    assert res.returncode != 0 and "boom" in res.stderr
+    run = only_run(tracking_uri)
+    assert run.info.status == "FAILED"
+    assert "summary/duration_s" in run.data.metrics
+
+
+def test_track_bad_listener_fails_before_any_run(tracking_uri):
+    res = subprocess.run([sys.executable, "-c", "import radt_ext\nwith radt_ext.track(listeners='nope'): pass"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode != 0 and "unknown listener 'nope'" in res.stderr
+    assert MlflowClient(tracking_uri).search_runs(["0"]) == []
