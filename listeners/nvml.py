@@ -8,6 +8,7 @@ A reading the GPU does not support is dropped after its first failure.
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Mapping
 
 from listeners.base import Listener, ListenerError, Target
@@ -28,6 +29,9 @@ THROTTLE_REASONS = {
 }
 
 MIB = 1024 * 1024
+# NVML measures PCIe throughput over a ~20 ms window inside each call: read it at most
+# this often so power and energy can still be sampled at 20 Hz and faster.
+PCIE_EVERY_S = 1.0
 
 
 def decode_throttle(prefix: str, mask: int) -> dict[str, float]:
@@ -115,6 +119,18 @@ class NvmlListener(Listener):
 
         one = lambda name, fn, scale=1.0: (  # noqa: E731
             p + name, lambda: {p + name: float(fn()) * scale})
+        last_pcie = [float("-inf")]
+
+        def pcie():
+            now = time.monotonic()
+            if now - last_pcie[0] < PCIE_EVERY_S:
+                return {}
+            last_pcie[0] = now
+            return {
+                p + "pcie_tx_kibps": float(nv.nvmlDeviceGetPcieThroughput(gpu, nv.NVML_PCIE_UTIL_TX_BYTES)),
+                p + "pcie_rx_kibps": float(nv.nvmlDeviceGetPcieThroughput(gpu, nv.NVML_PCIE_UTIL_RX_BYTES)),
+            }
+
         return [
             one("power_w", lambda: nv.nvmlDeviceGetPowerUsage(gpu), 1e-3),
             (p + "energy_j", energy),
@@ -125,8 +141,7 @@ class NvmlListener(Listener):
             (p + "util_pct", utilization),
             one("mem_used_mib", lambda: nv.nvmlDeviceGetMemoryInfo(d.handle).used, 1.0 / MIB),
             one("pstate_num", lambda: nv.nvmlDeviceGetPerformanceState(gpu)),
-            one("pcie_tx_kibps", lambda: nv.nvmlDeviceGetPcieThroughput(gpu, nv.NVML_PCIE_UTIL_TX_BYTES)),
-            one("pcie_rx_kibps", lambda: nv.nvmlDeviceGetPcieThroughput(gpu, nv.NVML_PCIE_UTIL_RX_BYTES)),
+            (p + "pcie", pcie),
             (p + "throttle", throttle),
         ]
 
