@@ -1,0 +1,326 @@
+"""Run one collocation group: a parent run (device-level listeners) and a child run per workload.
+
+Every session is prepared first (runs created, listeners checked), then all start
+together from one time origin (the barrier); for `exclusive` they run one after
+another. The parent gets makespan, aggregate throughput, energy and, where the
+caller supplies exclusive baselines, each child's slowdown.
+"""
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+
+from mlflow.entities import Metric, RunTag
+from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
+
+from listeners import registry
+from listeners.base import Target
+from radt_ext import machine
+from radt_ext.collocation import mig as mig_mod
+from radt_ext.collocation.modes import CPU, Group, Workload, check, metric_name
+from radt_ext.collocation.mps import MpsDaemon
+from radt_ext.errors import UsageError
+from radt_ext.recorder import Recorder, select_listeners
+from radt_ext.session import WorkloadSession, WorkloadSpec, connect, experiment_id_for, exit_code, tracking_uri
+
+DEVICE_LISTENERS = ("nvml", "gpm", "smi", "dcgm", "rapl")
+CHILD_LISTENERS = ("top", "gpu_procs")
+MIG_CHILD_LISTENERS = ("top", "gpu_procs", "gpm")
+
+
+@dataclass
+class ChildResult:
+    name: str
+    run_id: str
+    device: str
+    started: float
+    ended: float | None = None
+    returncode: int | None = None
+    status: str = "SCHEDULED"
+    summary: dict[str, float] = field(default_factory=dict)
+    slowdown: float | None = None
+
+
+@dataclass
+class GroupResult:
+    parent_run_id: str
+    mode: str
+    status: str
+    exit_code: int
+    t0: float
+    makespan_s: float
+    children: list[ChildResult]
+    summary: dict[str, float]
+
+    @property
+    def start_skew_s(self) -> float:
+        starts = [c.started for c in self.children if c.started]
+        return max(starts) - min(starts) if starts else 0.0
+
+
+class _Session(WorkloadSession):
+    """A WorkloadSession whose child may need variables removed (MPS clients: CUDA_VISIBLE_DEVICES)."""
+
+    unset: tuple[str, ...] = ()
+
+    def child_env(self) -> dict[str, str]:
+        env = super().child_env()
+        for key in self.unset:
+            env.pop(key, None)
+        return env
+
+
+def available(names: tuple[str, ...], target: Target) -> str:
+    return ",".join(n for n in names if registry.availability(n, target) is None)
+
+
+def _visible(device: str) -> str:
+    return "" if device == CPU else device
+
+
+class GroupRunner:
+    def __init__(self, group: Group, echo=print):
+        check(group)
+        self.group = group
+        self.echo = echo
+        self.uri = tracking_uri(group.tracking_uri)
+        self.client = None
+        self.parent_run_id: str | None = None
+        self.sessions: list[_Session] = []
+        self.results: list[ChildResult] = []
+        self.daemons: dict[str, MpsDaemon] = {}
+        self.stopping: int | None = None
+        self._lock = threading.Lock()
+
+    # -- setting up ------------------------------------------------------------------
+    def _mode_env(self, stack: contextlib.ExitStack) -> dict[str, tuple[dict[str, str], tuple[str, ...], str]]:
+        """{workload name: (extra env, env keys to unset, the device its listeners watch)}."""
+        g = self.group
+        out = {}
+        if g.mode == "mps":
+            for device in g.devices:
+                daemon = MpsDaemon(device)
+                stack.callback(daemon.quit)  # registered before start: quit on every way out
+                daemon.start()
+                self.daemons[device] = daemon
+            for w in g.workloads:
+                env = self.daemons[w.device].client_env(w.mps_thread_percentage, w.mps_pinned_mem_limit)
+                out[w.name] = (env, ("CUDA_VISIBLE_DEVICES",), w.device)
+        elif g.mode == "mig":
+            pinned = mig_mod.assign([(w.name, w.device, w.mig) for w in g.workloads], g.allow_mig_reconfigure,
+                                    echo=self.echo)
+            for w in g.workloads:
+                out[w.name] = ({"CUDA_VISIBLE_DEVICES": pinned[w.name].uuid}, (), pinned[w.name].uuid)
+        else:
+            for w in g.workloads:
+                out[w.name] = ({"CUDA_VISIBLE_DEVICES": _visible(w.device)}, (), _visible(w.device))
+        return out
+
+    def _parent_tags(self) -> dict[str, str]:
+        g = self.group
+        tags = machine.describe()
+        tags.update({
+            "collocation.mode": g.mode,
+            "collocation.gpu": ",".join(g.devices),
+            "collocation.workloads": ",".join(w.name for w in g.workloads),
+            "collocation.size": str(len(g.workloads)),
+        })
+        tags.update(g.tags)
+        return tags
+
+    def _log_tags(self, run_id: str, tags: dict[str, str]) -> None:
+        items = [RunTag(k, str(v)[:5000]) for k, v in tags.items()]
+        for i in range(0, len(items), 100):
+            self.client.log_batch(run_id, tags=items[i:i + 100])
+
+    def _session(self, w: Workload, index: int, env: dict[str, str], unset: tuple[str, ...], watch: str) -> _Session:
+        g = self.group
+        names = g.child_listeners
+        target = Target(pid=None, cuda_visible_devices=watch)
+        if names is None:
+            names = available(MIG_CHILD_LISTENERS if g.mode == "mig" else CHILD_LISTENERS, target)
+        tags = {"collocation.mode": g.mode, "collocation.workload": w.name, "collocation.gpu": w.device,
+                "collocation.index": str(index), **g.child_tags, **w.tags}
+        if g.mode == "mig":
+            tags["collocation.mig_device"] = watch
+        spec = WorkloadSpec(command=list(w.command), listeners=names or "top", interval=g.interval,
+                            run_name=w.name, tags=tags, params=dict(w.params), tracking_uri=self.uri,
+                            parent_run_id=self.parent_run_id, env={**w.env, **env}, cwd=w.cwd)
+        session = _Session(spec)
+        session.unset = unset
+        session.target.cuda_visible_devices = watch
+        return session
+
+    # -- running ---------------------------------------------------------------------
+    def _on_signal(self, signum, _frame) -> None:
+        self.stopping = signum
+        for s in self.sessions:
+            if s.proc is not None:
+                s.terminate(signum)
+
+    def _start(self, s: _Session, result: ChildResult, t0: float) -> bool:
+        s.spec.t0 = t0
+        result.started = time.time()
+        try:
+            s.start()
+        except UsageError as exc:  # the command could not be spawned; the others still run
+            self.echo(f"radt-ext: workload {result.name}: {exc}")
+            result.status, result.returncode, result.ended = "FAILED", 127, time.time()
+            return False
+        return True
+
+    def _wait_and_finish(self, s: _Session, result: ChildResult) -> None:
+        try:
+            result.returncode = s.wait()
+            result.ended = time.time()
+        finally:
+            result.status = s.status()
+            try:
+                s.finish()
+            finally:
+                result.summary = dict(s.summary)
+
+    def run(self) -> GroupResult:
+        g = self.group
+        self.client = connect(self.uri)
+        experiment_id = experiment_id_for(self.client, g.experiment_name)
+        previous = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                previous[sig] = signal.signal(sig, self._on_signal)
+        try:
+            with contextlib.ExitStack() as stack:
+                mode_env = self._mode_env(stack)
+                return self._run(experiment_id, mode_env)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _run(self, experiment_id: str, mode_env) -> GroupResult:
+        g = self.group
+        run_name = g.run_name or f"{g.mode}:{'+'.join(w.name for w in g.workloads)}"
+        parent = self.client.create_run(experiment_id, tags={MLFLOW_RUN_NAME: run_name}, run_name=run_name)
+        self.parent_run_id = parent.info.run_id
+        self.echo(f"radt-ext: group {g.mode} run {self.parent_run_id} ({len(g.workloads)} workloads)")
+        try:
+            watch = ",".join(_visible(d) for d in g.devices) if CPU not in g.devices else ""
+            target = Target(pid=None, cuda_visible_devices=watch)
+            spec = g.listeners if g.listeners is not None else available(DEVICE_LISTENERS, target)
+            listeners, skipped = select_listeners(spec, g.interval, target) if spec else ([], {})
+            tags = self._parent_tags()
+            tags["radt_ext.listeners"] = ",".join(f"{lst.name}:{lst.interval:g}" for lst in listeners)
+            for name, why in skipped.items():
+                tags[f"radt_ext.listener_skipped.{name}"] = why[:4000]
+            self._log_tags(self.parent_run_id, tags)
+            for i, w in enumerate(g.workloads):
+                env, unset, dev = mode_env[w.name]
+                session = self._session(w, i, env, unset, dev)
+                session.prepare()  # every child run exists before any workload starts
+                self.sessions.append(session)
+                self.results.append(ChildResult(w.name, session.run_id, w.device, 0.0))
+        except BaseException:
+            self._fail_unstarted("FAILED")
+            with contextlib.suppress(Exception):
+                self.client.set_terminated(self.parent_run_id, "FAILED")
+            raise
+        t0 = time.time()
+        recorder = Recorder(self.client, self.parent_run_id, self.uri, listeners, t0=t0).start()
+        try:
+            if g.mode == "exclusive":
+                for s, r in zip(self.sessions, self.results):
+                    if self.stopping:
+                        break
+                    if self._start(s, r, t0):
+                        self._wait_and_finish(s, r)
+            else:
+                started = [(s, r) for s, r in zip(self.sessions, self.results) if self._start(s, r, t0)]
+                threads = [threading.Thread(target=self._wait_and_finish, args=(s, r), daemon=True)
+                           for s, r in started]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    while t.is_alive():
+                        t.join(0.2)  # short joins keep signal handlers running
+        finally:
+            self._fail_unstarted("KILLED" if self.stopping else "FAILED")
+            recorder.stop()
+            for daemon in self.daemons.values():
+                daemon.quit()  # before the parent's last tags, so they carry its answer
+        return self._close(recorder, t0)
+
+    def _fail_unstarted(self, status: str) -> None:
+        for s, r in zip(self.sessions, self.results):
+            if s.proc is None and r.status == "SCHEDULED":
+                r.status = status
+                with contextlib.suppress(Exception):
+                    self.client.set_terminated(s.run_id, status)
+
+    # -- after -----------------------------------------------------------------------
+    def _close(self, recorder: Recorder, t0: float) -> GroupResult:
+        g = self.group
+        ends = [r.ended for r in self.results if r.ended]
+        makespan = (max(ends) - t0) if ends else 0.0
+        samples = sum(r.summary.get("samples", 0.0) for r in self.results)
+        summary = recorder.summary({"samples": samples} if samples else None)
+        summary["makespan_s"] = makespan
+        if samples and makespan > 0:
+            summary["throughput_samples_per_s"] = samples / makespan
+            if "gpu_energy_j" in summary:
+                summary["energy_per_sample_j"] = summary["gpu_energy_j"] / samples
+        starts = [r.started for r in self.results if r.started]
+        if len(starts) > 1 and g.mode != "exclusive":
+            summary["start_skew_s"] = max(starts) - min(starts)
+        slowdowns = []
+        now = int(time.time() * 1000)
+        for r in self.results:
+            base = g.baselines.get(r.name)
+            duration = r.summary.get("duration_s")
+            if base and duration and base[1] > 0 and r.status == "FINISHED":
+                r.slowdown = duration / base[1]
+                slowdowns.append(r.slowdown)
+                summary[f"{metric_name(r.name)}_slowdown_ratio"] = r.slowdown
+                with contextlib.suppress(Exception):
+                    self.client.log_batch(r.run_id, metrics=[Metric("summary/slowdown_ratio", r.slowdown, now, 0)],
+                                          tags=[RunTag("baseline_run_id", base[0])])
+            if "throughput_samples_per_s" in r.summary:
+                summary[f"{metric_name(r.name)}_throughput_samples_per_s"] = r.summary["throughput_samples_per_s"]
+        if slowdowns:
+            summary["avg_slowdown_ratio"] = sum(slowdowns) / len(slowdowns)
+            summary["max_slowdown_ratio"] = max(slowdowns)
+        statuses = [r.status for r in self.results]
+        if self.stopping or "KILLED" in statuses:
+            status = "KILLED"
+        elif all(s == "FINISHED" for s in statuses):
+            status = "FINISHED"
+        else:
+            status = "FAILED"
+        code = 0
+        for r in self.results:
+            if r.returncode:
+                code = exit_code(r.returncode)
+                break
+        if self.stopping and not code:
+            code = 128 + int(self.stopping)
+        if status != "FINISHED" and not code:
+            code = 1
+        tags = recorder.listener_tags()
+        tags["collocation.status"] = ",".join(f"{r.name}={r.status}" for r in self.results)
+        for device, daemon in self.daemons.items():
+            log = daemon.control_log()
+            if log:
+                with contextlib.suppress(Exception):
+                    self.client.log_text(self.parent_run_id, log, f"mps/gpu{device}_control.log")
+            tags[f"collocation.mps.gpu{device}.quit"] = (daemon.quit_output or "sent")[:500]
+        self.client.log_batch(self.parent_run_id, metrics=[Metric(f"summary/{k}", float(v), now, 0)
+                                                            for k, v in summary.items()])
+        self._log_tags(self.parent_run_id, tags)
+        self.client.set_terminated(self.parent_run_id, status)
+        return GroupResult(self.parent_run_id, g.mode, status, code, t0, makespan, self.results, summary)
+
+
+def run_group(group: Group, echo=print) -> GroupResult:
+    """Run one group to the end (SIGINT/SIGTERM stop every workload; MPS daemons always quit)."""
+    return GroupRunner(group, echo=echo).run()

@@ -1,0 +1,90 @@
+"""What a collocation group is: its mode and its workloads, and the checks on them."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from radt_ext.errors import UsageError
+
+MODES = ("exclusive", "naive", "mps", "mig")
+CPU = "cpu"  # a device value meaning "no GPU" (CUDA_VISIBLE_DEVICES="")
+_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+_MEM_LIMIT = re.compile(r"^\d+(\.\d+)?[KMGT]?$")
+
+
+@dataclass
+class Workload:
+    name: str
+    command: list[str]
+    device: str = "0"  # GPU index, GPU-<uuid>, or "cpu"
+    params: dict[str, str] = field(default_factory=dict)  # logged on the child run
+    env: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    mps_thread_percentage: int | None = None  # CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
+    mps_pinned_mem_limit: str | None = None  # e.g. "20G" -> CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="0=20G"
+    mig: str | None = None  # a MIG profile such as "3g.71gb", or an existing MIG-<uuid>
+    cwd: str | None = None
+
+
+@dataclass
+class Group:
+    mode: str
+    workloads: list[Workload]
+    experiment_name: str | None = None
+    run_name: str | None = None
+    listeners: str | None = None  # device-level, on the parent (default: available nvml,gpm,smi,dcgm,rapl)
+    child_listeners: str | None = None  # per workload (default: available top,gpu_procs; +gpm under MIG)
+    interval: float | None = None
+    tags: dict[str, str] = field(default_factory=dict)  # parent tags (sweep.id, sweep.hash, ...)
+    child_tags: dict[str, str] = field(default_factory=dict)  # added to every child
+    tracking_uri: str | None = None
+    allow_mig_reconfigure: bool = False
+    # workload name -> (exclusive run id, its summary/duration_s): slowdowns are computed against these
+    baselines: dict[str, tuple[str, float]] = field(default_factory=dict)
+
+    @property
+    def devices(self) -> list[str]:
+        out: list[str] = []
+        for w in self.workloads:
+            if w.device not in out:
+                out.append(w.device)
+        return out
+
+
+def check(group: Group) -> None:
+    """One-line UsageError for a group that cannot run; nothing has started yet."""
+    if group.mode not in MODES:
+        raise UsageError(f"unknown collocation mode {group.mode!r}; choose one of {', '.join(MODES)}")
+    if not group.workloads:
+        raise UsageError("a collocation group needs at least one workload")
+    names = [w.name for w in group.workloads]
+    for w in group.workloads:
+        if not _NAME.match(w.name):
+            raise UsageError(f"workload name {w.name!r}: use letters, digits, '_', '-' or '.'")
+        if names.count(w.name) > 1:
+            raise UsageError(f"workload name {w.name!r} is used twice in one group; give each workload its own name")
+        if not w.command:
+            raise UsageError(f"workload {w.name!r} has no command")
+        if group.mode in ("mps", "mig") and w.device == CPU:
+            raise UsageError(f"workload {w.name!r}: mode {group.mode} needs a GPU, not device 'cpu'")
+        if w.mps_thread_percentage is not None:
+            if group.mode != "mps":
+                raise UsageError(f"workload {w.name!r}: mps thread percentage applies only to mode mps")
+            if not 1 <= int(w.mps_thread_percentage) <= 100:
+                raise UsageError(f"workload {w.name!r}: mps thread percentage {w.mps_thread_percentage} "
+                                 "is not in 1..100")
+        if w.mps_pinned_mem_limit is not None:
+            if group.mode != "mps":
+                raise UsageError(f"workload {w.name!r}: mps pinned memory limit applies only to mode mps")
+            if not _MEM_LIMIT.match(str(w.mps_pinned_mem_limit)):
+                raise UsageError(f"workload {w.name!r}: mps pinned memory limit {w.mps_pinned_mem_limit!r} "
+                                 "is not a size like 20G or 512M")
+        if w.mig is not None and group.mode != "mig":
+            raise UsageError(f"workload {w.name!r}: a MIG profile/device applies only to mode mig")
+        if group.mode == "mig" and not w.mig:
+            raise UsageError(f"workload {w.name!r}: mode mig needs a MIG profile (e.g. 3g.71gb) or MIG-<uuid>")
+
+
+def metric_name(name: str) -> str:
+    """A workload name as a metric word (lower case, `_` only)."""
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "workload"
