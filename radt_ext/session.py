@@ -30,6 +30,7 @@ from radt_ext import machine
 from radt_ext.errors import UsageError
 from radt_ext.progress import ENV as PROGRESS_ENV
 from radt_ext.progress import read_progress
+from radt_ext.reaper import ProcessTree
 from radt_ext.recorder import Recorder, select_listeners
 
 ENV_ACTIVE = "RADT_EXT_ACTIVE"  # set for the workload: the run id already being monitored
@@ -178,6 +179,7 @@ class WorkloadSession:
             raise UsageError(f"cannot start {self.spec.command[0]!r}: {exc.strerror or exc}") from None
         # listeners open while the workload starts up (imports take far longer than NVML init)
         self.target.pid = self.proc.pid
+        self.tree = ProcessTree(self.proc.pid, (ENV_ACTIVE, self.run_id)).start()  # catches setsid() escapes
         self.recorder = Recorder(self.client, self.run_id, self.uri, self._listeners, t0=self.spec.t0).start()
         return self
 
@@ -201,10 +203,14 @@ class WorkloadSession:
             os.killpg(self.proc.pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
+        if getattr(self, "tree", None) is not None:
+            self.tree.signal(sig)  # descendants that left the group
 
     def _reap_group(self) -> None:
         """Processes the workload left behind in its group do not outlive the session."""
         self._signal_group(signal.SIGKILL)
+        if getattr(self, "tree", None) is not None:
+            self.tree.stop()
 
     # -- after ------------------------------------------------------------------------
     def status(self) -> str:
@@ -221,16 +227,8 @@ class WorkloadSession:
         metrics = [Metric(f"summary/{k}", float(v), now, 0) for k, v in self.summary.items()]
         tags = self.recorder.listener_tags()
         tags["radt_ext.exit_code"] = str(self.returncode)
-        try:
-            self.client.log_batch(self.run_id, metrics=metrics)
-            self.log_tags(tags)
-            self.client.set_terminated(self.run_id, status)
-        except Exception as exc:  # the store went away at the very end: keep the numbers
-            self.recorder.writer.errors.append(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-            for m in metrics:
-                self.recorder.writer.add(m.key, m.value, m.timestamp, m.step)
-            self.recorder.writer.close()
-        else:
+        # the writer spools the end of the run too when the store is away; `radt-ext sync` applies it
+        if self.recorder.writer.end_run(metrics, tags, status):
             from radt_ext.report import log_report
 
             log_report(self.client, self.run_id)  # never raises: a failed report is a run tag

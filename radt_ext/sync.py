@@ -1,58 +1,170 @@
-"""`radt-ext sync`: replay spooled metric points into their tracking stores."""
+"""`radt-ext sync`: replay spooled points, tags and run status into their tracking stores.
+
+Idempotent: points the store already holds (same key, timestamp, step and value)
+are skipped, so a sync that was interrupted half-way, or a batch that reached the
+store after the writer gave up on it, is never stored twice. A spool file is
+renamed before it is read, so a run still appending to it starts a fresh file
+instead of losing lines; a file whose store still refuses is put back.
+"""
 from __future__ import annotations
 
 import json
+import os
+import urllib.error
+import urllib.request
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
-from mlflow.entities import Metric
+from mlflow.entities import Metric, RunTag
 from mlflow.tracking import MlflowClient
 
-from radt_ext.writer import MAX_BATCH, spool_dir
+from radt_ext.writer import MAX_BATCH, MAX_TAGS, first_line, spool_dir
+
+REPLAYING = ".replaying"
 
 
-def replay(path: Path) -> int:
-    """Send every point of one spool file; the file is removed only when all were stored."""
-    groups: dict[tuple[str, str], list[Metric]] = defaultdict(list)
+@dataclass
+class RunSpool:
+    metrics: list[Metric] = field(default_factory=list)
+    tags: dict[str, str] = field(default_factory=dict)
+    status: tuple[str, int] | None = None  # (status, end_time ms)
+
+
+@dataclass
+class Result:
+    stored: int = 0  # points sent to the store now
+    skipped: int = 0  # points the store already had
+    tags: int = 0
+    statuses: int = 0
+    bad_lines: int = 0
+
+
+def read_spool(path: Path) -> tuple[dict[tuple[str, str], RunSpool], int]:
+    """{(tracking_uri, run_id): RunSpool}, and the number of unreadable lines (cut short by a crash)."""
+    runs: dict[tuple[str, str], RunSpool] = defaultdict(RunSpool)
+    bad = 0
     with open(path) as fh:
         for line in fh:
             if not line.strip():
                 continue
             try:
-                p = json.loads(line)
-                groups[(p["tracking_uri"], p["run_id"])].append(
-                    Metric(p["key"], float(p["value"]), int(p["timestamp"]), int(p["step"])))
-            except (ValueError, KeyError, TypeError):
-                continue  # a line cut short by a crash mid-write
-    sent = 0
-    for (uri, run_id), metrics in groups.items():
-        client = MlflowClient(tracking_uri=uri)
-        for i in range(0, len(metrics), MAX_BATCH):
-            client.log_batch(run_id, metrics=metrics[i:i + MAX_BATCH], synchronous=True)
-            sent += len(metrics[i:i + MAX_BATCH])
-    path.unlink()
-    return sent
+                r = json.loads(line)
+                run = runs[(str(r["tracking_uri"]), str(r["run_id"]))]
+                kind = r.get("kind", "metric")
+                if kind == "metric":
+                    run.metrics.append(Metric(str(r["key"]), float(r["value"]), int(r["timestamp"]), int(r["step"])))
+                elif kind == "tag":
+                    run.tags[str(r["key"])] = str(r["value"])
+                elif kind == "status":
+                    run.status = (str(r["status"]), int(r["end_time"]))
+                else:
+                    bad += 1
+            except (ValueError, KeyError, TypeError, AttributeError):
+                bad += 1
+    return runs, bad
+
+
+def check_reachable(uri: str) -> None:
+    """A server that does not answer /health fails at once, not after MLflow's minutes of retries."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5):
+            return
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise ConnectionError(f"tracking server {uri} does not answer ({getattr(exc, 'reason', exc)})") from None
+
+
+def _point(m: Metric) -> tuple:
+    return (m.key, m.timestamp, m.step, m.value)
+
+
+def replay_run(client: MlflowClient, run_id: str, spool: RunSpool, result: Result) -> None:
+    by_key: dict[str, list[Metric]] = defaultdict(list)
+    for m in spool.metrics:
+        by_key[m.key].append(m)
+    todo: list[Metric] = []
+    for key, metrics in by_key.items():
+        have = {_point(m) for m in client.get_metric_history(run_id, key)}
+        for m in metrics:
+            p = _point(m)
+            if p in have:
+                result.skipped += 1
+            else:
+                have.add(p)  # a point spooled twice is sent once
+                todo.append(m)
+    for i in range(0, len(todo), MAX_BATCH):
+        client.log_batch(run_id, metrics=todo[i:i + MAX_BATCH], synchronous=True)
+        result.stored += len(todo[i:i + MAX_BATCH])
+    tags = [RunTag(k, v) for k, v in spool.tags.items()]
+    for i in range(0, len(tags), MAX_TAGS):
+        client.log_batch(run_id, tags=tags[i:i + MAX_TAGS], synchronous=True)
+    result.tags += len(tags)
+    if spool.status:  # last: a run shows as ended only once its points are in
+        client.set_terminated(run_id, spool.status[0], spool.status[1])
+        result.statuses += 1
+
+
+def replay(path: Path) -> Result:
+    """Replay one spool file; it is removed only when everything in it is stored."""
+    if path.name.endswith(REPLAYING):
+        work = path  # left by a sync that was cut off
+        original = path.with_name(path.name[: -len(REPLAYING)])
+    else:
+        work = path.with_name(path.name + REPLAYING)
+        original = path
+        os.replace(path, work)
+    try:
+        runs, bad = read_spool(work)
+        result = Result(bad_lines=bad)
+        for (uri, run_id), spool in runs.items():
+            check_reachable(uri)
+            replay_run(MlflowClient(tracking_uri=uri), run_id, spool, result)
+    except BaseException:
+        _put_back(work, original)
+        raise
+    work.unlink()
+    return result
+
+
+def _put_back(work: Path, original: Path) -> None:
+    """Return the lines to the spool file (appending: a live run may have started a new one)."""
+    with open(work) as src, open(original, "a") as dst:
+        dst.write(src.read())
+    work.unlink()
+
+
+def spool_files(directory: Path) -> list[Path]:
+    if not directory.is_dir():
+        return []
+    return sorted([*directory.glob("*.jsonl"), *directory.glob(f"*.jsonl{REPLAYING}")])
 
 
 @click.command()
 @click.option("--spool-dir", "directory", type=click.Path(path_type=Path), default=None,
               help="where spool files are (default: RADT_EXT_SPOOL_DIR or ~/.radt-ext/spool)")
 def sync(directory):
-    """Replay metric points spooled while the tracking store was unreachable."""
+    """Replay metrics, tags and run status spooled while the tracking store was unreachable."""
     directory = directory or spool_dir()
-    files = sorted(directory.glob("*.jsonl")) if directory.is_dir() else []
+    files = spool_files(directory)
     if not files:
         click.echo(f"nothing to sync in {directory}")
         return
-    total = 0
+    total = Result()
     for path in files:
         try:
-            n = replay(path)
+            r = replay(path)
         except Exception as exc:
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise click.ClickException(f"{path.name}: the store still refuses points ({first}); "
+            raise click.ClickException(f"{path.name}: the store still refuses ({first_line(exc)[:300]}); "
                                        "the spool file is kept, run `radt-ext sync` again later")
-        total += n
-        click.echo(f"{path.name}: {n} points stored")
-    click.echo(f"synced {total} points from {len(files)} file(s)")
+        total.stored += r.stored
+        total.skipped += r.skipped
+        total.bad_lines += r.bad_lines
+        extra = f", {r.skipped} already stored" if r.skipped else ""
+        extra += f", {r.bad_lines} unreadable line(s) skipped" if r.bad_lines else ""
+        click.echo(f"{path.name}: {r.stored} points stored{extra}, {r.tags} tags, "
+                   f"{'status set' if r.statuses else 'no status'}")
+    click.echo(f"synced {total.stored} points from {len(files)} file(s)"
+               + (f" ({total.skipped} already stored)" if total.skipped else ""))

@@ -4,10 +4,20 @@ Every point keeps the timestamp of the moment it was read. Step = whole
 milliseconds since the session's t0 (for a collocation group, the group's common
 start), so runs of one group line up on both MLflow's step and relative-time axes.
 
-When the tracking store refuses a batch after a few retries (server gone,
-SQLite locked for too long), the batch is appended to a spool file instead;
-`radt-ext sync` replays spool files later. Nothing is dropped silently: `sent`,
-`stored` and `spooled` count points.
+Faults, and what the writer does about them:
+- SQLite says "database is locked" (several runs writing one file): retry with
+  jittered backoff for up to `lock_patience` seconds; nothing is spooled for that.
+- The store refuses a batch after a few retries (server gone): the batch goes to a
+  spool file and the writer enters outage mode: later batches go straight to the
+  spool until a cheap probe (`/health` for a server) answers again, so the run is
+  never slowed by MLflow's own minutes-long HTTP retries.
+- A call that hangs past `close()`'s deadline: its batch is spooled too; `radt-ext
+  sync` skips points already stored, so a batch that landed after all is not doubled.
+- The end of the run (summary metrics, tags, status) goes through `end_run`, which
+  spools it in the same way; sync applies it after the points.
+- The spool cannot be written: one error line, the count of points lost, and the
+  workload carries on.
+Nothing is dropped silently: `sent`, `stored`, `spooled` and `lost` count points.
 """
 from __future__ import annotations
 
@@ -15,21 +25,36 @@ import json
 import logging
 import os
 import queue
+import random
 import threading
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlflow.entities import Metric
+from mlflow.entities import Metric, RunTag
 
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 1000  # MLflow's limit of metrics per log_batch call
+MAX_TAGS = 100  # MLflow's limit of tags per log_batch call
 ENV_SPOOL_DIR = "RADT_EXT_SPOOL_DIR"
+LOCKED = ("database is locked", "database table is locked", "database is busy")
 
 
 def spool_dir() -> Path:
     return Path(os.environ.get(ENV_SPOOL_DIR) or Path.home() / ".radt-ext" / "spool")
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
+
+
+def is_locked(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return any(words in text for words in LOCKED)
 
 
 @dataclass
@@ -56,21 +81,33 @@ class MetricWriter:
         flush_interval: float = 1.0,
         retries: int = 3,
         spool_path: Path | None = None,
+        lock_patience: float = 120.0,
+        close_timeout: float = 30.0,
     ):
         self.client = client
         self.run_id = run_id
         self.tracking_uri = tracking_uri
         self.flush_interval = flush_interval
         self.retries = retries
+        self.lock_patience = lock_patience
+        self.close_timeout = close_timeout
         self.spool_path = spool_path or spool_dir() / f"{run_id}.jsonl"
         self.sent = 0
         self.stored = 0
         self.spooled = 0
+        self.lost = 0
+        self.lock_retries = 0  # log_batch calls repeated because SQLite was locked
         self.errors: list[str] = []
+        self.down = False  # outage mode: the store refused; spool until a probe answers
         self._queue: queue.SimpleQueue[Point] = queue.SimpleQueue()
         self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._inflight: list[Point] | None = None
+        self._abandoned = False  # close() gave up waiting for the thread
+        self._spool_failed = False
         self._thread = threading.Thread(target=self._loop, name=f"radt-writer-{run_id[:8]}", daemon=True)
 
+    # -- public ---------------------------------------------------------------------
     def start(self) -> "MetricWriter":
         self._thread.start()
         return self
@@ -79,17 +116,60 @@ class MetricWriter:
         self.sent += 1
         self._queue.put(Point(key, float(value), int(timestamp_ms), int(step)))
 
-    def close(self, timeout: float = 60.0) -> None:
-        """Flush everything queued and stop the thread."""
+    def close(self, timeout: float | None = None) -> None:
+        """Flush everything queued and stop the thread; spool what cannot be confirmed in time."""
         self._stop.set()
         if self._thread.is_alive():
-            self._thread.join(timeout)
-        self._drain()  # anything added after the thread's last pass
+            self._thread.join(self.close_timeout if timeout is None else timeout)
+        with self._lock:
+            stuck = self._thread.is_alive()
+            if stuck:
+                self._abandoned = True
+                pending = list(self._inflight or [])
+        if stuck:  # a call hangs: its batch and the rest go to the spool (sync skips what landed)
+            self._enter_outage("a call to the store did not return in time")
+            pending.extend(self._take_all())
+            if pending:
+                self._spool_points(pending)
+        else:
+            self._drain()  # anything added after the thread's last pass
 
+    def end_run(self, metrics: list[Metric], tags: dict[str, str], status: str,
+                end_time: int | None = None) -> bool:
+        """Log the run's last metrics and tags and set its status; spool them when the store is away.
+
+        Returns True when the store took them, False when they were spooled (or lost).
+        """
+        end_time = end_time or int(time.time() * 1000)
+        items = [RunTag(k, str(v)) for k, v in tags.items()]
+        if not self.down or self._probe():
+            try:
+                self._call_with_deadline(lambda: self._store_end(metrics, items, status, end_time))
+                return True
+            except Exception as exc:
+                self.errors.append(first_line(exc))
+                self._enter_outage(first_line(exc))
+        records = [self._metric_record(Point(m.key, m.value, m.timestamp, m.step)) for m in metrics]
+        records += [{"tracking_uri": self.tracking_uri, "run_id": self.run_id, "kind": "tag",
+                     "key": t.key, "value": t.value} for t in items]
+        records.append({"tracking_uri": self.tracking_uri, "run_id": self.run_id, "kind": "status",
+                        "status": status, "end_time": end_time})
+        self._append(records, what=f"the run's end ({len(metrics)} metrics, {len(items)} tags, status)")
+        return False
+
+    # -- the thread -----------------------------------------------------------------
     def _loop(self) -> None:
         while not self._stop.wait(self.flush_interval):
             self._drain()
         self._drain()
+
+    def _take_all(self) -> list[Point]:
+        out = []
+        while True:
+            try:
+                out.append(self._queue.get_nowait())
+            except queue.Empty:
+                return out
 
     def _drain(self) -> None:
         batch: list[Point] = []
@@ -105,34 +185,146 @@ class MetricWriter:
             self._write(batch)
 
     def _write(self, batch: list[Point]) -> None:
-        delay = 0.2
-        for attempt in range(self.retries + 1):
-            try:
-                self.client.log_batch(self.run_id, metrics=[p.metric() for p in batch], synchronous=True)
-                self.stored += len(batch)
+        if self.down and not self._probe():
+            self._spool_points(batch)
+            return
+        with self._lock:
+            if self._abandoned:
+                self._spool_points(batch)
                 return
-            except Exception as exc:  # store or network failure: retry, then spool
-                last = exc
-                if attempt < self.retries:
-                    time.sleep(delay)
-                    delay *= 2
-        message = f"{type(last).__name__}: {last}".splitlines()[0]
-        log.warning("tracking store refused %d points (%s); spooling to %s", len(batch), message, self.spool_path)
-        self.errors.append(message)
-        self._spool(batch)
+            self._inflight = batch
+        try:
+            error = self._log_batch(batch)
+        finally:
+            with self._lock:
+                self._inflight = None
+                abandoned = self._abandoned
+        if error is None:
+            if not abandoned:  # else close() already spooled (and counted) this batch
+                self.stored += len(batch)
+            if self.down:
+                self.down = False
+                log.warning("radt-ext: tracking store %s answers again; storing points directly "
+                            "(%d spooled meanwhile in %s)", self.tracking_uri, self.spooled, self.spool_path)
+            return
+        self.errors.append(error)
+        if not abandoned:
+            self._enter_outage(error)
+            self._spool_points(batch)
 
-    def _spool(self, batch: list[Point]) -> None:
+    def _log_batch(self, batch: list[Point]) -> str | None:
+        """None when stored, else the last error's first line."""
+        metrics = [p.metric() for p in batch]
+        delay = 0.2
+        attempt = 0
+        locked_since = None
+        while True:
+            try:
+                self.client.log_batch(self.run_id, metrics=metrics, synchronous=True)
+                return None
+            except Exception as exc:
+                if is_locked(exc):
+                    # another writer holds the SQLite file: wait it out, a lock is not an outage
+                    locked_since = locked_since or time.monotonic()
+                    if time.monotonic() - locked_since < self.lock_patience:
+                        self.lock_retries += 1
+                        time.sleep(random.uniform(0.05, 0.5))
+                        continue
+                attempt += 1
+                if attempt > self.retries:
+                    return first_line(exc)
+                time.sleep(delay)
+                delay *= 2
+
+    # -- outage -----------------------------------------------------------------------
+    def _enter_outage(self, reason: str) -> None:
+        if not self.down:
+            self.down = True
+            log.warning("radt-ext: tracking store %s refused points (%s); spooling to %s until it answers "
+                        "(replay later with `radt-ext sync`)", self.tracking_uri, reason, self.spool_path)
+
+    def _probe(self) -> bool:
+        """Cheap check that the store answers again (no MLflow retries)."""
+        uri = self.tracking_uri
+        if uri.startswith(("http://", "https://")):
+            try:
+                with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=2) as resp:
+                    return resp.status == 200
+            except (urllib.error.URLError, OSError, ValueError):
+                return False
+        return True  # a database store: the next log_batch is the probe
+
+    def _call_with_deadline(self, fn) -> None:
+        """Run fn in a helper thread; raise TimeoutError when it takes longer than close_timeout."""
+        box: dict[str, BaseException] = {}
+
+        def target():
+            try:
+                fn()
+            except BaseException as exc:  # handed to the caller
+                box["error"] = exc
+
+        thread = threading.Thread(target=target, daemon=True, name="radt-writer-end")
+        thread.start()
+        thread.join(self.close_timeout)
+        if thread.is_alive():
+            raise TimeoutError(f"the store did not answer within {self.close_timeout:g} s")
+        if "error" in box:
+            raise box["error"]
+
+    def _store_end(self, metrics: list[Metric], items: list[RunTag], status: str, end_time: int) -> None:
+        for i in range(0, len(metrics), MAX_BATCH):
+            self._retry_locked(lambda: self.client.log_batch(self.run_id, metrics=metrics[i:i + MAX_BATCH],
+                                                             synchronous=True))
+        for i in range(0, len(items), MAX_TAGS):
+            self._retry_locked(lambda: self.client.log_batch(self.run_id, tags=items[i:i + MAX_TAGS],
+                                                             synchronous=True))
+        self._retry_locked(lambda: self.client.set_terminated(self.run_id, status, end_time))
+
+    def _retry_locked(self, fn) -> None:
+        start = time.monotonic()
+        while True:
+            try:
+                return fn()
+            except Exception as exc:
+                if not is_locked(exc) or time.monotonic() - start > self.lock_patience:
+                    raise
+                self.lock_retries += 1
+                time.sleep(random.uniform(0.05, 0.5))
+
+    # -- spool --------------------------------------------------------------------------
+    def _metric_record(self, p: Point) -> dict:
+        return {"tracking_uri": self.tracking_uri, "run_id": self.run_id,
+                "key": p.key, "value": p.value, "timestamp": p.timestamp, "step": p.step}
+
+    def _spool_points(self, batch: list[Point]) -> None:
+        if self._append([self._metric_record(p) for p in batch], what=f"{len(batch)} points"):
+            self.spooled += len(batch)
+        else:
+            self.lost += len(batch)
+
+    def _append(self, records: list[dict], what: str) -> bool:
+        size = None
         try:
             self.spool_path.parent.mkdir(parents=True, exist_ok=True)
+            text = "".join(json.dumps(r) + "\n" for r in records)
             with open(self.spool_path, "a") as fh:
-                for p in batch:
-                    fh.write(json.dumps({
-                        "tracking_uri": self.tracking_uri, "run_id": self.run_id,
-                        "key": p.key, "value": p.value, "timestamp": p.timestamp, "step": p.step,
-                    }) + "\n")
-            self.spooled += len(batch)
+                size = fh.tell()
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            return True
         except OSError as exc:
-            message = f"cannot write spool file {self.spool_path}: {exc.strerror or exc}; " \
-                      f"set {ENV_SPOOL_DIR} to a writable directory"
-            self.errors.append(message)
-            log.error("%s (%d points lost)", message, len(batch))
+            if size is not None:  # disk full half-way: no half-written records left behind
+                try:
+                    os.truncate(self.spool_path, size)
+                except OSError:
+                    pass
+            message = (f"cannot write spool file {self.spool_path}: {exc.strerror or exc}; "
+                       f"points are being lost; set {ENV_SPOOL_DIR} to a writable directory with free space")
+            if not self._spool_failed:  # one line, not one per batch
+                self._spool_failed = True
+                self.errors.append(message)
+                log.error("radt-ext: %s", message)
+            log.debug("lost %s", what)
+            return False
