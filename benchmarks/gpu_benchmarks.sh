@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Issue 6, GPU parts (1 overhead, 2 sampling capacity, 4 energy fidelity) on the lent H100/H200.
+# Run from the repository root with $OUT set; needs .whl/ (MLflow's client) and .whl-extra/ (radT's wheel).
+# About 8 minutes; writes 8 files to $OUT: {overhead,sampling,energy_fidelity}.{json,md}, gpu_benchmarks.log, env.txt
+set -u
+export PYTHONUNBUFFERED=1
+: "${OUT:?set OUT to the output directory}"
+main() {
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+if ls .whl-extra/radt-*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl-extra/radt-*.whl
+else
+  echo "no .whl-extra/radt-*.whl: the radt configuration will report 'not installed'"
+fi
+export PYTHONPATH=/tmp/site:$PWD
+W=/tmp/radt-bench; rm -rf $W; mkdir -p $W
+export MLFLOW_TRACKING_URI=sqlite:///$W/mlflow.db RADT_EXT_SPOOL_DIR=$W/spool
+{ nvidia-smi; python3 -c "import torch, mlflow, pynvml, psutil; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'mlflow', mlflow.__version__, 'psutil', psutil.__version__)";
+  python3 -m radt_ext.cli listeners; nproc; git log -1 --format='commit %H %s' 2>/dev/null; } > $OUT/env.txt 2>&1
+python3 -c "import mlflow; mlflow.set_tracking_uri('$MLFLOW_TRACKING_URI'); mlflow.search_experiments()"  # create the store once
+
+echo "== part 4: energy fidelity ($SECONDS s)"
+timeout 120 python3 -m benchmarks.energy_fidelity --seconds 12 --out $OUT || echo "energy_fidelity exited $?"
+echo "== part 2: sampling capacity ($SECONDS s)"
+timeout 200 python3 -m benchmarks.sampling --max-rate-seconds 3 --seconds 6 --settle 1 --out $OUT || echo "sampling exited $?"
+BUDGET=$(( 470 - SECONDS - 45 )); [ $BUDGET -lt 60 ] && BUDGET=60
+echo "== part 1: overhead, budget $BUDGET s ($SECONDS s)"
+timeout $(( BUDGET + 75 )) python3 -m benchmarks.overhead --budget-s $BUDGET --window 2 --settle 0.5 --warmup 5 --batch 128 --out $OUT \
+  || echo "overhead exited $?"
+echo "== done in $SECONDS s"; ls -la $OUT
+}
+main 2>&1 | tee $OUT/gpu_benchmarks.log
