@@ -83,6 +83,7 @@ class MetricWriter:
         spool_path: Path | None = None,
         lock_patience: float = 120.0,
         close_timeout: float = 30.0,
+        call_timeout: float = 15.0,
     ):
         self.client = client
         self.run_id = run_id
@@ -91,6 +92,7 @@ class MetricWriter:
         self.retries = retries
         self.lock_patience = lock_patience
         self.close_timeout = close_timeout
+        self.call_timeout = call_timeout  # MLflow's own HTTP retries take minutes on a dead server
         self.spool_path = spool_path or spool_dir() / f"{run_id}.jsonl"
         self.sent = 0
         self.stored = 0
@@ -142,9 +144,10 @@ class MetricWriter:
         """
         end_time = end_time or int(time.time() * 1000)
         items = [RunTag(k, str(v)) for k, v in tags.items()]
-        if not self.down or self._probe():
+        if self._probe():  # a dead server fails here at once, not after MLflow's retries
             try:
-                self._call_with_deadline(lambda: self._store_end(metrics, items, status, end_time))
+                self._call_with_deadline(lambda: self._store_end(metrics, items, status, end_time),
+                                         self.close_timeout)
                 return True
             except Exception as exc:
                 self.errors.append(first_line(exc))
@@ -220,8 +223,12 @@ class MetricWriter:
         locked_since = None
         while True:
             try:
-                self.client.log_batch(self.run_id, metrics=metrics, synchronous=True)
+                self._call_with_deadline(
+                    lambda: self.client.log_batch(self.run_id, metrics=metrics, synchronous=True),
+                    self.call_timeout)
                 return None
+            except TimeoutError as exc:  # hung: spool now; sync skips the batch if it lands after all
+                return first_line(exc)
             except Exception as exc:
                 if is_locked(exc):
                     # another writer holds the SQLite file: wait it out, a lock is not an outage
@@ -254,8 +261,9 @@ class MetricWriter:
                 return False
         return True  # a database store: the next log_batch is the probe
 
-    def _call_with_deadline(self, fn) -> None:
-        """Run fn in a helper thread; raise TimeoutError when it takes longer than close_timeout."""
+    @staticmethod
+    def _call_with_deadline(fn, timeout: float) -> None:
+        """Run fn in a helper thread; raise TimeoutError when it takes longer than timeout."""
         box: dict[str, BaseException] = {}
 
         def target():
@@ -266,9 +274,9 @@ class MetricWriter:
 
         thread = threading.Thread(target=target, daemon=True, name="radt-writer-end")
         thread.start()
-        thread.join(self.close_timeout)
+        thread.join(timeout)
         if thread.is_alive():
-            raise TimeoutError(f"the store did not answer within {self.close_timeout:g} s")
+            raise TimeoutError(f"the store did not answer within {timeout:g} s")
         if "error" in box:
             raise box["error"]
 
