@@ -58,7 +58,8 @@ def rows(experiment: str, sweep: str, uri: str | None = None) -> list[dict]:
                         "duration_s": c.data.metrics.get("summary/duration_s"),
                         "duration_slowdown": c.data.metrics.get("summary/slowdown_ratio"),
                         "peak_proc_gpu_mem_mib": c.data.metrics.get("system/gpu0_proc_mem_mib")})
-        slow = [x["slowdown"] for x in per if x["slowdown"]]
+        slow = [x["slowdown"] for x in per if x["slowdown"]] or [x["duration_slowdown"] for x in per
+                                                                 if x["duration_slowdown"]]
         steady = [x["steady_samples_per_s"] for x in per if x["steady_samples_per_s"]]
         if tags.get("collocation.mode") == "exclusive" and steady:
             steady = [statistics.mean(steady)] if len(set(x["workload"] for x in per)) == 1 else steady

@@ -147,7 +147,7 @@ class GroupRunner:
         if g.mode == "mig":
             tags["collocation.mig_device"] = watch
         spec = WorkloadSpec(command=list(w.command), listeners=names or "top", interval=g.interval,
-                            run_name=w.name, tags=tags, params=dict(w.params), tracking_uri=self.uri,
+                            experiment_name=g.experiment_name, run_name=w.name, tags=tags, params=dict(w.params), tracking_uri=self.uri,
                             parent_run_id=self.parent_run_id, env={**w.env, **env}, cwd=w.cwd)
         session = _Session(spec)
         session.unset = unset

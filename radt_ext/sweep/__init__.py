@@ -1,0 +1,37 @@
+"""Sweeps: a YAML spec (or radT CSV) → a validated plan of collocation groups → execution that
+resumes where it stopped.
+
+    from radt_ext import sweep
+    variants = sweep.plan("examples/sweeps/cpu_smoke.yaml")     # validated, expanded; nothing runs
+    outcomes = sweep.run(variants)                               # skips variants FINISHED before
+    variants = sweep.plan_from_dict({...}, source="my-script")
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from radt_ext.sweep.executor import Outcome, execute
+from radt_ext.sweep.plan import Variant, expand
+from radt_ext.sweep.spec import SpecError, Sweep, load, parse
+
+
+def plan(path: str | Path) -> list[Variant]:
+    """Variants of a YAML spec or a radT CSV file (by suffix)."""
+    path = Path(path)
+    if path.suffix.lower() == ".csv":
+        from radt_ext.sweep.radt_csv import load_csv
+
+        return load_csv(path)
+    return expand(load(path))
+
+
+def plan_from_dict(data: dict, source: str = "<dict>", name: str = "sweep") -> list[Variant]:
+    return expand(parse(data, source=source, default_name=name))
+
+
+def run(variants: list[Variant], dry_run: bool = False, tracking_uri: str | None = None, console=None) -> list[Outcome]:
+    return execute(variants, dry_run=dry_run, uri=tracking_uri, console=console)
+
+
+__all__ = ["plan", "plan_from_dict", "run", "load", "parse", "expand", "execute", "Variant", "Outcome",
+           "Sweep", "SpecError"]

@@ -1,0 +1,133 @@
+"""Run a plan: skip what is already FINISHED (by `sweep.hash`), run the rest group by group
+with a progress bar, hand each collocated group its exclusive baselines."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from radt_ext.collocation.group import run_group
+from radt_ext.session import connect, tracking_uri
+from radt_ext.sweep import console as out
+from radt_ext.sweep.plan import Variant
+
+
+@dataclass
+class Outcome:
+    variant: Variant
+    status: str  # FINISHED / FAILED / KILLED / SKIPPED
+    run_id: str | None = None
+    summary: dict[str, float] = field(default_factory=dict)
+    exit_code: int = 0
+
+
+def _experiment_ids(client, name: str) -> list[str]:
+    exp = client.get_experiment_by_name(name)
+    return [exp.experiment_id] if exp is not None and exp.lifecycle_stage == "active" else []
+
+
+def finished_runs(client, experiment: str) -> dict[str, str]:
+    """{sweep.hash: run id} of FINISHED parent runs in the experiment."""
+    ids = _experiment_ids(client, experiment)
+    if not ids:
+        return {}
+    out = {}
+    runs = client.search_runs(ids, "attributes.status = 'FINISHED'", max_results=50000)
+    for r in runs:
+        h = r.data.tags.get("sweep.hash")
+        if h:
+            out.setdefault(h, r.info.run_id)
+    return out
+
+
+def baseline(client, experiment: str, workload_key: str) -> tuple[str, float] | None:
+    ids = _experiment_ids(client, experiment)
+    if not ids:
+        return None
+    runs = client.search_runs(ids, f"tags.`sweep.workload_hash` = '{workload_key}' and "
+                                   "tags.`collocation.mode` = 'exclusive' and attributes.status = 'FINISHED'",
+                              order_by=["attributes.start_time DESC"], max_results=1)
+    for r in runs:
+        duration = r.data.metrics.get("summary/duration_s")
+        if duration:
+            return r.info.run_id, duration
+    return None
+
+
+def plan_table(variants: list[Variant], done: dict[str, str]):
+    table = out.table("#", "hash", "mode", "group", "device", "params", "rep", "workloads", "state", title="sweep plan")
+    for v in variants:
+        table.add_row(str(v.index), v.hash[:10], v.mode, v.label, v.device,
+                      " ".join(f"{k}={val}" for k, val in v.setting.items()), str(v.repeat),
+                      str(len(v.workloads)), "done, skip" if v.hash in done else "to run")
+    return table
+
+
+def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = None,
+            console=None) -> list[Outcome]:
+    console = console or out.console()
+    uri = tracking_uri(uri)
+    if dry_run:
+        try:
+            if uri.startswith("sqlite:///") and not os.path.exists(uri[len("sqlite:///"):]):
+                raise FileNotFoundError(uri)  # no store yet: nothing done, and a dry run creates none
+            client = connect(uri)
+            done = {}
+            for exp in {v.experiment for v in variants}:
+                done.update(finished_runs(client, exp))
+        except Exception:  # a dry run works without a reachable store
+            done = {}
+        console.print(plan_table(variants, done))
+        for v in variants:
+            console.print(f"[{v.index}] {v.title}", highlight=False)
+            for w in v.workloads:
+                console.print(f"    {w.name}: {' '.join(w.command)}", highlight=False, soft_wrap=True)
+        return [Outcome(v, "SKIPPED" if v.hash in done else "PLANNED", done.get(v.hash)) for v in variants]
+    client = connect(uri)
+    done: dict[str, str] = {}
+    for exp in {v.experiment for v in variants}:
+        done.update(finished_runs(client, exp))
+    outcomes: list[Outcome] = []
+    with out.progress(console) as progress:
+        task = progress.add_task("sweep", total=len(variants))
+        for v in variants:
+            if v.hash in done:
+                progress.console.print(f"[{v.index}] {v.title}: FINISHED before (run {done[v.hash]}), skipped",
+                                       highlight=False)
+                outcomes.append(Outcome(v, "SKIPPED", done[v.hash]))
+                progress.advance(task)
+                continue
+            progress.update(task, description=f"[{v.index}] {v.title}")
+            baselines = {}
+            if v.mode != "exclusive":
+                for w in v.workloads:
+                    b = baseline(client, v.experiment, w.key)
+                    if b:
+                        baselines[w.name] = b
+            result = run_group(v.group(baselines, uri), echo=lambda m: progress.console.print(m, highlight=False))
+            s = result.summary
+            line = f"[{v.index}] {v.title}: {result.status}, makespan {result.makespan_s:.2f} s"
+            if "throughput_samples_per_s" in s:
+                line += f", {s['throughput_samples_per_s']:.1f} samples/s"
+            if "avg_slowdown_ratio" in s:
+                line += f", slowdown avg {s['avg_slowdown_ratio']:.2f}"
+            progress.console.print(line, highlight=False)
+            outcomes.append(Outcome(v, result.status, result.parent_run_id, s, result.exit_code))
+            progress.advance(task)
+            if result.status == "KILLED":
+                break  # a signal stopped the sweep; a re-run resumes here
+    return outcomes
+
+
+def results_table(outcomes: list[Outcome]):
+    table = out.table("#", "mode", "group", "params", "status", "makespan s", "samples/s", "J/sample",
+                  "avg SM active %", "avg slowdown", title="sweep results")
+
+    def f(s, key, fmt="{:.2f}"):
+        return fmt.format(s[key]) if key in s else "-"
+
+    for o in outcomes:
+        v, s = o.variant, o.summary
+        table.add_row(str(v.index), v.mode, v.label, " ".join(f"{k}={x}" for k, x in v.setting.items()), o.status,
+                      f(s, "makespan_s"), f(s, "throughput_samples_per_s", "{:.1f}"), f(s, "energy_per_sample_j", "{:.4f}"),
+                      f(s, "gpu_avg_sm_active_pct", "{:.1f}"), f(s, "avg_slowdown_ratio"))
+    return table

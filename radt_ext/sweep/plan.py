@@ -1,0 +1,122 @@
+"""A validated sweep → its variants: group × mode × device × parameter setting × repeat.
+
+Each variant has a content hash (`sweep.hash` tag on its parent run) over everything that
+decides what runs; a re-run skips variants whose hash already has a FINISHED run.
+Exclusive variants come first, so collocated ones find their baselines.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from radt_ext.collocation.modes import CPU, Group, Workload
+from radt_ext.sweep import recipes
+from radt_ext.sweep.spec import Sweep
+
+
+def digest(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+@dataclass
+class PlannedWorkload:
+    name: str  # unique inside the group
+    source: str  # the workload definition it came from
+    command: list[str]
+    device: str
+    params: dict[str, str]
+    env: dict[str, str] = field(default_factory=dict)
+    mps_thread_percentage: int | None = None
+    mps_pinned_mem_limit: str | None = None
+    mig: str | None = None
+    cwd: str | None = None
+
+    @property
+    def key(self) -> str:
+        """What makes two workloads the same job (for exclusive baselines): command, device, env."""
+        return digest({"command": self.command, "device": self.device, "env": self.env})[:16]
+
+
+@dataclass
+class Variant:
+    index: int
+    sweep_id: str
+    experiment: str
+    label: str  # group label
+    mode: str
+    device: str
+    setting: dict[str, str]  # the grid/random parameter values of this variant
+    repeat: int
+    workloads: list[PlannedWorkload]
+    listeners: str | None = None
+    child_listeners: str | None = None
+    interval: float | None = None
+    extra_tags: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def hash(self) -> str:
+        return digest({
+            "mode": self.mode, "device": self.device, "repeat": self.repeat,
+            "listeners": self.listeners, "child_listeners": self.child_listeners, "interval": self.interval,
+            "workloads": [{"name": w.name, "command": w.command, "env": w.env, "mps": [w.mps_thread_percentage,
+                           w.mps_pinned_mem_limit], "mig": w.mig} for w in self.workloads],
+        })[:24]
+
+    @property
+    def title(self) -> str:
+        setting = " ".join(f"{k}={v}" for k, v in self.setting.items())
+        rep = f" #{self.repeat}" if self.repeat else ""
+        return f"{self.mode} {self.label} on {self.device}{(' ' + setting) if setting else ''}{rep}"
+
+    def group(self, baselines: dict[str, tuple[str, float]] | None = None, tracking_uri: str | None = None) -> Group:
+        tags = {"sweep.id": self.sweep_id, "sweep.hash": self.hash, "sweep.group": self.label,
+                "sweep.repeat": str(self.repeat), **self.extra_tags}
+        tags.update({f"sweep.param.{k}": v for k, v in self.setting.items()})
+        workloads = [Workload(w.name, list(w.command), device=w.device, params=dict(w.params), env=dict(w.env),
+                              tags={"sweep.workload_hash": w.key, "sweep.workload": w.source},
+                              mps_thread_percentage=w.mps_thread_percentage if self.mode == "mps" else None,
+                              mps_pinned_mem_limit=w.mps_pinned_mem_limit if self.mode == "mps" else None,
+                              mig=w.mig if self.mode == "mig" else None, cwd=w.cwd)
+                     for w in self.workloads]
+        return Group(mode=self.mode, workloads=workloads, experiment_name=self.experiment,
+                     run_name=f"{self.sweep_id}:{self.title}", listeners=self.listeners,
+                     child_listeners=self.child_listeners, interval=self.interval, tags=tags,
+                     child_tags={"sweep.id": self.sweep_id}, tracking_uri=tracking_uri,
+                     baselines=baselines or {})
+
+
+def expand(sweep: Sweep) -> list[Variant]:
+    variants: list[Variant] = []
+    for g in sweep.groups:
+        counts = {w: g.workloads.count(w) for w in g.workloads}
+        for mode in g.modes:
+            for device in sweep.devices:
+                for setting in g.assignments:
+                    for repeat in range(sweep.repeats):
+                        seen: dict[str, int] = {}
+                        planned = []
+                        for w in g.workloads:
+                            d = sweep.workloads[w]
+                            n = seen[w] = seen.get(w, -1) + 1
+                            params = {**d.params, **{k: v for k, v in setting.items() if k in d.params}}
+                            planned.append(PlannedWorkload(
+                                name=f"{w}_{n}" if counts[w] > 1 else w, source=w,
+                                command=recipes.render(d.template, params), device=device,
+                                params=params, env=dict(d.env), mps_thread_percentage=d.mps_thread_percentage,
+                                mps_pinned_mem_limit=d.mps_pinned_mem_limit, mig=d.mig))
+                        variants.append(Variant(0, sweep.name, sweep.experiment, g.label, mode, device,
+                                                dict(setting), repeat, planned, sweep.listeners,
+                                                sweep.child_listeners, sweep.interval))
+    return order(variants)
+
+
+def order(variants: list[Variant]) -> list[Variant]:
+    ordered = [v for v in variants if v.mode == "exclusive"] + [v for v in variants if v.mode != "exclusive"]
+    for i, v in enumerate(ordered):
+        v.index = i
+    return ordered
+
+
+
+__all__ = ["Variant", "PlannedWorkload", "expand", "order", "digest", "CPU"]

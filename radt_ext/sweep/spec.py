@@ -1,0 +1,364 @@
+"""The YAML sweep spec: parsing and validation into plain objects.
+
+Every problem is one SpecError line naming the file, the entry and the field, raised
+before anything runs. The format (docs/collocation.md):
+
+    name: cnn-colloc            # sweep id (tag sweep.id); default: the file's stem
+    experiment: collocation     # MLflow experiment; default: the name
+    modes: [exclusive, naive, mps]
+    devices: ["0"]
+    repeats: 1
+    listeners: nvml,gpm         # device-level, on each group's parent run
+    child_listeners: top,gpu_procs
+    interval: 0.1
+    workloads:
+      cnn: {recipe: cnn_baseline, params: {batch_size: 128, epochs: 1}}
+      toy: {command: "python toy.py --bs {batch_size}", params: {batch_size: 8},
+            mps: {thread_percentage: 50, pinned_mem_limit: 20G}, mig: 3g.71gb, env: {K: V}}
+    groups:                     # default: every workload on its own
+      - [cnn]
+      - {workloads: [cnn, cnn, toy], modes: [naive, mps], grid: {batch_size: [64, 256]}}
+    grid: {batch_size: [128, 512]}      # every workload that declares the param
+    random: {samples: 3, seed: 0, params: {lr: {loguniform: [1e-4, 1e-2]}}}
+"""
+from __future__ import annotations
+
+import math
+import random as random_mod
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from radt_ext.collocation.modes import MODES
+from radt_ext.errors import UsageError
+from radt_ext.sweep import recipes
+
+TOP_KEYS = {"name", "experiment", "modes", "devices", "repeats", "listeners", "child_listeners", "interval",
+            "workloads", "groups", "grid", "random"}
+WORKLOAD_KEYS = {"recipe", "command", "params", "mps", "mig", "env"}
+GROUP_KEYS = {"workloads", "modes", "grid", "random", "name"}
+DISTRIBUTIONS = {"uniform", "loguniform", "choice", "randint"}
+_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+class SpecError(UsageError):
+    pass
+
+
+@dataclass
+class WorkloadDef:
+    name: str
+    template: str  # command with {param} placeholders
+    params: dict[str, str]
+    recipe: str | None = None
+    mps_thread_percentage: int | None = None
+    mps_pinned_mem_limit: str | None = None
+    mig: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class GroupDef:
+    label: str
+    workloads: list[str]
+    modes: list[str]
+    assignments: list[dict[str, str]]  # the grid × random parameter settings, [{}] when none
+
+
+@dataclass
+class Sweep:
+    name: str
+    experiment: str
+    source: str
+    devices: list[str]
+    repeats: int
+    listeners: str | None
+    child_listeners: str | None
+    interval: float | None
+    workloads: dict[str, WorkloadDef]
+    groups: list[GroupDef]
+
+
+class _Checker:
+    def __init__(self, source: str):
+        self.source = source
+
+    def fail(self, entry: str, what: str) -> SpecError:
+        return SpecError(f"{self.source}: {entry}: {what}")
+
+    def mapping(self, value, entry: str) -> dict:
+        if not isinstance(value, dict):
+            raise self.fail(entry, f"expected a mapping (key: value), got {_kind(value)}")
+        for k in value:
+            if not isinstance(k, str):
+                raise self.fail(entry, f"key {k!r} is not text")
+        return value
+
+    def str_list(self, value, entry: str, allow_scalar: bool = True) -> list[str]:
+        if allow_scalar and isinstance(value, (str, int)) and not isinstance(value, bool):
+            value = [value]
+        if not isinstance(value, list) or not value:
+            raise self.fail(entry, f"expected a non-empty list, got {_kind(value)}")
+        out = []
+        for i, v in enumerate(value):
+            if not isinstance(v, (str, int)) or isinstance(v, bool):
+                raise self.fail(f"{entry}[{i}]", f"expected text, got {_kind(v)}")
+            out.append(str(v))
+        return out
+
+    def scalar(self, value, entry: str) -> str:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, (int, float, str)):
+            if isinstance(value, float) and not math.isfinite(value):
+                raise self.fail(entry, f"{value} is not a finite number")
+            return str(value)
+        raise self.fail(entry, f"expected a number or text, got {_kind(value)}")
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    return {dict: "a mapping", list: "a list", str: f"text {value!r}", bool: f"{value}"}.get(
+        type(value), f"{type(value).__name__} {value!r}")
+
+
+def load(path: str | Path) -> Sweep:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "document"
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpecError(f"{path}: {where}: not valid YAML ({problem})") from None
+    return parse(data, source=str(path), default_name=path.stem, base=path.resolve().parent)
+
+
+def parse(data: Any, source: str = "<spec>", default_name: str = "sweep", base: Path | None = None) -> Sweep:
+    c = _Checker(source)
+    data = c.mapping(data, "top level")
+    for key in data:
+        if key not in TOP_KEYS:
+            raise c.fail(key, f"unknown field; use one of {', '.join(sorted(TOP_KEYS))}")
+    name = c.scalar(data.get("name", default_name), "name")
+    if not _NAME.match(name):
+        raise c.fail("name", f"{name!r}: use letters, digits, '_', '-' or '.'")
+    experiment = c.scalar(data.get("experiment", name), "experiment")
+    modes = c.str_list(data.get("modes", ["exclusive"]), "modes")
+    for i, m in enumerate(modes):
+        if m not in MODES:
+            raise c.fail(f"modes[{i}]", f"unknown mode {m!r}; choose from {', '.join(MODES)}")
+    devices = c.str_list(data.get("devices", ["0"]), "devices")
+    repeats = data.get("repeats", 1)
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= 1000:
+        raise c.fail("repeats", f"expected a whole number 1..1000, got {_kind(repeats)}")
+    listeners = _opt_str(c, data, "listeners")
+    child_listeners = _opt_str(c, data, "child_listeners")
+    interval = data.get("interval")
+    if interval is not None and (not isinstance(interval, (int, float)) or isinstance(interval, bool)
+                                 or not 0.001 <= interval <= 3600):
+        raise c.fail("interval", f"expected seconds between 0.001 and 3600, got {_kind(interval)}")
+    if "workloads" not in data:
+        raise c.fail("workloads", "missing; name at least one workload (recipe or command)")
+    workloads = {}
+    for wname, wdef in c.mapping(data["workloads"], "workloads").items():
+        workloads[wname] = _workload(c, wname, wdef, base)
+    if not workloads:
+        raise c.fail("workloads", "empty; name at least one workload")
+    grid = _grid(c, data.get("grid"), "grid")
+    rand = _random(c, data.get("random"), "random")
+    groups_raw = data.get("groups")
+    if groups_raw is None:
+        groups_raw = [[w] for w in workloads]
+    if not isinstance(groups_raw, list) or not groups_raw:
+        raise c.fail("groups", f"expected a non-empty list of groups, got {_kind(groups_raw)}")
+    groups = []
+    for gi, g in enumerate(groups_raw):
+        entry = f"groups[{gi}]"
+        if isinstance(g, (list, str)):
+            g = {"workloads": g}
+        g = c.mapping(g, entry)
+        for key in g:
+            if key not in GROUP_KEYS:
+                raise c.fail(f"{entry}.{key}", f"unknown field; use one of {', '.join(sorted(GROUP_KEYS))}")
+        members = c.str_list(g.get("workloads"), f"{entry}.workloads")
+        for i, m in enumerate(members):
+            if m not in workloads:
+                raise c.fail(f"{entry}.workloads[{i}]", f"no workload named {m!r}; defined: {', '.join(workloads)}")
+        gmodes = c.str_list(g["modes"], f"{entry}.modes") if "modes" in g else modes
+        for i, m in enumerate(gmodes):
+            if m not in MODES:
+                raise c.fail(f"{entry}.modes[{i}]", f"unknown mode {m!r}; choose from {', '.join(MODES)}")
+            if m in ("mps", "mig") and "cpu" in devices:
+                raise c.fail(f"{entry}.modes[{i}]", f"mode {m} needs a GPU; devices lists 'cpu'")
+            if m == "mig":
+                for w in members:
+                    if not workloads[w].mig:
+                        raise c.fail(f"workloads.{w}.mig", "mode mig needs a MIG profile (e.g. 3g.71gb) or MIG-<uuid>")
+        ggrid = _grid(c, g["grid"], f"{entry}.grid") if "grid" in g else grid
+        grand = _random(c, g["random"], f"{entry}.random") if "random" in g else rand
+        declared = set().union(*(workloads[w].params for w in members))
+        for key in list(ggrid) + list((grand or {}).get("params", {})):
+            if key not in declared:
+                where = f"{entry}.grid" if key in ggrid else f"{entry}.random"
+                raise c.fail(f"{where}.{key}", f"no workload of this group declares param {key!r}; "
+                                               "add it to the workload's params")
+        label = c.scalar(g.get("name", "+".join(members)), f"{entry}.name")
+        groups.append(GroupDef(label, members, gmodes, _assignments(ggrid, grand)))
+    return Sweep(name, experiment, source, devices, repeats, listeners, child_listeners,
+                 float(interval) if interval is not None else None, workloads, groups)
+
+
+def _opt_str(c: _Checker, data: dict, key: str) -> str | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise c.fail(key, f"expected text such as nvml,gpm:0.05, got {_kind(value)}")
+    from listeners import registry
+
+    try:
+        registry.parse_spec(value)
+    except registry.SpecError as exc:
+        raise c.fail(key, str(exc)) from None
+    return value
+
+
+def _workload(c: _Checker, name: str, wdef, base: Path | None) -> WorkloadDef:
+    entry = f"workloads.{name}"
+    if not _NAME.match(name):
+        raise c.fail(entry, "workload names use letters, digits, '_', '-' or '.'")
+    wdef = c.mapping(wdef, entry)
+    for key in wdef:
+        if key not in WORKLOAD_KEYS:
+            raise c.fail(f"{entry}.{key}", f"unknown field; use one of {', '.join(sorted(WORKLOAD_KEYS))}")
+    if ("recipe" in wdef) == ("command" in wdef):
+        raise c.fail(entry, "give exactly one of recipe (a recipes/NAME) or command")
+    params = {k: c.scalar(v, f"{entry}.params.{k}") for k, v in c.mapping(wdef.get("params") or {}, f"{entry}.params").items()}
+    recipe = None
+    if "recipe" in wdef:
+        recipe = c.scalar(wdef["recipe"], f"{entry}.recipe")
+        try:
+            template, defaults = recipes.load(recipe, base)
+        except recipes.RecipeError as exc:
+            raise c.fail(f"{entry}.recipe", str(exc)) from None
+        for k in params:
+            if k not in defaults:
+                raise c.fail(f"{entry}.params.{k}", f"recipe {recipe} has no parameter {k!r}; "
+                                                    f"it has {', '.join(defaults)}")
+        params = {**defaults, **params}
+    else:
+        command = wdef["command"]
+        if isinstance(command, list):
+            import shlex
+
+            template = " ".join(shlex.quote(c.scalar(x, f"{entry}.command")) for x in command)
+        else:
+            template = c.scalar(command, f"{entry}.command")
+        if not template.strip():
+            raise c.fail(f"{entry}.command", "is empty")
+        try:
+            used = recipes.placeholders(template)
+        except ValueError as exc:
+            raise c.fail(f"{entry}.command", f"bad {{placeholder}}: {exc}") from None
+        for k in used:
+            if k not in params:
+                raise c.fail(f"{entry}.command", f"uses {{{k}}} but params has no {k!r}")
+    try:
+        recipes.render(template, params)
+    except (ValueError, KeyError, IndexError) as exc:
+        raise c.fail(f"{entry}.command", f"cannot be filled in: {exc}") from None
+    mps = c.mapping(wdef.get("mps") or {}, f"{entry}.mps")
+    for key in mps:
+        if key not in ("thread_percentage", "pinned_mem_limit"):
+            raise c.fail(f"{entry}.mps.{key}", "unknown field; use thread_percentage or pinned_mem_limit")
+    tp = mps.get("thread_percentage")
+    if tp is not None and (not isinstance(tp, int) or isinstance(tp, bool) or not 1 <= tp <= 100):
+        raise c.fail(f"{entry}.mps.thread_percentage", f"expected a whole number 1..100, got {_kind(tp)}")
+    limit = mps.get("pinned_mem_limit")
+    if limit is not None and not re.match(r"^\d+(\.\d+)?[KMGT]?$", str(limit)):
+        raise c.fail(f"{entry}.mps.pinned_mem_limit", f"{limit!r} is not a size like 20G")
+    mig = wdef.get("mig")
+    if mig is not None:
+        mig = c.scalar(mig, f"{entry}.mig")
+    env = {k: c.scalar(v, f"{entry}.env.{k}") for k, v in c.mapping(wdef.get("env") or {}, f"{entry}.env").items()}
+    return WorkloadDef(name, template, params, recipe, tp, str(limit) if limit is not None else None, mig, env)
+
+
+def _grid(c: _Checker, value, entry: str) -> dict[str, list[str]]:
+    if value is None:
+        return {}
+    out = {}
+    for k, values in c.mapping(value, entry).items():
+        if not isinstance(values, list) or not values:
+            raise c.fail(f"{entry}.{k}", f"expected a non-empty list of values, got {_kind(values)}")
+        out[k] = [c.scalar(v, f"{entry}.{k}[{i}]") for i, v in enumerate(values)]
+    return out
+
+
+def _random(c: _Checker, value, entry: str) -> dict | None:
+    if value is None:
+        return None
+    value = c.mapping(value, entry)
+    for key in value:
+        if key not in ("samples", "seed", "params"):
+            raise c.fail(f"{entry}.{key}", "unknown field; use samples, seed and params")
+    samples = value.get("samples")
+    if not isinstance(samples, int) or isinstance(samples, bool) or not 1 <= samples <= 10000:
+        raise c.fail(f"{entry}.samples", f"expected a whole number 1..10000, got {_kind(samples)}")
+    seed = value.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise c.fail(f"{entry}.seed", f"expected a whole number, got {_kind(seed)}")
+    params = {}
+    for k, dist in c.mapping(value.get("params"), f"{entry}.params").items():
+        e = f"{entry}.params.{k}"
+        dist = c.mapping(dist, e)
+        if len(dist) != 1 or next(iter(dist)) not in DISTRIBUTIONS:
+            raise c.fail(e, f"give one of {', '.join(sorted(DISTRIBUTIONS))}, e.g. {{uniform: [0.1, 0.5]}}")
+        kind, arg = next(iter(dist.items()))
+        if kind == "choice":
+            if not isinstance(arg, list) or not arg:
+                raise c.fail(f"{e}.choice", f"expected a non-empty list, got {_kind(arg)}")
+            arg = [c.scalar(v, f"{e}.choice[{i}]") for i, v in enumerate(arg)]
+        else:
+            ok = (isinstance(arg, list) and len(arg) == 2
+                  and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in arg))
+            if not ok or arg[0] > arg[1]:
+                raise c.fail(f"{e}.{kind}", f"expected [low, high] with low <= high, got {_kind(arg)}")
+            if kind == "loguniform" and arg[0] <= 0:
+                raise c.fail(f"{e}.loguniform", "bounds must be above 0")
+            if kind == "randint" and not all(isinstance(x, int) for x in arg):
+                raise c.fail(f"{e}.randint", "bounds must be whole numbers")
+        params[k] = (kind, arg)
+    return {"samples": samples, "seed": seed, "params": params}
+
+
+def _assignments(grid: dict[str, list[str]], rand: dict | None) -> list[dict[str, str]]:
+    import itertools
+
+    points = [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())] if grid else [{}]
+    if not rand:
+        return points
+    rng = random_mod.Random(rand["seed"])
+    drawn = []
+    for _ in range(rand["samples"]):
+        values = {}
+        for k, (kind, arg) in sorted(rand["params"].items()):
+            if kind == "choice":
+                values[k] = rng.choice(arg)
+            elif kind == "randint":
+                values[k] = str(rng.randint(arg[0], arg[1]))
+            elif kind == "uniform":
+                values[k] = f"{rng.uniform(arg[0], arg[1]):.6g}"
+            else:
+                values[k] = f"{math.exp(rng.uniform(math.log(arg[0]), math.log(arg[1]))):.6g}"
+        drawn.append(values)
+    return [{**p, **d} for p in points for d in drawn]
