@@ -91,11 +91,17 @@ def _markers(workload: dict, origin_s: float):
 
 
 def children(client, parent_run_id: str, experiment_ids: list[str] | None = None):
-    """Child runs of a collocation parent (tag mlflow.parentRunId), oldest first."""
+    """Child runs of a collocation parent (tag mlflow.parentRunId), oldest first: looked for in
+    the given experiments (default the parent's), then in every experiment."""
     if experiment_ids is None:
         experiment_ids = [client.get_run(parent_run_id).info.experiment_id]
-    return client.search_runs(experiment_ids, filter_string=f"tags.`{MLFLOW_PARENT_RUN_ID}` = '{parent_run_id}'",
-                              order_by=["attributes.start_time ASC"], max_results=1000)
+    query = f"tags.`{MLFLOW_PARENT_RUN_ID}` = '{parent_run_id}'"
+    found = client.search_runs(experiment_ids, filter_string=query, order_by=["attributes.start_time ASC"],
+                               max_results=1000)
+    if not found:
+        found = client.search_runs(all_experiment_ids(client), filter_string=query,
+                                   order_by=["attributes.start_time ASC"], max_results=1000)
+    return found
 
 
 def all_experiment_ids(client) -> list[str]:

@@ -19,7 +19,7 @@ def _panel_matchers():
         ("Power", "W", re.compile(r".*_power_w$")),
         ("Cumulative energy", "J", None),  # built from *_energy_j counters, else from power
         ("Temperature", "°C", re.compile(r".*_temp_c$")),
-        ("SM / tensor activity", "%", re.compile(gpu + r"(sm_active|tensor_active|sm_occupancy|util|dram_active)_pct$")),
+        ("SM and tensor activity", "%", re.compile(gpu + r"(sm_active|tensor_active|sm_occupancy|util|dram_active)_pct$")),
         ("Clocks", "MHz", re.compile(r".*_clock_mhz$")),
         ("GPU memory", "MiB", re.compile(gpu + r"mem_used_mib$")),
         ("CPU", "%", re.compile(r"^(host_cpu|proc_cpu|cpu\d+_util)_pct$")),

@@ -1,0 +1,40 @@
+"""`radt-ext compare RUN_ID... | --experiment NAME | --filter EXPR [--baseline RUN] [--html FILE]`."""
+from __future__ import annotations
+
+import click
+
+from radt_ext.errors import UsageError
+
+
+@click.command()
+@click.argument("run_ids", nargs=-1)
+@click.option("--experiment", "-e", default=None, help="compare the runs of this experiment (name or id)")
+@click.option("--filter", "filter_string", default=None,
+              help="MLflow search filter, e.g. \"tags.variant = 'amp'\"")
+@click.option("--baseline", "-b", default=None,
+              help="run id to divide by (default: the run named by the runs' baseline_run_id tag, else the first)")
+@click.option("--metric", "-m", "metrics", multiple=True,
+              help="metric to show (summary/ may be left out); repeatable; default: every summary/* metric")
+@click.option("--html", "html_file", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="also write the comparison as a self-contained HTML report")
+def compare(run_ids, experiment, filter_string, baseline, metrics, html_file):
+    """Runs side by side: each metric as a ratio to a baseline run."""
+    from rich.console import Console
+
+    from radt_ext.compare.render import html_report, rich_table
+    from radt_ext.compare.select import pick_baseline, select_runs
+    from radt_ext.compare.table import compare_runs
+    from radt_ext.session import connect, tracking_uri
+
+    uri = tracking_uri()
+    client = connect(uri)
+    runs = select_runs(client, run_ids, experiment, filter_string)
+    base, how = pick_baseline(client, runs, baseline)
+    comp = compare_runs(runs, base, how, list(metrics) or None)
+    if not comp.metrics:
+        raise UsageError("the selected runs have no summary/* metrics to compare; pick metrics with --metric")
+    Console(width=max(100, 24 + 22 * len(comp.runs))).print(rich_table(comp))
+    if html_file:
+        with open(html_file, "w", encoding="utf-8") as fh:
+            fh.write(html_report(comp, client))
+        click.echo(f"radt-ext: comparison written to {html_file}", err=True)

@@ -1,0 +1,125 @@
+"""Reports built from real runs in a real SQLite store (see store.py)."""
+from __future__ import annotations
+
+import os
+import sys
+
+from hypothesis import given
+from hypothesis import strategies as st
+from mlflow.tracking import MlflowClient
+
+from radt_ext.report import ARTIFACT, figures, log_report
+from radt_ext.report.build import run_html, sweep_id_html
+from radt_ext.report.data import RunData, Series, load_run
+from radt_ext.report.pareto import pareto_front
+from tests.radt_ext.report.store import WORKLOAD, _radt, store  # noqa: F401
+
+PANEL_TITLES = ["Power (W)", "Cumulative energy (J)", "Temperature (°C)", "SM and tensor activity (%)",
+                "Clocks (MHz)", "GPU memory (MiB)", "CPU (%)"]
+
+
+def _artifact_text(client, run_id, path=ARTIFACT) -> str:
+    local = client.download_artifacts(run_id, path)
+    with open(local, encoding="utf-8") as fh:
+        return fh.read()
+
+
+def test_every_run_logs_its_report_with_all_panels_and_epoch_markers(store):
+    client = MlflowClient(store.uri)
+    page = _artifact_text(client, store.baseline)
+    for title in PANEL_TITLES:
+        assert title in page, title
+    assert page.count("epoch 0") >= 1 and "epoch 2" in page  # the workload's own epoch bounds
+    assert page.count("plotly.js v") == 1  # plotly.js embedded once: opens offline
+    assert len(page) < 6_000_000
+    assert "radt_ext.report_error" not in client.get_run(store.baseline).data.tags
+
+
+def test_run_timelines_come_from_the_stored_history(store):
+    client = MlflowClient(store.uri)
+    run = load_run(client, store.baseline)
+    stored = client.get_metric_history(store.baseline, "system/gpu0_power_w")
+    assert len(run.system["gpu0_power_w"].v) == len(stored) > 3
+    assert run.system["gpu0_power_w"].v == [m.value for m in sorted(stored, key=lambda m: m.timestamp)]
+    assert [label for _, _, label in run.epochs] == ["epoch 0", "epoch 1", "epoch 2"]
+    start, end, _ = run.epochs[0]
+    assert 0 <= start < end
+    energy = figures.cumulative_energy(run.system)["gpu0_energy_j"]
+    assert energy.v[0] == 0 and energy.v[-1] > 0
+
+
+def test_collocation_parent_report_stacks_the_children(store):
+    client = MlflowClient(store.uri)
+    page = run_html(client, store.parent)
+    assert "collocation group" in page and "2 workloads, stacked on one time axis" in page
+    kids = {r.info.run_name for r in client.search_runs(
+        [e.experiment_id for e in client.search_experiments()],
+        f"tags.`mlflow.parentRunId` = '{store.parent}'")}
+    assert kids == {"small", "large"}
+    for name in kids:
+        assert f"{name} (" in page
+
+
+def test_sweep_report_has_pareto_front_and_per_variant_bars(store):
+    page = sweep_id_html(MlflowClient(store.uri), "s1")
+    assert "2 runs" in page
+    assert "Pareto front" in page and "Throughput and energy per sample" in page
+    assert "J per sample" in page
+
+
+def test_a_failing_report_never_fails_the_run(store, tmp_path):
+    """An experiment whose artifact location cannot be written: the run still finishes with
+    the workload's exit code and the reason is a run tag."""
+    client = MlflowClient(store.uri)
+    exp = client.create_experiment(f"unwritable-{os.getpid()}", artifact_location="file:///proc/radt-ext-no")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "RADT_EXT_"))}
+    proc = _radt(clean, {"MLFLOW_TRACKING_URI": store.uri, "MLFLOW_EXPERIMENT_ID": exp}, tmp_path,
+                 "run", "--listeners", "top", "--", sys.executable, WORKLOAD, "--epochs", "1", "--seconds", "0.1")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run = client.search_runs([exp])[0]
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["radt_ext.report_error"]
+    assert "summary/duration_s" in run.data.metrics
+
+
+def test_report_can_be_turned_off(store, monkeypatch):
+    monkeypatch.setenv("RADT_EXT_REPORT", "0")
+    assert log_report(MlflowClient(store.uri), store.amp, "off.html") is None
+    assert "off.html" not in [a.path for a in MlflowClient(store.uri).list_artifacts(store.amp)]
+
+
+def test_slowdown_heatmap_means_per_variant_and_mode():
+    runs = [RunData(run_id=f"r{i}", name=f"r{i}", start_s=0, status="FINISHED",
+                    tags={"variant": v, "collocation.mode": m}, params={},
+                    metrics={"summary/slowdown_ratio": s})
+            for i, (v, m, s) in enumerate([("a", "mps", 1.2), ("a", "mps", 1.4), ("b", "naive", 2.0)])]
+    fig = figures.slowdown_heatmap(runs)
+    heat = fig.data[0]
+    assert list(heat.x) == ["mps", "naive"] and list(heat.y) == ["a", "b"]
+    assert abs(heat.z[0][0] - 1.3) < 1e-9 and heat.z[0][1] is None and heat.z[1][1] == 2.0
+    assert figures.slowdown_heatmap(runs[:0]) is None
+
+
+def test_downsample_keeps_peaks():
+    t = [i * 0.01 for i in range(20000)]
+    v = [1.0] * 20000
+    v[12345] = 99.0
+    v[777] = -5.0
+    s = figures.downsample(Series(t, v))
+    assert len(s.t) <= figures.MAX_POINTS + 2
+    assert max(s.v) == 99.0 and min(s.v) == -5.0
+    assert s.t == sorted(s.t)
+
+
+coords = st.floats(min_value=0, max_value=1e6, allow_nan=False)
+
+
+@given(st.lists(st.tuples(coords, coords), max_size=40))
+def test_pareto_front_is_exactly_the_non_dominated_points(points):
+    front = set(pareto_front(points))
+
+    def dominated(p):
+        return any(q[0] <= p[0] and q[1] <= p[1] and q != p for q in points)
+
+    for i, p in enumerate(points):
+        assert (i in front) == (not dominated(p)), (p, points)
