@@ -1,0 +1,118 @@
+"""MPS control flow against the stand-in nvidia-cuda-mps-control (tests/radt_ext/bin): a private
+daemon per GPU, per-workload client settings, `quit` on success, failure and SIGTERM, refusal
+when another daemon owns the GPU."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+from mlflow.tracking import MlflowClient
+
+from radt_ext.collocation import Group, Workload, run_group
+from radt_ext.collocation.mps import mps_processes
+from radt_ext.errors import UsageError
+from tests.radt_ext.collocation.support import BIN, cpu_command, stamps
+
+
+def quits(standins) -> list[dict]:
+    return [c for c in standins.calls("nvidia-cuda-mps-control") if c.get("stdin") == ["quit"]]
+
+
+def starts(standins) -> list[dict]:
+    return [c for c in standins.calls("nvidia-cuda-mps-control") if c["args"] == ["-d"]]
+
+
+def no_daemon_left(pipe: str) -> bool:
+    return not [p for p, env in mps_processes() if env and env.get("CUDA_MPS_PIPE_DIRECTORY") == pipe]
+
+
+def test_private_daemon_client_settings_and_quit(standins, tracking_uri, tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # clients must not inherit it under MPS
+    stamp = str(tmp_path / "s.txt")
+    g = Group(mode="mps", experiment_name="mps", interval=0.1, workloads=[
+        Workload("a", cpu_command(0.5, 8, stamp), device="0", mps_thread_percentage=30, mps_pinned_mem_limit="4G"),
+        Workload("b", cpu_command(0.5, 16, stamp), device="0", mps_thread_percentage=70)])
+    result = run_group(g, echo=lambda m: None)
+    assert result.status == "FINISHED"
+    (start,) = starts(standins)
+    assert start["cuda_visible_devices"] == "0"
+    pipe = start["pipe"]
+    assert pipe != "/tmp/nvidia-mps" and "radt-ext-mps-gpu0-" in pipe  # private, not the system default
+    rows = {int(r[2]): r for r in stamps(stamp)}
+    assert rows[8][3] == pipe and rows[16][3] == pipe  # both clients talk to this daemon
+    assert rows[8][4] == "<unset>" and rows[16][4] == "<unset>"
+    assert (rows[8][5], rows[16][5]) == ("30", "70")
+    (quit_call,) = quits(standins)
+    assert quit_call["pipe"] == pipe
+    assert no_daemon_left(pipe) and not os.path.exists(pipe)
+    client = MlflowClient(tracking_uri)
+    parent = client.get_run(result.parent_run_id)
+    assert parent.data.tags["collocation.mode"] == "mps"
+    assert "collocation.mps.gpu0.quit" in parent.data.tags
+    log = client.download_artifacts(result.parent_run_id, "mps/gpu0_control.log", str(tmp_path))
+    assert "Cmd:quit" in open(log).read()
+    env_a = [c for c in result.children if c.name == "a"][0]
+    assert client.get_run(env_a.run_id).data.tags["collocation.mode"] == "mps"
+
+
+def test_quit_after_a_failing_workload(standins, tracking_uri, tmp_path):
+    g = Group(mode="mps", experiment_name="mps", interval=0.1, workloads=[
+        Workload("bad", cpu_command(0.2, 8, exit=5), device="0")])
+    result = run_group(g, echo=lambda m: None)
+    assert result.status == "FAILED" and result.exit_code == 5
+    assert len(starts(standins)) == 1 and len(quits(standins)) == 1
+    assert no_daemon_left(starts(standins)[0]["pipe"])
+
+
+def test_quit_on_sigterm(standins, tracking_uri, tmp_path):
+    cmd = " ".join(cpu_command(60, 8))
+    proc = subprocess.Popen([sys.executable, "-m", "radt_ext.cli", "collocate", "--mode", "mps", "--device", "0",
+                             "-i", "0.1", "-w", cmd, "-w", cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=os.environ.copy())
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:  # both workloads running under the daemon
+            kids = psutil.Process(proc.pid).children(recursive=True)
+            if starts(standins) and sum("cpu_workload.py" in " ".join(k.cmdline()) for k in kids
+                                        if k.is_running()) >= 2:
+                break
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert len(quits(standins)) == 1
+    assert no_daemon_left(starts(standins)[0]["pipe"])
+    client = MlflowClient(tracking_uri)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert len(runs) == 3 and {r.info.status for r in runs} == {"KILLED"}
+
+
+def test_refuses_a_gpu_another_daemon_owns(standins, tracking_uri, tmp_path):
+    foreign = {**os.environ, "CUDA_MPS_PIPE_DIRECTORY": str(tmp_path / "foreign"),
+               "CUDA_MPS_LOG_DIRECTORY": str(tmp_path / "foreign-log")}
+    foreign.pop("CUDA_VISIBLE_DEVICES", None)  # serves every GPU
+    control = os.path.join(BIN, "nvidia-cuda-mps-control")
+    subprocess.run([control, "-d"], env=foreign, check=True, timeout=30)
+    try:
+        g = Group(mode="mps", workloads=[Workload("a", cpu_command(0.2), device="0")])
+        with pytest.raises(UsageError, match=r"GPU 0 is already served by another MPS daemon .*pid \d+"):
+            run_group(g, echo=lambda m: None)
+        assert len(starts(standins)) == 1  # only the foreign one: ours was never started
+        client = MlflowClient(tracking_uri)
+        assert client.search_runs([e.experiment_id for e in client.search_experiments()]) == []
+    finally:
+        subprocess.run([control], input="quit\n", text=True, env=foreign, timeout=30)
+
+
+def test_missing_control_binary_is_one_line(tracking_uri, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(UsageError, match="needs nvidia-cuda-mps-control on PATH"):
+        run_group(Group(mode="mps", workloads=[Workload("a", ["true"], device="0")]), echo=lambda m: None)
