@@ -218,7 +218,8 @@ def main(argv=None) -> int:
                                "error": f"{type(exc).__name__}: {exc}".splitlines()[0]})
             print(part_b[-1], flush=True)
 
-    rows_a = [[a["listener"], fmt(a.get("calls_per_s"), 0), fmt(a.get("latency_ms_median"), 3),
+    rows_a = [[a["listener"], fmt(a.get("calls_per_s"), 0), a.get("empty_readings", "–"),
+               fmt(a.get("latency_ms_median"), 3),
                fmt(a.get("latency_ms_p99"), 3), a.get("values_per_reading", "–"),
                fmt(a.get("power_changes_per_s"), 1), fmt(a.get("energy_changes_per_s"), 1), a.get("error", "")]
               for a in part_a]
@@ -233,7 +234,7 @@ def main(argv=None) -> int:
                b.get("points_stored", "–"), b.get("error", "")] for b in part_b]
     md = "\n".join([
         f"### Sampling capacity, part A: listener `sample()` back to back for {args.max_rate_seconds:g} s", "",
-        table(["listener", "calls/s", "median ms", "p99 ms", "values per reading", "power changes/s",
+        table(["listener", "calls/s", "empty readings", "median ms", "p99 ms", "values per reading", "power changes/s",
                "energy changes/s", "error"], rows_a), "",
         f"### Sampling capacity, part B: monitor CPU ({args.seconds:g} s measured after {args.settle:g} s settle)",
         "", table(["what", "requested Hz", "achieved Hz (per listener)", "CPU % of one core", "points stored",

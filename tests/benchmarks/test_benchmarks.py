@@ -1,0 +1,100 @@
+"""The benchmark scripts' plumbing, each run in a tiny mode on the NVML replay (no GPU needed).
+
+Real child processes, a real SQLite MLflow store, the real monitor and writer. No timing is
+asserted: these tests prove each script measures every configuration and writes its table
+and JSON, not what the numbers are.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+TRACE = os.path.join(REPO, "listeners", "traces", "h200_matmul.json")
+pytestmark = pytest.mark.slow
+
+
+def run_script(module: str, out, uri: str, *args: str, timeout: float = 240) -> dict:
+    env = dict(os.environ, RADT_EXT_NVML_REPLAY=TRACE, MLFLOW_TRACKING_URI=uri,
+               PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-m", f"benchmarks.{module}", "--out", str(out), *args],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    name = module
+    assert (out / f"{name}.md").read_text().startswith("###")
+    result = json.loads((out / f"{name}.json").read_text())
+    assert result["environment"]["nvml_replay"] == TRACE
+    return result
+
+
+def test_overhead_measures_each_configuration_and_the_monitor_logs(tmp_path, tracking_uri):
+    pytest.importorskip("torch")
+    result = run_script("overhead", tmp_path, tracking_uri, "--configs", "none,radt-ext-10hz,mlflow-0.1s",
+                        "--rounds", "1", "--min-rounds", "1", "--window", "0.2", "--settle", "0.1",
+                        "--warmup", "0.1", "--batch", "4", "--width", "4")
+    configs = result["configs"]
+    assert set(configs) == {"none", "radt-ext-10hz", "mlflow-0.1s"}
+    for name, entry in configs.items():
+        assert "error" not in entry, (name, entry)
+        assert entry["throughput_img_s"]["n"] == 1 and entry["throughput_img_s"]["median"] > 0
+    assert configs["radt-ext-10hz"]["metric_points"] > 0  # the monitor really logged into the run
+    assert configs["radt-ext-10hz"]["loss_pct"]["n"] == 1
+
+
+def test_overhead_refuses_a_configuration_list_without_the_baseline(tmp_path, tracking_uri):
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.overhead", "--configs", "radt-ext-1hz",
+                           "--out", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "--configs must include none" in proc.stderr
+    assert not (tmp_path / "overhead.json").exists()
+
+
+def test_sampling_reports_rates_and_monitor_cpu(tmp_path, tracking_uri):
+    result = run_script("sampling", tmp_path, tracking_uri, "--max-rate-seconds", "0.2", "--seconds", "0.5",
+                        "--settle", "0.1", "--rates", "20", "--process-listeners", "nvml")
+    by_name = {a["listener"]: a for a in result["max_rate"]}
+    assert set(by_name) == {"nvml power+energy", "nvml", "gpm"}
+    for entry in by_name.values():
+        assert "error" not in entry and entry["calls"] > 0
+    assert by_name["nvml power+energy"]["values_per_reading"] == 2
+    kinds = [c["what"] for c in result["cpu"]]
+    assert len(kinds) == 2 and all("error" not in c for c in result["cpu"])
+    process = result["cpu"][1]
+    assert process["points_stored"] > 0 and process["achieved_hz"]["nvml"] > 0
+
+
+def test_energy_fidelity_runs_both_loads(tmp_path, tracking_uri):
+    result = run_script("energy_fidelity", tmp_path, tracking_uri, "--seconds", "0.5")
+    loads = {load["load"]: load for load in result["loads"]}
+    assert set(loads) == {"steady", "bursty"}
+    for load in loads.values():
+        assert "error" not in load, load
+        assert load["base_samples"] > 0
+        assert [c["interval_s"] for c in load["by_interval"]] == [0.02, 0.1, 0.5, 1.0]
+
+
+def test_energy_fidelity_error_is_zero_for_an_exact_series():
+    from benchmarks.energy_fidelity import compare
+
+    # 100 W for 10 s, the counter advancing exactly 2 J per 20 ms: the integral matches at every interval
+    samples = [(i * 0.02, 100.0, i * 2.0) for i in range(501)]
+    for interval in (0.02, 0.1, 0.5, 1.0):
+        c = compare(samples, 0.0, 10.0, interval)
+        assert c["phases"] == round(interval / 0.02)
+        assert c["abs_error_pct_max"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_logging_throughput_hour_is_read_back_complete(tmp_path, tracking_uri):
+    result = run_script("logging_throughput", tmp_path, tracking_uri, "--no-server", "--points", "3000",
+                        "--ceiling-batches", "2", "--hour-seconds", "10", "--paced-seconds", "1")
+    sqlite = result["stores"]["sqlite"]
+    assert sqlite["writer"]["stored"] == 3000 and sqlite["writer"]["spooled"] == 0
+    hour = result["hour"]
+    assert hour["points"] == 10 * 10 * 30 and hour["stored"] == hour["points"]
+    assert hour["read_back"]["complete"] is True
+    assert result["paced"]["stored"] == result["paced"]["points"] > 0
