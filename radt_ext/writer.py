@@ -93,6 +93,7 @@ class MetricWriter:
         self.lock_patience = lock_patience
         self.close_timeout = close_timeout
         self.call_timeout = call_timeout  # MLflow's own HTTP retries take minutes on a dead server
+        self._http = tracking_uri.startswith(("http://", "https://"))
         self.spool_path = spool_path or spool_dir() / f"{run_id}.jsonl"
         self.sent = 0
         self.stored = 0
@@ -146,8 +147,11 @@ class MetricWriter:
         items = [RunTag(k, str(v)) for k, v in tags.items()]
         if self._probe():  # a dead server fails here at once, not after MLflow's retries
             try:
-                self._call_with_deadline(lambda: self._store_end(metrics, items, status, end_time),
-                                         self.close_timeout)
+                end = lambda: self._store_end(metrics, items, status, end_time)  # noqa: E731
+                if self._http:
+                    self._call_with_deadline(end, self.close_timeout)
+                else:
+                    end()
                 return True
             except Exception as exc:
                 self.errors.append(first_line(exc))
@@ -223,9 +227,11 @@ class MetricWriter:
         locked_since = None
         while True:
             try:
-                self._call_with_deadline(
-                    lambda: self.client.log_batch(self.run_id, metrics=metrics, synchronous=True),
-                    self.call_timeout)
+                call = lambda: self.client.log_batch(self.run_id, metrics=metrics, synchronous=True)  # noqa: E731
+                if self._http:
+                    self._call_with_deadline(call, self.call_timeout)
+                else:  # a database store: a lock is waited out below, not cut short
+                    call()
                 return None
             except TimeoutError as exc:  # hung: spool now; sync skips the batch if it lands after all
                 return first_line(exc)

@@ -1,0 +1,116 @@
+"""The store locks, goes away, or the spool cannot be written: nothing lost, nothing doubled."""
+import json
+import sqlite3
+import threading
+import time
+
+import pytest
+from mlflow.entities import Metric
+from mlflow.tracking import MlflowClient
+
+from radt_ext.writer import MetricWriter
+from tests.radt_ext.faults.scenarios import server_outage, spool_unwritable, sqlite_contention
+from tests.radt_ext.helpers import radt
+
+
+@pytest.mark.slow
+def test_writer_waits_out_a_sqlite_lock_instead_of_spooling(tracking_uri, tmp_path):
+    client = MlflowClient(tracking_uri)
+    run_id = client.create_run("0").info.run_id
+    db = sqlite3.connect(tracking_uri.removeprefix("sqlite:///"), timeout=0, check_same_thread=False)
+    # another writer holds the file for 24 s: longer than the 20 s busy_timeout MLflow gives SQLite
+    db.execute("BEGIN EXCLUSIVE")
+    writer = MetricWriter(client, run_id, tracking_uri, flush_interval=0.05).start()
+    for i in range(50):
+        writer.add("system/x_count", float(i), 1_700_000_000_000 + i, i)
+    threading.Timer(24.0, db.rollback).start()
+    writer.close()
+    assert writer.lock_retries > 0  # it did meet the lock
+    assert writer.stored == 50 and writer.spooled == 0 and writer.lost == 0
+    assert len(client.get_metric_history(run_id, "system/x_count")) == 50
+
+
+def _line(uri, run_id, **kw):
+    return json.dumps({"tracking_uri": uri, "run_id": run_id, **kw}) + "\n"
+
+
+def test_sync_is_idempotent_and_applies_tags_and_status_last(tracking_uri, tmp_path):
+    client = MlflowClient(tracking_uri)
+    run_id = client.create_run("0").info.run_id
+    # two points landed before the outage (the second one after the writer had given up on it)
+    client.log_batch(run_id, metrics=[Metric("system/a_w", 0.0, 1000, 0), Metric("system/a_w", 1.0, 1001, 1)])
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    lines = [_line(tracking_uri, run_id, key="system/a_w", value=float(i), timestamp=1000 + i, step=i)
+             for i in range(1, 10)]
+    lines.append(lines[-1])  # spooled twice
+    lines.append(_line(tracking_uri, run_id, kind="tag", key="radt_ext.metrics_sent", value="10"))
+    lines.append(_line(tracking_uri, run_id, kind="status", status="KILLED", end_time=5000))
+    lines.append('{"tracking_uri": "sqlite:///x", "run_id": "abc", "ke')  # cut off by a crash mid-write
+    (spool / f"{run_id}.jsonl").write_text("".join(lines))
+    copy = (spool / f"{run_id}.jsonl").read_text()
+
+    first = radt("sync")
+    assert first.returncode == 0, first.stderr
+    assert "8 points stored" in first.stdout and "2 already stored" in first.stdout  # one in the store, one twice
+    assert "1 unreadable line(s) skipped" in first.stdout
+    assert not list(spool.iterdir())
+    (spool / f"{run_id}.jsonl").write_text(copy)  # as if the first sync died before removing the file
+    again = radt("sync")
+    assert again.returncode == 0 and "0 points stored" in again.stdout, again.stdout + again.stderr
+    history = client.get_metric_history(run_id, "system/a_w")
+    assert sorted(m.step for m in history) == list(range(10))
+    run = client.get_run(run_id)
+    assert run.info.status == "KILLED" and run.info.end_time == 5000
+    assert run.data.tags["radt_ext.metrics_sent"] == "10"
+    assert radt("sync").stdout.startswith("nothing to sync")
+
+
+def test_sync_against_a_dead_server_keeps_the_file_and_says_so_in_one_line(tracking_uri, tmp_path):
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    path = spool / "r.jsonl"
+    path.write_text(_line("http://127.0.0.1:9", "r", key="system/a_w", value=1.0, timestamp=1, step=0))
+    res = radt("sync", timeout=60)
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert [ln for ln in res.stderr.splitlines() if ln.strip()] == [
+        ln for ln in res.stderr.splitlines() if "does not answer" in ln and "kept" in ln]
+    assert path.read_text().count("\n") == 1 and len(list(spool.iterdir())) == 1
+
+
+@pytest.mark.slow
+def test_four_concurrent_runs_into_one_sqlite_file_lose_nothing(tmp_path):
+    out = sqlite_contention(tmp_path)
+    assert out.exit_code == 0 and out.status == "FINISHED", out.details["stderr"]
+    assert len(out.details["per_run"]) == 4
+    for sent, stored, spooled in out.details["per_run"]:
+        assert sent > 0 and stored == sent and spooled == 0
+    assert out.duplicates == 0
+
+
+@pytest.mark.slow
+def test_server_killed_mid_run_then_synced_nothing_lost_nothing_doubled(tmp_path):
+    out = server_outage(tmp_path)
+    d = out.details
+    assert out.exit_code == 0 and d["marker"], d["stderr"]  # the workload never noticed
+    assert d["status_before"] == "RUNNING"  # the end of the run was spooled, not lost...
+    assert d["sync"][0] == 0 and d["again"][0] == 0, d
+    assert out.status == "FINISHED"  # ...and sync applied it
+    tags = d["tags"]
+    assert int(tags["radt_ext.metrics_spooled"]) > 0 and "summary/duration_s" in MlflowClient(
+        f"sqlite:///{tmp_path / 'server.db'}").get_run(d["run_id"]).data.metrics
+    assert d["before"] < out.sent  # the outage really cost the store points until sync
+    assert out.stored == out.sent and out.duplicates == 0
+    assert "0 points stored" in d["again"][1]  # the repeated sync found everything there
+    assert sum("refused points" in ln for ln in d["stderr"].splitlines()) == 1  # one warning, not one per batch
+
+
+@pytest.mark.slow
+def test_unwritable_spool_is_one_error_and_the_workload_carries_on(tmp_path):
+    out = spool_unwritable(tmp_path)
+    d = out.details
+    assert d["rc"] == 0 and out.exit_code == 0 and d["marker"]
+    errors = [ln for ln in d["lines"] if ln.startswith("ERROR")]
+    assert len(errors) == 1 and "cannot write spool file" in errors[0] and "RADT_EXT_SPOOL_DIR" in errors[0]
+    assert out.lost > 0 and d["writer_stored"] == out.stored
+    assert out.stored + out.spooled + out.lost == out.sent  # every point accounted for
