@@ -21,7 +21,7 @@ def compare(run_ids, experiment, filter_string, baseline, metrics, html_file):
     """Runs side by side: each metric as a ratio to a baseline run."""
     from rich.console import Console
 
-    from radt_ext.compare.render import html_report, rich_table
+    from radt_ext.compare.render import caption, html_report, rich_table
     from radt_ext.compare.select import pick_baseline, select_runs
     from radt_ext.compare.table import compare_runs
     from radt_ext.session import connect, tracking_uri
@@ -33,7 +33,9 @@ def compare(run_ids, experiment, filter_string, baseline, metrics, html_file):
     comp = compare_runs(runs, base, how, list(metrics) or None)
     if not comp.metrics:
         raise UsageError("the selected runs have no summary/* metrics to compare; pick metrics with --metric")
-    Console(width=max(100, 24 + 22 * len(comp.runs))).print(rich_table(comp))
+    console = Console(width=max(100, 24 + 22 * len(comp.runs)))
+    console.print(caption(comp), soft_wrap=True, highlight=False)
+    console.print(rich_table(comp))
     if html_file:
         with open(html_file, "w", encoding="utf-8") as fh:
             fh.write(html_report(comp, client))

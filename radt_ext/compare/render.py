@@ -25,11 +25,13 @@ def cell(comp: Comparison, metric: str, run_id: str) -> str:
     return f"{fmt(value)} ({ratio:.2f}×)" if ratio is not None else fmt(value)
 
 
+def caption(comp: Comparison) -> str:
+    return (f"Each metric as a ratio to the baseline {comp.label(comp.runs[0])} ({comp.baseline_id[:8]}, "
+            f"chosen by {comp.baseline_how}); green = better, red = worse")
+
+
 def rich_table(comp: Comparison) -> Table:
-    base = comp.runs[0]
-    t = Table(title=f"Each metric as a ratio to the baseline {comp.label(base)} ({comp.baseline_id[:8]}, "
-                    f"chosen by {comp.baseline_how}); green = better, red = worse",
-              title_justify="left")
+    t = Table()
     t.add_column("metric", no_wrap=True)
     for i, run in enumerate(comp.runs):
         t.add_column(("baseline\n" if i == 0 else "") + f"{comp.label(run)}\n{run.info.run_id[:8]}", justify="right")

@@ -1,0 +1,67 @@
+"""`radt-ext compare` through the real CLI on the shared store of real runs."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from mlflow.tracking import MlflowClient
+
+from tests.radt_ext.report.store import store  # noqa: F401
+
+
+def compare(store, *args, tmp=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "RADT_EXT_"))}
+    env.update(MLFLOW_TRACKING_URI=store.uri, COLUMNS="250")
+    return subprocess.run([sys.executable, "-m", "radt_ext.cli", "compare", *args], capture_output=True,
+                          text=True, timeout=120, env=env, cwd=tmp)
+
+
+def test_experiment_compared_to_the_run_its_runs_name_as_baseline(store):
+    proc = compare(store, "--experiment", "variants")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout
+    assert "chosen by tag baseline_run_id" in out
+    assert store.baseline[:8] in out and store.amp[:8] in out
+    runs = {r.info.run_id: r for r in MlflowClient(store.uri).search_runs(
+        [MlflowClient(store.uri).get_experiment_by_name("variants").experiment_id])}
+    base, amp = runs[store.baseline].data.metrics, runs[store.amp].data.metrics
+    line = next(ln for ln in out.splitlines() if "duration_s" in ln)
+    assert f"({amp['summary/duration_s'] / base['summary/duration_s']:.2f}×)" in line
+    line = next(ln for ln in out.splitlines() if " gpu_energy_j" in ln)
+    assert f"({amp['summary/gpu_energy_j'] / base['summary/gpu_energy_j']:.2f}×)" in line
+
+
+def test_filter_with_explicit_baseline_and_html(store, tmp_path):
+    html = tmp_path / "cmp.html"
+    proc = compare(store, "--filter", "tags.variant = 'amp'", "--baseline", store.baseline,
+                   "--metric", "duration_s", "--metric", "loss", "--html", str(html))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "chosen by --baseline" in proc.stdout
+    assert "loss" in proc.stdout and "throughput_samples_per_s" not in proc.stdout
+    page = html.read_text(encoding="utf-8")
+    assert store.baseline in page and "Pareto front" in page and "<table>" in page
+
+
+def test_run_ids_in_the_order_given(store):
+    proc = compare(store, store.amp, store.baseline, "--metric", "summary/samples")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    # amp names the baseline in its tag, so the baseline column comes first whatever the order
+    assert proc.stdout.index(store.baseline[:8]) < proc.stdout.index(store.amp[:8])
+
+
+def test_bad_input_is_one_line(store):
+    cases = [
+        ((), "nothing to compare"),
+        (("0123456789abcdef0123456789abcdef",), "is not in this tracking store"),
+        (("--experiment", "no-such-experiment"), "no experiment named"),
+        (("--filter", "tags.variant === 'x'"), "is not valid MLflow search syntax"),
+        (("--filter", "tags.variant = 'nope'"), "no run matches"),
+        (("--experiment", "variants", "--baseline", "feedface"), "--baseline 'feedface' is not a run"),
+    ]
+    for args, text in cases:
+        proc = compare(store, *args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        lines = [ln for ln in proc.stderr.strip().splitlines() if ln.startswith("Error:")]
+        assert len(lines) == 1 and text in lines[0], (args, proc.stderr)
+        assert "Traceback" not in proc.stderr
