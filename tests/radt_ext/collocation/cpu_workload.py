@@ -18,9 +18,9 @@ args = parser.parse_args()
 start = time.time()
 if args.stamp:
     with open(args.stamp, "a") as fh:
-        fh.write(f"{os.getpid()} {start} {args.batch_size} {os.environ.get('CUDA_MPS_PIPE_DIRECTORY', '')} "
-                 f"{os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')} "
-                 f"{os.environ.get('CUDA_MPS_ACTIVE_THREAD_PERCENTAGE', '')}\n")
+        fh.write(f"{os.getpid()} {start} {args.batch_size} {os.environ.get('CUDA_MPS_PIPE_DIRECTORY') or '-'} "
+                 f"{os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>') or '-'} "
+                 f"{os.environ.get('CUDA_MPS_ACTIVE_THREAD_PERCENTAGE') or '-'}\n")
 x = 0
 while time.time() - start < args.seconds:
     for _ in range(20000):
