@@ -310,7 +310,7 @@ def main(argv=None) -> int:
         per_config[config] = entry
 
     headers = ["configuration", "median img/s", "median loss %", "loss IQR %", "loss min..max %", "rounds",
-               "metric points per run second (last round)"]
+               "metric keys, points per run second (last round)"]
     rows = []
     for config in configs:
         e = per_config[config]
@@ -318,13 +318,15 @@ def main(argv=None) -> int:
         rows.append([config, fmt(t["median"], 0), fmt(loss["median"]) if config != "none" else "(baseline)",
                      f"{fmt(loss['q1'])} .. {fmt(loss['q3'])}" if config != "none" else "",
                      f"{fmt(loss['min'])} .. {fmt(loss['max'])}" if config != "none" else "",
-                     t["n"], fmt(e.get("points_per_s"), 1) if "points_per_s" in e else "–"])
+                     t["n"], f"{e['metric_keys']}, {fmt(e['points_per_s'], 1)}" if "points_per_s" in e else "–"])
     md = [f"### Overhead: CIFAR ResNet-18 (batch {args.batch}, {'bf16 autocast, ' if device == 'cuda' else ''}"
           f"{device}), {len(rounds)} interleaved rounds, {args.window:g} s timed per configuration", "",
           table(headers, rows), ""]
     md += [f"- {c}: **not measured**: {errors[c]}" for c in configs if c in errors]
     if "radt" in per_config and per_config["radt"].get("radt_loaded_as"):
-        md.append(f"- radT loaded as: {per_config['radt']['radt_loaded_as']}")
+        r = per_config["radt"]
+        md.append(f"- radT loaded as: {r['radt_loaded_as']}; its processes {r.get('radt_processes')}, "
+                  f"alive when the window ended {r.get('radt_alive_at_end')} (last round)")
     result = {"device": device, "args": vars(args), "configs": per_config, "rounds": rounds}
     write_results(args.out, "overhead", result, "\n".join(md))
     return 0
