@@ -107,17 +107,25 @@ def recorder_cpu(rate: float, seconds: float, settle: float, client, uri: str, e
     recorder = Recorder(client, run.info.run_id, uri, [lst]).start()
     time.sleep(settle)
     tids = {t.name.split("-")[1]: t.native_id for t in threading.enumerate() if t.name.startswith("radt-")}
+    tids["main"] = threading.main_thread().native_id
     state = recorder.monitor.states["nvml"]
-    s0, c0, t0 = state.samples, _thread_cpu(tids), time.perf_counter()
+    s0, c0, p0, t0 = state.samples, _thread_cpu(tids), _process_cpu(), time.perf_counter()
     time.sleep(seconds)
-    s1, c1, t1 = state.samples, _thread_cpu(tids), time.perf_counter()
+    s1, c1, p1, t1 = state.samples, _thread_cpu(tids), _process_cpu(), time.perf_counter()
     recorder.stop()
     client.set_terminated(run.info.run_id)
     wall = t1 - t0
     cpu = {name: 100.0 * (c1[name] - c0[name]) / wall for name in tids}
+    # everything but the (sleeping) main thread: sampling thread, writer thread and its per-call helpers
+    total = 100.0 * (p1 - p0) / wall - cpu.pop("main")
     return {"what": "nvml power+energy (Recorder: sampling thread + writer, SQLite)", "rate_hz": rate,
-            "achieved_hz": (s1 - s0) / wall, "cpu_pct_of_core": sum(cpu.values()),
+            "achieved_hz": (s1 - s0) / wall, "cpu_pct_of_core": total,
             "cpu_pct_by_thread": cpu, "points_stored": recorder.writer.stored}
+
+
+def _process_cpu() -> float:
+    t = psutil.Process().cpu_times()
+    return t.user + t.system
 
 
 def _tree_cpu(proc: psutil.Process) -> dict[int, float]:
