@@ -69,7 +69,7 @@ def forward_flops_per_sample(model) -> float:
             out = out[0]
         if kind in ("Conv2D", "DepthwiseConv2D"):
             kernel = inner.depthwise_kernel if kind == "DepthwiseConv2D" else inner.kernel
-            kh, kw, cin, mult = kernel.shape
+            kh, kw, cin, _ = kernel.shape
             per_output = kh * kw * (1 if kind == "DepthwiseConv2D" else cin)
             flops += 2.0 * per_output * float(np.prod(out[1:]))
         elif kind == "Dense":

@@ -110,19 +110,18 @@ def settle(opts: dict) -> dict:
     return cfg
 
 
-class Progress:
-    """Keras callback: `log_progress` every step (samples, steps, FLOPs) for the session."""
+def progress_callback(samples_per_step: int, flops_per_sample: float):
+    """Keras callback: `log_progress` every step (samples, steps, FLOPs) for the session.
+    Built here because the Callback base class exists only once TensorFlow has loaded."""
+    from radt_ext.progress import log_progress
 
-    def __new__(cls, samples_per_step: int, flops_per_sample: float):
-        from radt_ext.progress import log_progress
+    from .tf_models import keras
 
-        from .tf_models import keras
+    class Progress(keras().callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            log_progress(samples=samples_per_step, steps=1, flops=3 * flops_per_sample * samples_per_step)
 
-        class _Progress(keras().callbacks.Callback):
-            def on_train_batch_end(self, batch, logs=None):
-                log_progress(samples=samples_per_step, steps=1, flops=3 * flops_per_sample * samples_per_step)
-
-        return _Progress()
+    return Progress()
 
 
 class Trainer:
@@ -205,7 +204,7 @@ class Trainer:
         from .records import say
 
         per_step = min(self.cfg["batch_size"], self.data.train_size)
-        progress = Progress(per_step, self.fwd_flops)
+        progress = progress_callback(per_step, self.fwd_flops)
         for _ in range(epochs):
             start = time.time()
             history = model.fit(self.data.train, epochs=1, verbose=0, callbacks=[progress, *callbacks])

@@ -104,8 +104,11 @@ def load(
         return _split(dataset, (images, labels), train_samples, batch_size, device, seed, 10)
     if dataset in ("digits", "digits8"):
         images, labels = _digits(32 if dataset == "digits" else 8, seed)
+        # 80/20 split of the 1797 digits; train_samples/val_samples can only make either side smaller.
         cut = int(len(labels) * 0.8)
-        return _split(dataset, (images, labels), cut, batch_size, device, seed, 10)
+        n_train, n_val = min(train_samples, cut), min(val_samples, len(labels) - cut)
+        tensors = tuple(torch.cat([t[:n_train], t[cut:cut + n_val]]) for t in (images, labels))
+        return _split(dataset, tensors, n_train, batch_size, device, seed, 10)
     if dataset == "clicks":
         tensors = _clicks(train_samples + val_samples, num_tables, table_rows, dense_features, seed)
         data = _split(dataset, tensors, train_samples, batch_size, device, seed, 2)

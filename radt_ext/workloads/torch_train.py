@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
 import time
 
@@ -75,6 +76,8 @@ def main(**opts) -> None:
     try:
         Trainer(cfg, device, record).run()
         failed = False
+    except ValueError as err:  # a combination only the model or data can judge: one line, run FAILED
+        raise click.ClickException(str(err)) from None
     finally:
         record.finish(failed=failed)
 
@@ -101,6 +104,8 @@ def _settle(opts: dict) -> dict:
         ((cfg["model_name"] == "dlrm") == (cfg["dataset"] == "clicks") or bool(cfg["data_dir"]),
          "model=dlrm goes with dataset=clicks, and dataset=clicks only with model=dlrm"),
     ]
+    if cfg["data_dir"] and not os.path.isdir(cfg["data_dir"]):
+        checks.append((False, f"data={cfg['data_dir']!r} is not a folder; pass a folder with one sub-folder of images per class"))
     for ok, message in checks:
         if not ok:
             raise click.ClickException(message)

@@ -109,9 +109,9 @@ def test_small_cnn_flops_match_the_layer_arithmetic_and_counts_see_zeros():
 def test_tflite_fp32_runner_agrees_with_keras_for_any_batch_size():
     import tensorflow as tf
 
-    from radt_ext.workloads import tf_models, tf_quantization
+    from radt_ext.workloads import tf_data, tf_models, tf_quantization
 
-    data = __import__("radt_ext.workloads.tf_data", fromlist=["load"]).load("synthetic32", 8, 16, 12, seed=1)
+    data = tf_data.load("synthetic32", 8, train_samples=16, val_samples=12, seed=1)
     model = tf_models.build("small_cnn", 10, data.input_shape, width=2)
     runner = tf_quantization.Runner(tf_quantization.convert(model, None))
     for images, _ in data.val.as_numpy_iterator():  # batches of 8 then 4: the runner resizes

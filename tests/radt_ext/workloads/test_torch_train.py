@@ -1,0 +1,91 @@
+"""torch_train as a real child process writing to a real SQLite store (CPU, tiny settings)."""
+import subprocess
+import sys
+
+import mlflow
+import pytest
+
+TINY = ["--epochs", "2", "--train-samples", "96", "--val-samples", "32", "--batch-size", "32",
+        "--width", "4", "--infer-iters", "3"]
+
+
+def train(*args, env_extra=None):
+    return subprocess.run([sys.executable, "-m", "radt_ext.workloads.torch_train", *TINY, *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def only_run():
+    runs = mlflow.search_runs(experiment_ids=["0"], output_format="list")
+    assert len(runs) == 1
+    return runs[0]
+
+
+def test_baseline_records_params_tags_epochs_and_end_metrics(tracking_uri):
+    done = train("--baseline-run-id", "feedbeef")
+    assert done.returncode == 0, done.stderr
+    assert "running on CPU (device=cpu)" in done.stderr and "MFU is n/a on CPU" in done.stderr
+    run = only_run()
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["recipe"] == "cnn_baseline" and run.data.tags["variant"] == "baseline"
+    assert run.data.tags["baseline_run_id"] == "feedbeef"
+    p = run.data.params
+    assert (p["model"], p["dataset"], p["device"], p["precision"], p["batch_size"]) == ("small_cnn", "synthetic32", "cpu", "fp32", "32")
+    for key in ("epochs", "sparsity", "prune_method", "quant_scheme", "compile_mode"):
+        assert key in p
+    m = run.data.metrics
+    for key in ("final_accuracy", "inference_latency_p50_ms", "inference_latency_p95_ms", "inference_latency_p99_ms",
+                "inference_throughput_samples_per_s", "model_size_bytes", "param_count", "nonzero_param_count",
+                "achieved_tflops", "forward_flops_per_sample"):
+        assert key in m
+    assert "mfu_ratio" not in m  # n/a on CPU
+    history = mlflow.MlflowClient().get_metric_history(run.info.run_id, "val_loss")
+    assert [h.step for h in history] == [0, 1]
+    for key in ("train_loss", "train_accuracy", "val_accuracy", "epoch_time_s", "samples_per_s", "epoch_end_time_s"):
+        assert len(mlflow.MlflowClient().get_metric_history(run.info.run_id, key)) == 2
+
+
+def test_early_stopping_stops_and_says_so(tracking_uri):
+    # lr so large that val loss cannot keep improving: patience 1 stops well before 6 epochs.
+    done = train("--epochs", "6", "--patience", "1", "--lr", "5", "--epochs", "6")
+    assert done.returncode == 0, done.stderr
+    m = only_run().data.metrics
+    assert m["epochs_run"] < 6 and "stopped_epoch" in m
+    assert "early stopping after epoch" in done.stderr
+
+
+def test_pruned_unstructured_reports_zeroed_weights(tracking_uri):
+    done = train("--variant", "pruned", "--sparsity", "0.6", "--finetune-epochs", "1", "--recipe", "cnn_pruned")
+    assert done.returncode == 0, done.stderr
+    m = only_run().data.metrics
+    assert m["nonzero_param_count"] < 0.5 * m["param_count"] and m["epochs_run"] == 3
+
+
+def test_quantized_static_int8_compares_with_fp32_on_cpu(tracking_uri):
+    done = train("--variant", "quantized", "--dataset", "digits", "--recipe", "cnn_quantized")
+    assert done.returncode == 0, done.stderr
+    m = only_run().data.metrics
+    assert {"fp32_accuracy", "accuracy_drop_pts", "quantized_speedup_ratio"} <= set(m)
+    assert m["model_size_bytes"] > 0
+
+
+def test_dlrm_on_synthetic_clicks(tracking_uri):
+    done = train("--model", "dlrm", "--dataset", "clicks", "--table-rows", "500", "--num-tables", "3",
+                 "--embedding-dim", "8", "--recipe", "dlrm_baseline")
+    assert done.returncode == 0, done.stderr
+    run = only_run()
+    assert run.data.params["table_rows"] == "500" and run.data.tags["recipe"] == "dlrm_baseline"
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--variant", "amp", "--precision", "fp32"], "variant=amp trains in bf16 or fp16"),
+    (["--variant", "pruned", "--prune-method", "semi24"], "compute capability >= 8.0"),
+    (["--variant", "quantized", "--quant-scheme", "fp8"], "compute capability >= 8.9"),
+    (["--model", "dlrm"], "model=dlrm goes with dataset=clicks"),
+    (["--data", "/no/such/folder"], "is not a folder"),
+])
+def test_bad_input_gets_one_line_and_gpu_only_variants_refuse_before_a_run(tracking_uri, args, needle):
+    done = train(*args)
+    assert done.returncode != 0
+    errors = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and needle in errors[0], done.stderr
+    assert "Traceback" not in done.stderr
