@@ -1,0 +1,129 @@
+"""MLflow's own UI, in a real headless Chromium, shows what radt-ext recorded.
+
+A real `mlflow server` serves the shared store of real runs (tests/radt_ext/report/store.py);
+Playwright drives Debian's chromium (no browser download). Screenshots go to docs/screenshots/.
+Skipped, with the reason, where chromium or the playwright package is absent.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.radt_ext.report.store import store  # noqa: F401
+from tests.servers import ServerUnavailable, start_mlflow_server
+
+SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+WAIT_MS = 90_000
+
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    exe = _chromium()
+    if exe is None:
+        pytest.skip("chromium is not installed (Debian: apt-get install -y chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+    profile = tempfile.mkdtemp(prefix="radt-chromium-")
+    with sync_api.sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            profile, executable_path=exe, headless=True, args=FLAGS, viewport={"width": 1400, "height": 1000})
+        yield context
+        context.close()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def server(store, tmp_path_factory):  # noqa: F811
+    try:
+        srv = start_mlflow_server(store.uri, tmp_path_factory.mktemp("ui-server"))
+    except ServerUnavailable as exc:
+        pytest.fail(f"mlflow server did not start on the test store: {exc}")
+    yield srv
+    srv.stop()
+
+
+def _wait_text(page, text: str) -> None:
+    page.wait_for_function("t => document.body && document.body.innerText.includes(t)", arg=text,
+                           timeout=WAIT_MS)
+
+
+def _close_assistant(page) -> None:
+    """MLflow 3 opens an assistant side panel; close it so the screenshot shows the charts."""
+    close = page.locator("button[aria-label='Close']")
+    if close.count():
+        try:
+            close.first.click(timeout=2000)
+        except Exception:
+            pass
+
+
+def test_system_metrics_tab_shows_our_listener_metrics(store, server, browser):  # noqa: F811
+    client = MlflowClient(store.uri)
+    run = client.get_run(store.baseline)
+    page = browser.new_page()
+    page.goto(f"{server.url}/#/experiments/{run.info.experiment_id}/runs/{store.baseline}/system-metrics")
+    _wait_text(page, "gpu0_energy_j")
+    body = page.inner_text("body")
+    system = sorted(k[len("system/"):] for k in run.data.metrics if k.startswith("system/"))
+    assert re.search(rf"System metrics\s*\({len(system)}\)", body), body[:2000]
+    _close_assistant(page)
+    search = page.get_by_placeholder("Search metric charts")
+    search.fill("power")
+    _wait_text(page, "gpu0_power_w")
+    page.wait_for_timeout(1500)  # let the chart draw its line
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "mlflow_system_metrics.png"))
+    assert "gpu0_power_w" in page.inner_text("body")
+    page.close()
+
+
+def test_compare_runs_view_shows_our_summaries(store, server, browser):  # noqa: F811
+    client = MlflowClient(store.uri)
+    exp = client.get_run(store.baseline).info.experiment_id
+    runs = json.dumps([store.baseline, store.amp])
+    page = browser.new_page(viewport={"width": 1400, "height": 1800})
+    page.goto(f"{server.url}/#/compare-runs?runs={runs}&experiments={json.dumps([exp])}")
+    _wait_text(page, "summary/gpu_energy_j")
+    body = page.inner_text("body")
+    assert "Comparing 2 Runs" in body
+    for key in ("summary/duration_s", "summary/gpu_energy_j", "summary/energy_per_sample_j",
+                "summary/throughput_samples_per_s", "summary/gpu_peak_temp_c"):
+        assert key in body, key
+    # the value MLflow shows for the baseline's duration is the one we logged
+    duration = client.get_run(store.baseline).data.metrics["summary/duration_s"]
+    assert f"{duration:.1f}"[:4] in body
+    _close_assistant(page)
+    page.wait_for_timeout(1500)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "mlflow_compare_runs.png"), full_page=True)
+    page.close()
+
+
+def test_report_artifact_renders_offline(store, browser):  # noqa: F811
+    """The per-run report opens from a file with no network and draws its plotly figure."""
+    client = MlflowClient(store.uri)
+    local = client.download_artifacts(store.baseline, "radt_ext_report.html")
+    page = browser.new_page(viewport={"width": 1300, "height": 1800})
+    page.route("http*://**", lambda route: route.abort())  # nothing from outside
+    page.goto(f"file://{local}")
+    page.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=WAIT_MS)
+    assert page.locator(".js-plotly-plot").count() == 1
+    assert page.locator(".js-plotly-plot .scatterlayer .trace").count() >= 7
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "report_run.png"), full_page=True)
+    page.close()
