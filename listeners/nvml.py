@@ -29,6 +29,13 @@ THROTTLE_REASONS = {
 }
 
 MIB = 1024 * 1024
+# nvmlDeviceGetFieldValues ids (pynvml attribute names) → metric name, read in one call
+FIELD_IDS = {
+    "NVML_FI_DEV_POWER_INSTANT": "power_w",
+    "NVML_FI_DEV_POWER_AVERAGE": "power_avg_w",
+    "NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION": "energy_j",
+    "NVML_FI_DEV_MEMORY_TEMP": "mem_temp_c",
+}
 # NVML measures PCIe throughput over a ~20 ms window inside each call: read it at most
 # this often so power and energy can still be sampled at 20 Hz and faster.
 PCIE_EVERY_S = 1.0
@@ -91,20 +98,13 @@ class NvmlListener(Listener):
     def _device_readers(self, nv, d: GpuDevice) -> list[tuple[str, Callable[[], Mapping[str, float]]]]:
         p = f"gpu{d.index}_"
         gpu = d.parent_handle if d.parent_handle is not None else d.handle
-
-        try:
-            self._energy_start[d.index] = float(nv.nvmlDeviceGetTotalEnergyConsumption(gpu))
-        except nv.NVMLError:
-            pass  # no energy counter: the reader below fails once and is dropped
+        one = lambda name, fn, scale=1.0: (  # noqa: E731
+            p + name, lambda: {p + name: float(fn()) * scale})
 
         def energy():
             mj = float(nv.nvmlDeviceGetTotalEnergyConsumption(gpu))
             start = self._energy_start.setdefault(d.index, mj)
             return {p + "energy_j": (mj - start) / 1000.0}
-
-        def mem_temp():
-            (field,) = nv.nvmlDeviceGetFieldValues(gpu, [nv.NVML_FI_DEV_MEMORY_TEMP])
-            return {p + "mem_temp_c": field_value(nv, field)}
 
         def utilization():
             u = nv.nvmlDeviceGetUtilizationRates(d.handle)
@@ -117,8 +117,6 @@ class NvmlListener(Listener):
                 mask = nv.nvmlDeviceGetCurrentClocksThrottleReasons(gpu)
             return decode_throttle(p, int(mask))
 
-        one = lambda name, fn, scale=1.0: (  # noqa: E731
-            p + name, lambda: {p + name: float(fn()) * scale})
         last_pcie = [float("-inf")]
 
         def pcie():
@@ -131,11 +129,19 @@ class NvmlListener(Listener):
                 p + "pcie_rx_kibps": float(nv.nvmlDeviceGetPcieThroughput(gpu, nv.NVML_PCIE_UTIL_RX_BYTES)),
             }
 
-        return [
-            one("power_w", lambda: nv.nvmlDeviceGetPowerUsage(gpu), 1e-3),
-            (p + "energy_j", energy),
+        fields = self._fields_reader(nv, d, gpu, p)
+        have = fields.names if fields else set()
+        readers = [(p + "fields", fields)] if fields else []
+        if "power_w" not in have:  # no instantaneous power field: NVML's averaged reading
+            readers.append(one("power_w", lambda: nv.nvmlDeviceGetPowerUsage(gpu), 1e-3))
+        if "energy_j" not in have:
+            try:
+                self._energy_start[d.index] = float(nv.nvmlDeviceGetTotalEnergyConsumption(gpu))
+            except nv.NVMLError:
+                pass  # no energy counter: the reader fails once and is dropped
+            readers.append((p + "energy_j", energy))
+        return readers + [
             one("temp_c", lambda: nv.nvmlDeviceGetTemperature(gpu, nv.NVML_TEMPERATURE_GPU)),
-            (p + "mem_temp_c", mem_temp),
             one("sm_clock_mhz", lambda: nv.nvmlDeviceGetClockInfo(gpu, nv.NVML_CLOCK_SM)),
             one("mem_clock_mhz", lambda: nv.nvmlDeviceGetClockInfo(gpu, nv.NVML_CLOCK_MEM)),
             (p + "util_pct", utilization),
@@ -144,6 +150,54 @@ class NvmlListener(Listener):
             (p + "pcie", pcie),
             (p + "throttle", throttle),
         ]
+
+    def _fields_reader(self, nv, d: GpuDevice, gpu, p: str):
+        """One nvmlDeviceGetFieldValues call for power, average power, energy and memory temperature.
+
+        One driver call instead of four keeps sampling cheap, and the instantaneous power
+        field follows load changes that nvmlDeviceGetPowerUsage (a ~1 s average on Hopper)
+        lags behind. The same ids are asked every time; fields this GPU did not answer at
+        open() are ignored for good (and listed in `dropped`).
+        """
+        try:
+            ids = [getattr(nv, name) for name in FIELD_IDS]
+            first = nv.nvmlDeviceGetFieldValues(gpu, ids)
+        except (AttributeError, nv.NVMLError):
+            return None
+        kept: dict[int, str] = {}
+        for name, fid, f in zip(FIELD_IDS.values(), ids, first):
+            try:
+                value = field_value(nv, f)
+            except nv.NVMLError:
+                if name not in ("power_w", "energy_j"):  # those two fall back to their own calls
+                    self.dropped.append(p + name)
+                continue
+            kept[fid] = name
+            if name == "energy_j":
+                self._energy_start[d.index] = value
+        if not kept:
+            return None
+
+        def read():
+            out = {}
+            for f in nv.nvmlDeviceGetFieldValues(gpu, ids):
+                name = kept.get(int(f.fieldId))
+                if name is None:
+                    continue
+                try:
+                    value = field_value(nv, f)
+                except nv.NVMLError:
+                    continue  # this entry failed this time; the others still count
+                if name == "energy_j":
+                    out[p + name] = (value - self._energy_start.setdefault(d.index, value)) / 1000.0
+                elif name.endswith("_w"):
+                    out[p + name] = value / 1000.0  # NVML reports mW
+                else:
+                    out[p + name] = value
+            return out
+
+        read.names = set(kept.values())
+        return read
 
     def read(self) -> Mapping[str, float]:
         nv = nvml()

@@ -23,6 +23,36 @@ def trace(request, tmp_path, monkeypatch):
     nvml_backend.reset()
 
 
+FIELD_IDS = [pynvml.NVML_FI_DEV_POWER_INSTANT, pynvml.NVML_FI_DEV_POWER_AVERAGE,
+             pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, pynvml.NVML_FI_DEV_MEMORY_TEMP]
+
+
+def field_answers(trace: dict, g, field_id: int) -> list | None:
+    """Per call, the recorded value of one NVML field (None where that entry failed); None if never asked."""
+    from listeners.replay import _label_of_ref, call_key
+
+    calls = trace["calls"].get("nvmlDeviceGetFieldValues", {})
+    key = call_key("nvmlDeviceGetFieldValues", (g, FIELD_IDS), _label_of_ref)
+    if key not in calls:
+        return None
+    out = []
+    for result in calls[key]:
+        entry = next(e["fields"] for e in result if e["fields"]["fieldId"] == field_id)
+        value = entry["value"]["fields"]
+        out.append(None if entry["nvmlReturn"] else
+                   value["ullVal"] if field_id == pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION else value["uiVal"])
+    return out
+
+
+def expected_power_mw(trace: dict, g) -> list:
+    """What the k-th sample's power comes from: the instantaneous field (call k+1; call 0 was open()'s
+    probe) where the GPU answers it, else nvmlDeviceGetPowerUsage (call k)."""
+    instant = field_answers(trace, g, pynvml.NVML_FI_DEV_POWER_INSTANT)
+    if instant and instant[0] is not None:
+        return instant[1:]
+    return answers(trace, "nvmlDeviceGetPowerUsage", g)
+
+
 def run(n: int, cvd: str | None = None) -> tuple[NvmlListener, list[dict]]:
     listener = NvmlListener(Target(cuda_visible_devices=cvd))
     listener.open()
@@ -36,7 +66,7 @@ def test_values_are_the_recorded_readings_in_si_units(trace):
     n = min(5, trace["meta"]["sample_counts"]["nvml"])
     _, samples = run(n)
     g = gpu_label(trace)
-    power = answers(trace, "nvmlDeviceGetPowerUsage", g)
+    power = expected_power_mw(trace, g)
     temp = answers(trace, "nvmlDeviceGetTemperature", g, pynvml.NVML_TEMPERATURE_GPU)
     sm = answers(trace, "nvmlDeviceGetClockInfo", g, pynvml.NVML_CLOCK_SM)
     util = answers(trace, "nvmlDeviceGetUtilizationRates", g)
@@ -55,7 +85,9 @@ def test_values_are_the_recorded_readings_in_si_units(trace):
 def test_energy_counts_joules_since_the_listener_opened(trace):
     n = min(8, trace["meta"]["sample_counts"]["nvml"])
     _, samples = run(n)
-    energy_mj = answers(trace, "nvmlDeviceGetTotalEnergyConsumption", gpu_label(trace))
+    energy_mj = field_answers(trace, gpu_label(trace), pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION)
+    if not energy_mj or energy_mj[0] is None:
+        energy_mj = answers(trace, "nvmlDeviceGetTotalEnergyConsumption", gpu_label(trace))
     got = [s["gpu0_energy_j"] for s in samples]
     assert got == pytest.approx([(energy_mj[k + 1] - energy_mj[0]) / 1000 for k in range(n)])
     assert got == sorted(got) and got[0] >= 0
@@ -88,31 +120,58 @@ def _not_supported(trace: dict, fn: str) -> dict:
 
 
 def test_unsupported_reading_is_dropped_after_its_first_failure(trace, tmp_path, monkeypatch):
-    # Make one recorded reading answer NotSupported, as e.g. memory temperature does on GDDR boards.
-    edited = _not_supported(trace, "nvmlDeviceGetFieldValues")
+    # Make memory temperature answer NotSupported, as it does on GDDR boards.
+    for results in trace["calls"].get("nvmlDeviceGetFieldValues", {}).values():
+        for result in results:
+            for entry in result if isinstance(result, list) else []:
+                if entry["fields"]["fieldId"] == pynvml.NVML_FI_DEV_MEMORY_TEMP:
+                    entry["fields"]["nvmlReturn"] = pynvml.NVML_ERROR_NOT_SUPPORTED
     path = tmp_path / "edited.json"
-    path.write_text(json.dumps(edited))
+    path.write_text(json.dumps(trace))
     replay_from(monkeypatch, path)
     listener, samples = run(4)
     assert all("gpu0_mem_temp_c" not in s for s in samples)
     assert "gpu0_power_w" in samples[-1]
     assert "gpu0_mem_temp_c" in listener.dropped
-    assert nvml_backend.nvml().calls_made("nvmlDeviceGetFieldValues") == 1
+
+
+def test_unsupported_call_is_not_asked_again(tmp_path, monkeypatch):
+    from nvml_fake import record_fake
+
+    trace = record_fake(gpus=1, samples=4)
+    for key in trace["calls"]["nvmlDeviceGetPerformanceState"]:
+        trace["calls"]["nvmlDeviceGetPerformanceState"][key] = [{"nvml_error": pynvml.NVML_ERROR_NOT_SUPPORTED}]
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(trace))
+    replay_from(monkeypatch, path)
+    listener, samples = run(4)
+    assert all("gpu0_pstate_num" not in s for s in samples) and "gpu0_power_w" in samples[-1]
+    assert "gpu0_pstate_num" in listener.dropped
+    assert nvml_backend.nvml().calls_made("nvmlDeviceGetPerformanceState") == 1
 
 
 def test_transient_error_skips_one_reading_and_retries(trace, tmp_path, monkeypatch):
     g = gpu_label(trace)
     from listeners.replay import _label_of_ref, call_key
 
-    key = call_key("nvmlDeviceGetPowerUsage", (g,), _label_of_ref)
-    results = trace["calls"]["nvmlDeviceGetPowerUsage"][key]
-    results[1] = {"nvml_error": pynvml.NVML_ERROR_TIMEOUT}
+    instant = field_answers(trace, g, pynvml.NVML_FI_DEV_POWER_INSTANT)
+    if instant and instant[0] is not None:
+        key = call_key("nvmlDeviceGetFieldValues", (g, FIELD_IDS), _label_of_ref)
+        results = trace["calls"]["nvmlDeviceGetFieldValues"][key]
+        entry = next(e["fields"] for e in results[2] if e["fields"]["fieldId"] == pynvml.NVML_FI_DEV_POWER_INSTANT)
+        entry["nvmlReturn"] = pynvml.NVML_ERROR_TIMEOUT  # sample 1 (call 0 was open()'s)
+        expected = [None, None, field_answers(trace, g, pynvml.NVML_FI_DEV_POWER_INSTANT)[3]]
+    else:
+        key = call_key("nvmlDeviceGetPowerUsage", (g,), _label_of_ref)
+        results = trace["calls"]["nvmlDeviceGetPowerUsage"][key]
+        results[1] = {"nvml_error": pynvml.NVML_ERROR_TIMEOUT}
+        expected = [None, None, results[2]]
     path = tmp_path / "edited.json"
     path.write_text(json.dumps(trace))
     replay_from(monkeypatch, path)
     listener, samples = run(3)
     assert "gpu0_power_w" in samples[0] and "gpu0_power_w" not in samples[1]
-    assert samples[2]["gpu0_power_w"] == pytest.approx(results[2] / 1000)
+    assert samples[2]["gpu0_power_w"] == pytest.approx(expected[2] / 1000)
     assert "gpu0_power_w" not in listener.dropped
 
 
@@ -193,7 +252,7 @@ def test_visible_mig_device_reads_its_gpu_and_its_own_memory(monkeypatch):
 
     mig_uuid = answers(trace, "nvmlDeviceGetUUID", Ref("devmig1"))[0]
     listener, samples = run(3, cvd=mig_uuid)
-    power = answers(trace, "nvmlDeviceGetPowerUsage", gpu_label(trace))
+    power = expected_power_mw(trace, gpu_label(trace))
     mig_memory = answers(trace, "nvmlDeviceGetMemoryInfo", Ref("devmig1"))
     assert samples[2]["gpu0_power_w"] == pytest.approx(power[2] / 1000)  # the physical GPU's power
     assert samples[2]["gpu0_mem_used_mib"] == pytest.approx(mig_memory[3].used / MIB)
