@@ -423,3 +423,97 @@ SCENARIOS = {
 
 def as_json(o: Outcome) -> str:
     return json.dumps({k: v for k, v in o.__dict__.items() if k != "details"})
+
+
+# ----------------------------------------------------------------------------- sweep: signal, then resume
+
+# runs until the release file exists; its tree tries to escape as TREE's does
+HELD = textwrap.dedent("""
+    import os, subprocess, sys, time, radt_ext
+    pidfile, release = sys.argv[1], sys.argv[2]
+    stubborn = subprocess.Popen([sys.executable, "-c",
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"])
+    escaped = subprocess.Popen([sys.executable, "-c", "import os, time; os.setsid(); time.sleep(300)"])
+    with open(pidfile, "a") as f:
+        f.write(f"{os.getpid()} {stubborn.pid} {escaped.pid}\\n")
+    t = time.time()
+    while not os.path.exists(release) and time.time() - t < 300:
+        radt_ext.log_progress(samples=1)
+        time.sleep(0.05)
+""")
+
+
+def sweep_spec(workdir: Path) -> Path:
+    script = workdir / "held.py"
+    script.write_text(HELD)
+    quick = f"{sys.executable} -c 'import time; time.sleep(0.3)'"
+    held = f"{sys.executable} {script} {workdir / 'pids'} {workdir / 'release'}"
+    spec = workdir / "sweep.yaml"
+    spec.write_text(yaml_dump({
+        "name": "faults", "experiment": "faults", "devices": ["0"], "interval": 0.1,
+        "listeners": "top:0.1", "child_listeners": "top:0.1",
+        "workloads": {"quick": {"command": quick}, "held": {"command": held}},
+        "groups": [{"name": "first", "workloads": ["quick"], "modes": ["exclusive"]},
+                   {"name": "held-pair", "workloads": ["held", "held"], "modes": ["mps"]},
+                   {"name": "after", "workloads": ["quick", "quick"], "modes": ["naive"]}],
+    }))
+    return spec
+
+
+def yaml_dump(data) -> str:
+    import yaml
+
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def sweep_counts(uri: str) -> tuple[dict, int, int, int]:
+    """{(group, status): runs}, points sent, stored, duplicated over every run of the store."""
+    by: Counter = Counter()
+    sent = stored = dups = 0
+    for run in runs_in(uri):
+        by[(run.data.tags.get("sweep.group") or run.data.tags.get("mlflow.runName", "?"), run.info.status)] += 1
+        o = outcome_of("", uri, run, None)
+        if o.sent >= 0:
+            sent, stored, dups = sent + o.sent, stored + o.stored, dups + o.duplicates
+    return dict(by), sent, stored, dups
+
+
+def sweep_signal_and_resume(workdir: Path, sig: int, standin_env: dict[str, str]) -> Outcome:
+    """`radt-ext sweep` gets a signal in its MPS group; a second `radt-ext sweep` resumes there."""
+    from radt_ext.collocation.mps import mps_processes
+
+    env = base_env(workdir, **standin_env)
+    uri = env["MLFLOW_TRACKING_URI"]
+    spec = sweep_spec(workdir)
+    pidfile = workdir / "pids"
+    proc = subprocess.Popen(cli("sweep", str(spec)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=workdir)
+    pids: list[int] = []
+    try:
+        wait_for(lambda: pidfile.exists() and len(pidfile.read_text().splitlines()) == 2, 120,
+                 "both held workloads", proc)
+        pids = [int(p) for p in pidfile.read_text().split()]
+        daemons = [p.pid for p, e in mps_processes() if e and "radt-ext-mps" in e.get("CUDA_MPS_PIPE_DIRECTORY", "")]
+        time.sleep(0.5)
+        proc.send_signal(sig)
+        code = proc.wait(timeout=90)
+        first_out = proc.stdout.read() + proc.stderr.read()
+        survivors = alive(pids + daemons)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        kill_all(pids)
+    after_signal = sweep_counts(uri)[0]
+    (workdir / "release").write_text("go")
+    pidfile.unlink()
+    resumed = subprocess.run(cli("sweep", str(spec)), capture_output=True, text=True, env=env, cwd=workdir,
+                             timeout=300)
+    kill_all([int(p) for p in pidfile.read_text().split()] if pidfile.exists() else [])
+    by, sent, stored, dups = sweep_counts(uri)
+    out = Outcome(f"{signal.Signals(sig).name} to `radt-ext sweep` in an MPS group, then resumed", sent=sent,
+                  stored=stored, duplicates=dups, exit_code=code, status=f"{resumed.returncode}",
+                  notes=f"{len(pids)} workload processes + {len(daemons)} MPS daemon(s), {len(survivors)} left")
+    out.details.update(pids=pids, daemons=daemons, survivors=survivors, first_out=first_out,
+                       after_signal=after_signal, final=by, resumed=[resumed.returncode,
+                                                                     resumed.stdout + resumed.stderr])
+    return out
