@@ -409,6 +409,32 @@ def spool_unwritable(workdir: Path) -> Outcome:
     return out
 
 
+def sqlite_lock_held(workdir: Path, hold_s: float = 24.0, points: int = 50) -> Outcome:
+    """Another connection holds the SQLite file exclusively for longer than MLflow's 20 s busy_timeout."""
+    import sqlite3
+    import threading
+
+    from radt_ext.writer import MetricWriter
+
+    uri = f"sqlite:///{workdir / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    run_id = client.create_run("0").info.run_id
+    db = sqlite3.connect(str(workdir / "mlflow.db"), timeout=0, check_same_thread=False)
+    db.execute("BEGIN EXCLUSIVE")
+    writer = MetricWriter(client, run_id, uri, flush_interval=0.05, spool_path=workdir / "spool" / "r.jsonl").start()
+    for i in range(points):
+        writer.add("system/x_count", float(i), 1_700_000_000_000 + i, i)
+    timer = threading.Timer(hold_s, db.rollback)
+    timer.start()
+    writer.close()
+    timer.join()
+    counts, dups = point_counts(uri, run_id)
+    return Outcome(f"SQLite file locked by another writer for {hold_s:g} s (MLflow's busy_timeout is 20 s)",
+                   sent=writer.sent, stored=sum(counts.values()), spooled=writer.spooled, lost=writer.lost,
+                   duplicates=dups, notes=f"{writer.lock_retries} lock retries by the writer",
+                   details={"lock_retries": writer.lock_retries, "writer_stored": writer.stored})
+
+
 SCENARIOS = {
     "workload_raises": workload_raises,
     "sigint_run": lambda d: signal_run(d, signal.SIGINT),
@@ -416,6 +442,7 @@ SCENARIOS = {
     "listener_raises": listener_raises,
     "tool_disappears": tool_disappears,
     "sqlite_contention": sqlite_contention,
+    "sqlite_lock_held": sqlite_lock_held,
     "server_outage": server_outage,
     "spool_unwritable": spool_unwritable,
 }

@@ -1,33 +1,20 @@
 """The store locks, goes away, or the spool cannot be written: nothing lost, nothing doubled."""
 import json
-import sqlite3
-import threading
-import time
 
 import pytest
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
-from radt_ext.writer import MetricWriter
-from tests.radt_ext.faults.scenarios import server_outage, spool_unwritable, sqlite_contention
+from tests.radt_ext.faults.scenarios import server_outage, spool_unwritable, sqlite_contention, sqlite_lock_held
 from tests.radt_ext.helpers import radt
 
 
 @pytest.mark.slow
-def test_writer_waits_out_a_sqlite_lock_instead_of_spooling(tracking_uri, tmp_path):
-    client = MlflowClient(tracking_uri)
-    run_id = client.create_run("0").info.run_id
-    db = sqlite3.connect(tracking_uri.removeprefix("sqlite:///"), timeout=0, check_same_thread=False)
-    # another writer holds the file for 24 s: longer than the 20 s busy_timeout MLflow gives SQLite
-    db.execute("BEGIN EXCLUSIVE")
-    writer = MetricWriter(client, run_id, tracking_uri, flush_interval=0.05).start()
-    for i in range(50):
-        writer.add("system/x_count", float(i), 1_700_000_000_000 + i, i)
-    threading.Timer(24.0, db.rollback).start()
-    writer.close()
-    assert writer.lock_retries > 0  # it did meet the lock
-    assert writer.stored == 50 and writer.spooled == 0 and writer.lost == 0
-    assert len(client.get_metric_history(run_id, "system/x_count")) == 50
+def test_writer_waits_out_a_sqlite_lock_instead_of_spooling(tmp_path):
+    out = sqlite_lock_held(tmp_path)
+    assert out.details["lock_retries"] > 0  # it did meet the lock, past SQLite's own wait
+    assert out.sent == out.stored == out.details["writer_stored"] == 50
+    assert out.spooled == 0 and out.lost == 0 and out.duplicates == 0
 
 
 def _line(uri, run_id, **kw):
