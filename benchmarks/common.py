@@ -70,7 +70,8 @@ def environment() -> dict:
     env = {"host": socket.gethostname(), "python": sys.version.split()[0], "platform": platform.platform(),
            "cpu_count": os.cpu_count(), "gpu": gpu_name(),
            "nvml_replay": os.environ.get("RADT_EXT_NVML_REPLAY") or None,
-           "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+           "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "load_average_1_5_15_min": os.getloadavg()}
     try:
         import mlflow
 

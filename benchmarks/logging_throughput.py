@@ -9,6 +9,8 @@ started by `tests/servers.py`. For each store:
   - writer: N points handed to the real `radt_ext.writer.MetricWriter` as fast as possible,
     timed until `close()` returned (every point stored), with the writer's CPU (the process's
     CPU less the producing main thread's: the writer's own threads and `close()`).
+  - SQLite only, for reference (not a radt-ext path): the same number of rows inserted straight into
+    MLflow's `metrics` table with sqlite3 `executemany`, to show what the file takes without MLflow's ORM.
 Then, into SQLite:
   - one synthetic hour at 10 Hz × 30 metrics (1 080 000 points with timestamps spanning the
     hour) through the writer, read back with `get_metric_history` and checked point by point;
@@ -65,6 +67,27 @@ def ceiling(client, experiment_id: str, batches: int) -> dict:
     wall, cpu = time.perf_counter() - start, _cpu() - c0
     return {"points": batches * 1000, "seconds": wall, "points_per_s": batches * 1000 / wall,
             "client_cpu_s": cpu}
+
+
+def raw_sqlite_reference(db_path: str, run_id: str, points: int) -> dict:
+    """Reference only, not a radt-ext path: rows straight into MLflow's `metrics` table with sqlite3
+    executemany, 1000 per transaction, i.e. what the SQLite file takes without MLflow's ORM."""
+    import sqlite3
+
+    now = int(time.time() * 1000)
+    rows = [(key(j % METRICS), float(j), now + j // METRICS * 100, run_id, j // METRICS * 100, 0)
+            for j in range(points)]
+    con = sqlite3.connect(db_path)
+    try:
+        start = time.perf_counter()
+        for i in range(0, points, 1000):
+            with con:
+                con.executemany("INSERT INTO metrics (key, value, timestamp, run_uuid, step, is_nan) "
+                                "VALUES (?, ?, ?, ?, ?, ?)", rows[i:i + 1000])
+        wall = time.perf_counter() - start
+    finally:
+        con.close()
+    return {"points": points, "seconds": wall, "points_per_s": points / wall}
 
 
 def writer_bulk(client, uri: str, experiment_id: str, points: int, name: str) -> dict:
@@ -163,6 +186,10 @@ def main(argv=None) -> int:
             print(name, "ceiling", entry["ceiling"], flush=True)
             entry["writer"] = writer_bulk(client, uri, exp, points, "writer-bulk")
             print(name, "writer", entry["writer"], flush=True)
+            if name == "sqlite":
+                ref_run = client.create_run(exp, run_name="raw-sqlite-reference").info.run_id
+                entry["raw_sqlite_reference"] = raw_sqlite_reference(str(work / "mlflow.db"), ref_run, points)
+                print(name, "raw sqlite3 reference", entry["raw_sqlite_reference"], flush=True)
             results["stores"][name] = entry
             if name == "sqlite":
                 hour_points = args.hour_seconds * RATE_HZ * METRICS
@@ -183,10 +210,12 @@ def main(argv=None) -> int:
         c, w = e["ceiling"], e["writer"]
         rows.append([name, fmt(c["points_per_s"], 0), fmt(w["points_per_s"], 0),
                      f"{w['stored']:,}/{w['points']:,}", fmt(w["writer_cpu_s"], 2),
-                     fmt(w["writer_cpu_s"] / w["stored"] * 1e6 if w["stored"] else float("nan"), 1)])
+                     fmt(w["writer_cpu_s"] / w["stored"] * 1e6 if w["stored"] else float("nan"), 1),
+                     fmt(e["raw_sqlite_reference"]["points_per_s"], 0) if "raw_sqlite_reference" in e else "–"])
     md = ["### Logging throughput (CPU machine)", "",
           table(["store", "log_batch ceiling points/s", "MetricWriter points/s", "stored/sent",
-                 "writer CPU s", "writer CPU µs/point"], rows), ""]
+                 "writer CPU s", "writer CPU µs/point",
+                 "reference: sqlite3 executemany points/s"], rows), ""]
     if "hour" in results:
         h, r, p = results["hour"], results["hour"]["read_back"], results["paced"]
         md += [f"Synthetic hour into SQLite ({h['synthetic_seconds']} s × {RATE_HZ} Hz × {METRICS} metrics = "
