@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 
-from mlflow.entities import Metric, RunTag
+from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from listeners.base import Target
@@ -47,16 +47,15 @@ def main(argv=None) -> int:
     progress = read_progress(args.progress_file) if args.progress_file else {}
     now = int(time.time() * 1000)
     summary = recorder.summary(progress)
-    client.log_batch(args.run_id, metrics=[Metric(f"summary/{k}", float(v), now, 0) for k, v in summary.items()])
     tags = recorder.listener_tags()
     tags.update({f"radt_ext.listener_skipped.{k}": v[:4000] for k, v in skipped.items()})
     tags["radt_ext.listeners"] = ",".join(f"{lst.name}:{lst.interval:g}" for lst in listeners)
-    items = [RunTag(k, v) for k, v in tags.items()]
-    for i in range(0, len(items), 100):
-        client.log_batch(args.run_id, tags=items[i:i + 100])
-    from radt_ext.report import log_report
+    metrics = [Metric(f"summary/{k}", float(v), now, 0) for k, v in summary.items()]
+    # spooled for `radt-ext sync` when the store is away; the workload's own run sets the status
+    if recorder.writer.end_run(metrics, tags, None):
+        from radt_ext.report import log_report
 
-    log_report(client, args.run_id)  # never raises: a failed report is a run tag
+        log_report(client, args.run_id)  # never raises: a failed report is a run tag
     print(json.dumps({"summary": summary}), flush=True)
     return 0
 

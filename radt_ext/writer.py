@@ -137,9 +137,10 @@ class MetricWriter:
         else:
             self._drain()  # anything added after the thread's last pass
 
-    def end_run(self, metrics: list[Metric], tags: dict[str, str], status: str,
+    def end_run(self, metrics: list[Metric], tags: dict[str, str], status: str | None,
                 end_time: int | None = None) -> bool:
-        """Log the run's last metrics and tags and set its status; spool them when the store is away.
+        """Log the run's last metrics and tags and set its status (None: leave it); spool them when
+        the store is away.
 
         Returns True when the store took them, False when they were spooled (or lost).
         """
@@ -159,9 +160,10 @@ class MetricWriter:
         records = [self._metric_record(Point(m.key, m.value, m.timestamp, m.step)) for m in metrics]
         records += [{"tracking_uri": self.tracking_uri, "run_id": self.run_id, "kind": "tag",
                      "key": t.key, "value": t.value} for t in items]
-        records.append({"tracking_uri": self.tracking_uri, "run_id": self.run_id, "kind": "status",
-                        "status": status, "end_time": end_time})
-        self._append(records, what=f"the run's end ({len(metrics)} metrics, {len(items)} tags, status)")
+        if status:
+            records.append({"tracking_uri": self.tracking_uri, "run_id": self.run_id, "kind": "status",
+                            "status": status, "end_time": end_time})
+        self._append(records, what=f"the run's end ({len(metrics)} metrics, {len(items)} tags, status {status})")
         return False
 
     # -- the thread -----------------------------------------------------------------
@@ -293,7 +295,8 @@ class MetricWriter:
         for i in range(0, len(items), MAX_TAGS):
             self._retry_locked(lambda: self.client.log_batch(self.run_id, tags=items[i:i + MAX_TAGS],
                                                              synchronous=True))
-        self._retry_locked(lambda: self.client.set_terminated(self.run_id, status, end_time))
+        if status:
+            self._retry_locked(lambda: self.client.set_terminated(self.run_id, status, end_time))
 
     def _retry_locked(self, fn) -> None:
         start = time.monotonic()
