@@ -96,7 +96,8 @@ def test_compare_runs_view_shows_our_summaries(store, server, browser):  # noqa:
     client = MlflowClient(store.uri)
     exp = client.get_run(store.baseline).info.experiment_id
     runs = json.dumps([store.baseline, store.amp])
-    page = browser.new_page(viewport={"width": 1400, "height": 1800})
+    page = browser.new_page()
+    page.set_viewport_size({"width": 1400, "height": 1800})
     page.goto(f"{server.url}/#/compare-runs?runs={runs}&experiments={json.dumps([exp])}")
     _wait_text(page, "summary/gpu_energy_j")
     body = page.inner_text("body")
@@ -118,7 +119,8 @@ def test_report_artifact_renders_offline(store, browser):  # noqa: F811
     """The per-run report opens from a file with no network and draws its plotly figure."""
     client = MlflowClient(store.uri)
     local = client.download_artifacts(store.baseline, "radt_ext_report.html")
-    page = browser.new_page(viewport={"width": 1300, "height": 1800})
+    page = browser.new_page()
+    page.set_viewport_size({"width": 1300, "height": 1800})
     page.route("http*://**", lambda route: route.abort())  # nothing from outside
     page.goto(f"file://{local}")
     page.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=WAIT_MS)
