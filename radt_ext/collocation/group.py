@@ -302,7 +302,7 @@ class GroupRunner:
             if r.returncode:
                 code = exit_code(r.returncode)
                 break
-        if self.stopping and not code:
+        if self.stopping:  # stopped by a signal: report it the way a shell does, whatever the children said
             code = 128 + int(self.stopping)
         if status != "FINISHED" and not code:
             code = 1

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field
 
 from radt_ext.collocation.group import run_group
+from radt_ext.errors import UsageError
 from radt_ext.session import connect, tracking_uri
 from radt_ext.sweep import console as out
 from radt_ext.sweep.plan import Variant
@@ -14,7 +15,7 @@ from radt_ext.sweep.plan import Variant
 @dataclass
 class Outcome:
     variant: Variant
-    status: str  # FINISHED / FAILED / KILLED / SKIPPED
+    status: str  # FINISHED / FAILED / KILLED / SKIPPED (done before) / REFUSED / PLANNED (dry run)
     run_id: str | None = None
     summary: dict[str, float] = field(default_factory=dict)
     exit_code: int = 0
@@ -103,7 +104,13 @@ def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = No
                     b = baseline(client, v.experiment, w.key)
                     if b:
                         baselines[w.name] = b
-            result = run_group(v.group(baselines, uri), echo=lambda m: progress.console.print(m, highlight=False))
+            try:
+                result = run_group(v.group(baselines, uri), echo=lambda m: progress.console.print(m, highlight=False))
+            except UsageError as exc:  # refused at run time (e.g. another MPS daemon owns the GPU): go on
+                progress.console.print(f"[{v.index}] {v.title}: REFUSED: {exc}", highlight=False)
+                outcomes.append(Outcome(v, "REFUSED", exit_code=2))
+                progress.advance(task)
+                continue
             s = result.summary
             line = f"[{v.index}] {v.title}: {result.status}, makespan {result.makespan_s:.2f} s"
             if "throughput_samples_per_s" in s:

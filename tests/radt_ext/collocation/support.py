@@ -11,8 +11,21 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOAD = os.path.join(HERE, "cpu_workload.py")
 BIN = os.path.join(os.path.dirname(HERE), "bin")
 MIG_TRACE = os.path.join(HERE, "..", "..", "..", "listeners", "traces", "h200_mig_derived.json")
-GPU_UUID = "GPU-de744ae5-9727-f28b-5141-a317e20ff9e8"  # the GPU of the recorded traces
-MIG_UUIDS = ["MIG-de744ae5-9727-f28b-5141-a317e20f0001", "MIG-de744ae5-9727-f28b-5141-a317e20f0002"]
+
+
+def _trace_uuids() -> tuple[str, list[str]]:
+    """The GPU and MIG UUIDs the derived MIG trace answers (it is re-derived when traces are re-recorded)."""
+    with open(MIG_TRACE) as fh:
+        answers = json.load(fh)["calls"]["nvmlDeviceGetUUID"]
+    gpu = answers['[{"ref":"dev0"}]'][0]
+    migs = [answers[k][0] for k in sorted(answers) if '"devmig' in k]
+    return gpu, migs
+
+
+GPU_UUID, MIG_UUIDS = _trace_uuids()
+# A GPU name of this test session's own: the stand-in daemons of test sessions running at the same
+# time on this machine then never serve "the same GPU" (the refusal check is machine-wide, as MPS is).
+MPS_GPU = str(10 + os.getpid() % 10000)
 
 
 def cpu_command(seconds: float = 0.8, batch_size: int = 32, stamp: str = "", exit: int = 0) -> list[str]:

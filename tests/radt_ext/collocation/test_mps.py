@@ -16,7 +16,7 @@ from mlflow.tracking import MlflowClient
 from radt_ext.collocation import Group, Workload, run_group
 from radt_ext.collocation.mps import mps_processes
 from radt_ext.errors import UsageError
-from tests.radt_ext.collocation.support import BIN, cpu_command, stamps
+from tests.radt_ext.collocation.support import BIN, MPS_GPU, cpu_command, stamps
 
 
 def quits(standins) -> list[dict]:
@@ -32,17 +32,17 @@ def no_daemon_left(pipe: str) -> bool:
 
 
 def test_private_daemon_client_settings_and_quit(standins, tracking_uri, tmp_path, monkeypatch):
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # clients must not inherit it under MPS
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", MPS_GPU)  # clients must not inherit it under MPS
     stamp = str(tmp_path / "s.txt")
     g = Group(mode="mps", experiment_name="mps", interval=0.1, workloads=[
-        Workload("a", cpu_command(0.5, 8, stamp), device="0", mps_thread_percentage=30, mps_pinned_mem_limit="4G"),
-        Workload("b", cpu_command(0.5, 16, stamp), device="0", mps_thread_percentage=70)])
+        Workload("a", cpu_command(0.5, 8, stamp), device=MPS_GPU, mps_thread_percentage=30, mps_pinned_mem_limit="4G"),
+        Workload("b", cpu_command(0.5, 16, stamp), device=MPS_GPU, mps_thread_percentage=70)])
     result = run_group(g, echo=lambda m: None)
     assert result.status == "FINISHED"
     (start,) = starts(standins)
-    assert start["cuda_visible_devices"] == "0"
+    assert start["cuda_visible_devices"] == MPS_GPU
     pipe = start["pipe"]
-    assert pipe != "/tmp/nvidia-mps" and "radt-ext-mps-gpu0-" in pipe  # private, not the system default
+    assert pipe != "/tmp/nvidia-mps" and f"radt-ext-mps-gpu{MPS_GPU}-" in pipe  # private, not the system default
     rows = {int(r[2]): r for r in stamps(stamp)}
     assert rows[8][3] == pipe and rows[16][3] == pipe  # both clients talk to this daemon
     assert rows[8][4] == "<unset>" and rows[16][4] == "<unset>"
@@ -53,8 +53,8 @@ def test_private_daemon_client_settings_and_quit(standins, tracking_uri, tmp_pat
     client = MlflowClient(tracking_uri)
     parent = client.get_run(result.parent_run_id)
     assert parent.data.tags["collocation.mode"] == "mps"
-    assert "collocation.mps.gpu0.quit" in parent.data.tags
-    log = client.download_artifacts(result.parent_run_id, "mps/gpu0_control.log", str(tmp_path))
+    assert f"collocation.mps.gpu{MPS_GPU}.quit" in parent.data.tags
+    log = client.download_artifacts(result.parent_run_id, f"mps/gpu{MPS_GPU}_control.log", str(tmp_path))
     assert "Cmd:quit" in open(log).read()
     env_a = [c for c in result.children if c.name == "a"][0]
     assert client.get_run(env_a.run_id).data.tags["collocation.mode"] == "mps"
@@ -62,7 +62,7 @@ def test_private_daemon_client_settings_and_quit(standins, tracking_uri, tmp_pat
 
 def test_quit_after_a_failing_workload(standins, tracking_uri, tmp_path):
     g = Group(mode="mps", experiment_name="mps", interval=0.1, workloads=[
-        Workload("bad", cpu_command(0.2, 8, exit=5), device="0")])
+        Workload("bad", cpu_command(0.2, 8, exit=5), device=MPS_GPU)])
     result = run_group(g, echo=lambda m: None)
     assert result.status == "FAILED" and result.exit_code == 5
     assert len(starts(standins)) == 1 and len(quits(standins)) == 1
@@ -71,7 +71,7 @@ def test_quit_after_a_failing_workload(standins, tracking_uri, tmp_path):
 
 def test_quit_on_sigterm(standins, tracking_uri, tmp_path):
     cmd = " ".join(cpu_command(60, 8))
-    proc = subprocess.Popen([sys.executable, "-m", "radt_ext.cli", "collocate", "--mode", "mps", "--device", "0",
+    proc = subprocess.Popen([sys.executable, "-m", "radt_ext.cli", "collocate", "--mode", "mps", "--device", MPS_GPU,
                              "-i", "0.1", "-w", cmd, "-w", cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=os.environ.copy())
     try:
@@ -98,12 +98,12 @@ def test_quit_on_sigterm(standins, tracking_uri, tmp_path):
 def test_refuses_a_gpu_another_daemon_owns(standins, tracking_uri, tmp_path):
     foreign = {**os.environ, "CUDA_MPS_PIPE_DIRECTORY": str(tmp_path / "foreign"),
                "CUDA_MPS_LOG_DIRECTORY": str(tmp_path / "foreign-log")}
-    foreign.pop("CUDA_VISIBLE_DEVICES", None)  # serves every GPU
+    foreign["CUDA_VISIBLE_DEVICES"] = f"{MPS_GPU},{int(MPS_GPU) + 1}"  # serves our GPU (and another)
     control = os.path.join(BIN, "nvidia-cuda-mps-control")
     subprocess.run([control, "-d"], env=foreign, check=True, timeout=30)
     try:
-        g = Group(mode="mps", workloads=[Workload("a", cpu_command(0.2), device="0")])
-        with pytest.raises(UsageError, match=r"GPU 0 is already served by another MPS daemon .*pid \d+"):
+        g = Group(mode="mps", workloads=[Workload("a", cpu_command(0.2), device=MPS_GPU)])
+        with pytest.raises(UsageError, match=rf"GPU {MPS_GPU} is already served by another MPS daemon .*pid \d+"):
             run_group(g, echo=lambda m: None)
         assert len(starts(standins)) == 1  # only the foreign one: ours was never started
         client = MlflowClient(tracking_uri)
@@ -115,4 +115,4 @@ def test_refuses_a_gpu_another_daemon_owns(standins, tracking_uri, tmp_path):
 def test_missing_control_binary_is_one_line(tracking_uri, monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(UsageError, match="needs nvidia-cuda-mps-control on PATH"):
-        run_group(Group(mode="mps", workloads=[Workload("a", ["true"], device="0")]), echo=lambda m: None)
+        run_group(Group(mode="mps", workloads=[Workload("a", ["true"], device=MPS_GPU)]), echo=lambda m: None)

@@ -116,3 +116,19 @@ def test_malformed_csv_is_one_line(tmp_path, tracking_uri, text, message):
     done = radt("sweep", str(path))
     assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
     assert path.read_text() == text
+
+
+def test_a_refused_group_does_not_stop_the_sweep(tmp_path, tracking_uri, standins):
+    path = tmp_path / "m.yaml"
+    path.write_text(textwrap.dedent(f"""
+        name: refused
+        interval: 0.1
+        workloads:
+          toy: {{command: "{sys.executable} {WORKLOAD} --seconds 0.2", mig: 9g.999gb}}
+        groups:
+          - {{workloads: [toy], modes: [mig, naive]}}
+    """))
+    outcomes = sweep.run(sweep.plan(path))
+    assert [(o.variant.mode, o.status) for o in outcomes] == [("mig", "REFUSED"), ("naive", "FINISHED")]
+    done = radt("sweep", str(path))
+    assert done.returncode == 1 and "REFUSED: MIG instances 9g.999gb do not exist" in done.stderr
