@@ -22,6 +22,16 @@ def missing() -> str | None:
     return None
 
 
+def keras_problem() -> str | None:
+    """Why pruning cannot run in this process (TensorFlow already loaded with Keras 3), or None."""
+    from .tf_models import keras
+
+    if not keras().__name__.startswith("tf_keras"):
+        return ("variant=pruned needs tf-keras, but TensorFlow is using Keras 3 here; "
+                "leave TF_USE_LEGACY_KERAS unset or set it to 1")
+    return None
+
+
 def _prunable_24(layer) -> bool:
     # 2:4 groups run along the kernel's input dimension, which must split into groups of four.
     kernel = getattr(layer, "kernel", None)

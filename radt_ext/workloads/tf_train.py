@@ -64,6 +64,11 @@ def main(**opts) -> None:
         device, device_name = pick_device(cfg["device_req"])
     except DeviceError as exc:
         raise click.ClickException(str(exc)) from None
+    if cfg["variant"] == "pruned":
+        from .tf_pruning import keras_problem
+
+        if keras_problem():
+            raise click.ClickException(keras_problem())
     random.seed(cfg["seed"])
     record = RunRecord(cfg["recipe"], cfg["variant"], cfg["baseline_run_id"] or None)
     failed = True

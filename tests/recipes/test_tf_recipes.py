@@ -15,6 +15,8 @@ from pathlib import Path
 import mlflow
 import pytest
 
+import radt_ext.workloads.tf_train  # noqa: F401  sets TF_USE_LEGACY_KERAS before any test loads TensorFlow
+
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
                                 reason="TensorFlow is not installed; pip install 'radt-ext[tensorflow]'")
 

@@ -57,6 +57,18 @@ def test_without_tensorflow_the_entry_point_says_how_to_install_it(tracking_uri)
 
 
 @needs_tf
+def test_pruning_under_keras_3_refuses_in_one_line_before_a_run(tracking_uri, monkeypatch):
+    monkeypatch.setenv("TF_USE_LEGACY_KERAS", "0")  # the user chose Keras 3; TF Model Optimization cannot use it
+    done = subprocess.run([sys.executable, "-c", PROBE, *TINY, "--variant", "pruned"], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 1
+    errors = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+    assert errors == ["Error: variant=pruned needs tf-keras, but TensorFlow is using Keras 3 here; "
+                      "leave TF_USE_LEGACY_KERAS unset or set it to 1"], done.stderr
+    assert not Path(tracking_uri.removeprefix("sqlite:///")).exists()
+
+
+@needs_tf
 def test_synthetic_and_digits_sets_are_fixed_by_seed_and_scaled_like_the_torch_family():
     from radt_ext.workloads import tf_data
 
