@@ -52,6 +52,15 @@ def first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
 
 
+def absolute_uri(uri: str) -> str:
+    """sqlite:///mlflow.db is relative to the cwd; a spool file must name the store wherever sync runs."""
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        path, sep, query = uri[len("sqlite:///"):].partition("?")
+        if path and path != ":memory:":
+            return "sqlite:///" + os.path.abspath(path) + sep + query
+    return uri
+
+
 def is_locked(exc: BaseException) -> bool:
     text = str(exc).lower()
     return any(words in text for words in LOCKED)
@@ -94,6 +103,7 @@ class MetricWriter:
         self.close_timeout = close_timeout
         self.call_timeout = call_timeout  # MLflow's own HTTP retries take minutes on a dead server
         self._http = tracking_uri.startswith(("http://", "https://"))
+        self._spool_uri = absolute_uri(tracking_uri)
         self.spool_path = spool_path or spool_dir() / f"{run_id}.jsonl"
         self.sent = 0
         self.stored = 0
@@ -158,10 +168,10 @@ class MetricWriter:
                 self.errors.append(first_line(exc))
                 self._enter_outage(first_line(exc))
         records = [self._metric_record(Point(m.key, m.value, m.timestamp, m.step)) for m in metrics]
-        records += [{"tracking_uri": self.tracking_uri, "run_id": self.run_id, "kind": "tag",
+        records += [{"tracking_uri": self._spool_uri, "run_id": self.run_id, "kind": "tag",
                      "key": t.key, "value": t.value} for t in items]
         if status:
-            records.append({"tracking_uri": self.tracking_uri, "run_id": self.run_id, "kind": "status",
+            records.append({"tracking_uri": self._spool_uri, "run_id": self.run_id, "kind": "status",
                             "status": status, "end_time": end_time})
         self._append(records, what=f"the run's end ({len(metrics)} metrics, {len(items)} tags, status {status})")
         return False
@@ -311,7 +321,7 @@ class MetricWriter:
 
     # -- spool --------------------------------------------------------------------------
     def _metric_record(self, p: Point) -> dict:
-        return {"tracking_uri": self.tracking_uri, "run_id": self.run_id,
+        return {"tracking_uri": self._spool_uri, "run_id": self.run_id,
                 "key": p.key, "value": p.value, "timestamp": p.timestamp, "step": p.step}
 
     def _spool_points(self, batch: list[Point]) -> None:

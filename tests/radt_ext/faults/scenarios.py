@@ -119,7 +119,10 @@ def kill_all(pids: list[int]) -> None:
 # ----------------------------------------------------------------------------- workloads
 
 RAISES = textwrap.dedent("""
-    import time, radt_ext
+    import subprocess, sys, time, radt_ext
+    # a helper that leaves the process group and would outlive the failed workload
+    helper = subprocess.Popen([sys.executable, "-c", "import os, time; os.setsid(); time.sleep(300)"])
+    open("helper.pid", "w").write(str(helper.pid))
     t = time.time()
     while time.time() - t < 1.0:
         radt_ext.log_progress(samples=8)
@@ -170,10 +173,13 @@ def workload_raises(workdir: Path) -> Outcome:
     env = base_env(workdir)
     res = subprocess.run(cli("run", "--listeners", "top", "--interval", "0.05", "--", sys.executable, "-c", RAISES),
                          capture_output=True, text=True, timeout=120, env=env, cwd=workdir)
+    helper = [int((workdir / "helper.pid").read_text())]
+    left = alive(helper)
+    kill_all(helper)
     [run] = runs_in(env["MLFLOW_TRACKING_URI"])
-    out = outcome_of("workload raises", env["MLFLOW_TRACKING_URI"], run, res.returncode,
-                     "exit code 1 propagated")
-    out.details["stderr"] = res.stderr
+    out = outcome_of("workload raises (leaving a setsid() helper behind)", env["MLFLOW_TRACKING_URI"], run,
+                     res.returncode, f"exit code 1 propagated; helper {'LEFT' if left else 'reaped'}")
+    out.details.update(stderr=res.stderr, helper_left=left)
     return out
 
 
@@ -284,7 +290,8 @@ def sqlite_contention(workdir: Path, n: int = 4, seconds: float = 3.0, interval:
                   sent=sent, stored=sum(o.stored for o in per_run), spooled=sum(o.spooled for o in per_run),
                   duplicates=sum(o.duplicates for o in per_run),
                   status=",".join(sorted({r.info.status for r in runs})), exit_code=max(codes) if codes else None,
-                  notes=f"{len(runs)} runs; {sum('locked' in e for e in errs)} stderr mention a lock")
+                  notes=f"{len(runs)} runs, {sent / seconds:.0f} points/s offered; "
+                        f"{sum('locked' in e for e in errs)} of {n} stderr mention a lock")
     out.details.update(per_run=[(o.sent, o.stored, o.spooled) for o in per_run], stderr=errs, codes=codes)
     return out
 
@@ -535,12 +542,15 @@ def sweep_signal_and_resume(workdir: Path, sig: int, standin_env: dict[str, str]
     pidfile.unlink()
     resumed = subprocess.run(cli("sweep", str(spec)), capture_output=True, text=True, env=env, cwd=workdir,
                              timeout=300)
-    kill_all([int(p) for p in pidfile.read_text().split()] if pidfile.exists() else [])
+    second = [int(p) for p in pidfile.read_text().split()] if pidfile.exists() else []
+    second_left = alive(second)  # the held workloads exited normally; their escaped helpers must not stay
+    kill_all(second)
     by, sent, stored, dups = sweep_counts(uri)
     out = Outcome(f"{signal.Signals(sig).name} to `radt-ext sweep` in an MPS group, then resumed", sent=sent,
                   stored=stored, duplicates=dups, exit_code=code, status=f"{resumed.returncode}",
                   notes=f"{len(pids)} workload processes + {len(daemons)} MPS daemon(s), {len(survivors)} left")
     out.details.update(pids=pids, daemons=daemons, survivors=survivors, first_out=first_out,
+                       second=second, second_left=second_left,
                        after_signal=after_signal, final=by, resumed=[resumed.returncode,
                                                                      resumed.stdout + resumed.stderr])
     return out

@@ -33,4 +33,5 @@ def test_signalled_sweep_ends_everything_and_resumes(standins, tmp_path, sig):  
     assert final.get(("first", "FINISHED")) == 1, final  # skipped on resume, not run again
     assert final.get(("held-pair", "FINISHED")) == 1 and final.get(("held-pair", "KILLED")) == 1, final
     assert final.get(("after", "FINISHED")) == 1, final  # and the rest of the sweep ran
+    assert len(d["second"]) == 6 and d["second_left"] == [], d  # normal exit: escaped helpers reaped too
     assert out.sent > 0 and out.stored == out.sent and out.duplicates == 0

@@ -13,6 +13,7 @@ def test_workload_that_raises_is_failed_with_its_exit_code_and_every_sample(tmp_
     assert out.details["tags"]["radt_ext.exit_code"] == "1"
     assert out.sent > 0 and out.stored == out.sent and out.duplicates == 0 and out.spooled == 0
     assert out.details["tags"]["radt_ext.listener.top.samples"] != "0"
+    assert out.details["helper_left"] == []  # a setsid() helper does not outlive the session
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
