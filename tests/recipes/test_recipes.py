@@ -25,6 +25,15 @@ EXTRA = {
 EXPECTED_VARIANT = {"cnn_amp": "amp", "cnn_compiled": "compiled", "cnn_pruned": "pruned", "cnn_quantized": "quantized"}
 
 
+@pytest.fixture
+def store(tracking_uri, tmp_path, monkeypatch):
+    """The SQLite store, created here so experiment 0 keeps its artifacts under tmp_path
+    (MLflow puts them in ./mlruns of whichever process creates the store)."""
+    monkeypatch.chdir(tmp_path)
+    mlflow.MlflowClient().get_experiment("0")
+    return tracking_uri
+
+
 def params_for(recipe):
     return {**TINY, **EXTRA.get(recipe, {})}
 
@@ -54,7 +63,7 @@ def check_records(recipe):
 
 
 @pytest.mark.parametrize("recipe", ["cnn_pruned", "cnn_quantized"])
-def test_mlflow_run_with_local_env_manager(tracking_uri, recipe):
+def test_mlflow_run_with_local_env_manager(store, recipe):
     args = [a for k, v in params_for(recipe).items() for a in ("-P", f"{k}={v}")]
     done = subprocess.run([sys.executable, "-m", "mlflow", "run", f"recipes/{recipe}", "--env-manager", "local", *args],
                           cwd=REPO, capture_output=True, text=True, timeout=600)
@@ -67,7 +76,7 @@ def test_mlflow_run_with_local_env_manager(tracking_uri, recipe):
 
 
 @pytest.mark.parametrize("recipe", ["cnn_baseline", "cnn_amp", "cnn_compiled", "vit_baseline", "dlrm_baseline"])
-def test_recipe_entry_point_command(tracking_uri, tmp_path, recipe):
+def test_recipe_entry_point_command(store, tmp_path, recipe):
     from mlflow.projects._project_spec import load_project
 
     project = load_project(str(REPO / "recipes" / recipe))
@@ -90,7 +99,7 @@ def test_every_recipe_is_thin_and_installs_the_package_offline():
 
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("RADT_EXT_SLOW") != "1", reason="set RADT_EXT_SLOW=1: builds a virtualenv with torch (minutes)")
-def test_mlflow_run_with_default_virtualenv_manager(tracking_uri):
+def test_mlflow_run_with_default_virtualenv_manager(store):
     done = subprocess.run([sys.executable, "-m", "mlflow", "run", "recipes/cnn_pruned",
                            *[a for k, v in TINY.items() for a in ("-P", f"{k}={v}")]],
                           cwd=REPO, capture_output=True, text=True, timeout=3000)
