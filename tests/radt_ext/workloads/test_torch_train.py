@@ -89,3 +89,17 @@ def test_bad_input_gets_one_line_and_gpu_only_variants_refuse_before_a_run(track
     errors = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1 and needle in errors[0], done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_user_image_folder_via_data(tracking_uri, tmp_path):
+    from PIL import Image
+
+    for cls, colour in (("cats", (200, 30, 30)), ("dogs", (30, 30, 200))):
+        (tmp_path / "imgs" / cls).mkdir(parents=True)
+        for i in range(6):
+            Image.new("RGB", (20, 20), tuple(c + i for c in colour)).save(tmp_path / "imgs" / cls / f"{i}.png")
+    done = train("--data", str(tmp_path / "imgs"), "--image-size", "16", "--batch-size", "4")
+    assert done.returncode == 0, done.stderr
+    run = only_run()
+    assert run.data.params["dataset"] == "folder" and run.data.params["train_set_size"] == "10"
+    assert run.data.params["data"] == str(tmp_path / "imgs")
