@@ -24,6 +24,7 @@ from radt_ext.collocation.modes import CPU, Group, Workload, check, metric_name
 from radt_ext.collocation.mps import MpsDaemon
 from radt_ext.errors import UsageError
 from radt_ext.recorder import Recorder, select_listeners
+from radt_ext.report import log_report
 from radt_ext.session import WorkloadSession, WorkloadSpec, connect, experiment_id_for, exit_code, tracking_uri
 
 DEVICE_LISTENERS = ("nvml", "gpm", "smi", "dcgm", "rapl")
@@ -89,6 +90,7 @@ class GroupRunner:
         self.uri = tracking_uri(group.tracking_uri)
         self.client = None
         self.parent_run_id: str | None = None
+        self.experiment_name: str | None = None
         self.sessions: list[_Session] = []
         self.results: list[ChildResult] = []
         self.daemons: dict[str, MpsDaemon] = {}
@@ -146,9 +148,11 @@ class GroupRunner:
                 "collocation.index": str(index), **g.child_tags, **w.tags}
         if g.mode == "mig":
             tags["collocation.mig_device"] = watch
+        # the experiment the parent resolved, by name (unique), so no environment variable can part them
         spec = WorkloadSpec(command=list(w.command), listeners=names or "top", interval=g.interval,
-                            experiment_name=g.experiment_name, run_name=w.name, tags=tags, params=dict(w.params), tracking_uri=self.uri,
-                            parent_run_id=self.parent_run_id, env={**w.env, **env}, cwd=w.cwd)
+                            experiment_name=self.experiment_name, run_name=w.name, tags=tags,
+                            params=dict(w.params), tracking_uri=self.uri, parent_run_id=self.parent_run_id,
+                            env={**w.env, **env}, cwd=w.cwd)
         session = _Session(spec)
         session.unset = unset
         session.target.cuda_visible_devices = watch
@@ -187,6 +191,7 @@ class GroupRunner:
         g = self.group
         self.client = connect(self.uri)
         experiment_id = experiment_id_for(self.client, g.experiment_name)
+        self.experiment_name = self.client.get_experiment(experiment_id).name
         previous = {}
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
@@ -219,6 +224,9 @@ class GroupRunner:
                 env, unset, dev = mode_env[w.name]
                 session = self._session(w, i, env, unset, dev)
                 session.prepare()  # every child run exists before any workload starts
+                if session.experiment_id != experiment_id:
+                    raise UsageError(f"workload {w.name}: its run went to experiment {session.experiment_id}, "
+                                     f"not the group's {experiment_id}; unset MLFLOW_RUN_ID")
                 self.sessions.append(session)
                 self.results.append(ChildResult(w.name, session.run_id, w.device, 0.0))
         except BaseException:
@@ -318,6 +326,7 @@ class GroupRunner:
                                                             for k, v in summary.items()])
         self._log_tags(self.parent_run_id, tags)
         self.client.set_terminated(self.parent_run_id, status)
+        log_report(self.client, self.parent_run_id)  # the children's timelines stacked; never raises
         return GroupResult(self.parent_run_id, g.mode, status, code, t0, makespan, self.results, summary)
 
 
