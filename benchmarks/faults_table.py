@@ -98,11 +98,12 @@ def main() -> int:
         v = verdict(o)
         failed += v == "MISMATCH"
         lines.append(f"| {o.scenario} | {o.sent} | {o.stored} | {o.spooled} | {o.lost} | {o.duplicates} | "
-                     f"{o.status} | {o.exit_code if o.exit_code is not None else '-'} | {v} | {o.notes} | {took:.0f} |")
+                     f"{o.status or '-'} | {o.exit_code if o.exit_code is not None else '-'} | {v} | {o.notes} | {took:.0f} |")
     lines += [
         "",
-        "Notes: for the sweep rows *run status* is the exit code of the resumed `radt-ext sweep` and the counts",
-        "cover every run of both sweeps (the signalled one and the resumed one). For the server outage the",
+        "Notes: for the sweep rows *run status* is the MPS group's parent run after the signal, then after the",
+        "resume; the counts cover every run of both sweeps (the signalled one and the resumed one), and the",
+        "first, exclusive group, FINISHED before the signal, was skipped on resume. For the server outage the",
         "end-of-run summary, tags and status were spooled too and applied by `radt-ext sync`; sync ran twice",
         "over the same spool file and the second pass stored 0 points.",
         "",

@@ -547,7 +547,10 @@ def sweep_signal_and_resume(workdir: Path, sig: int, standin_env: dict[str, str]
     kill_all(second)
     by, sent, stored, dups = sweep_counts(uri)
     out = Outcome(f"{signal.Signals(sig).name} to `radt-ext sweep` in an MPS group, then resumed", sent=sent,
-                  stored=stored, duplicates=dups, exit_code=code, status=f"{resumed.returncode}",
+                  stored=stored, duplicates=dups, exit_code=code,
+                  status="{} then {} (resumed, exit code {})".format(
+                      "/".join(sorted({st for (g, st) in after_signal if g == "held-pair"})),
+                      "FINISHED" if by.get(("held-pair", "FINISHED")) else "not finished", resumed.returncode),
                   notes=f"{len(pids)} workload processes + {len(daemons)} MPS daemon(s), {len(survivors)} left")
     out.details.update(pids=pids, daemons=daemons, survivors=survivors, first_out=first_out,
                        second=second, second_left=second_left,
