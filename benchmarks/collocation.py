@@ -32,7 +32,7 @@ def rows(experiment: str, sweep: str, uri: str | None = None) -> list[dict]:
     if exp is None:
         return []
     runs = client.search_runs([exp.experiment_id], f"tags.`sweep.id` = '{sweep}'", max_results=10000)
-    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags and r.data.tags.get("sweep.role") != "report"]
     children: dict[str, list] = {}
     for r in runs:
         if "mlflow.parentRunId" in r.data.tags:

@@ -22,7 +22,7 @@ python3 -c "import mlflow; mlflow.set_tracking_uri('$MLFLOW_TRACKING_URI'); mlfl
 echo "== part 4: energy fidelity ($SECONDS s)"
 timeout 120 python3 -m benchmarks.energy_fidelity --seconds 12 --out $OUT || echo "energy_fidelity exited $?"
 echo "== part 2: sampling capacity ($SECONDS s)"
-timeout 200 python3 -m benchmarks.sampling --max-rate-seconds 3 --seconds 6 --settle 1 --out $OUT || echo "sampling exited $?"
+timeout 240 python3 -m benchmarks.sampling --max-rate-seconds 3 --seconds 6 --settle 1 --out $OUT || echo "sampling exited $?"
 BUDGET=$(( 470 - SECONDS - 45 )); [ $BUDGET -lt 60 ] && BUDGET=60
 echo "== part 1: overhead, budget $BUDGET s ($SECONDS s)"
 timeout $(( BUDGET + 75 )) python3 -m benchmarks.overhead --budget-s $BUDGET --window 2 --settle 0.5 --warmup 5 --batch 128 --out $OUT \

@@ -7,9 +7,10 @@ seconds, for `nvml` restricted to power+energy, the full `nvml` listener and `gp
 Reported: calls/s, call latency, and how often the power and energy values actually
 changed (the rate at which the driver publishes new readings).
 
-Part B, CPU at 1, 10 and 20 Hz:
-  - `nvml` power+energy through the real Recorder (monitor thread + MetricWriter into a
-    SQLite store) in this process; per-thread CPU from psutil (sampling thread, writer thread);
+Part B, CPU at 1, 10 and 20 Hz (and faster, to find the sustained limit):
+  - `nvml` power+energy (1–100 Hz) and `gpm` (20, 50 Hz) through the real Recorder (monitor
+    thread + MetricWriter into a SQLite store) in this process; CPU of the process less its idle
+    main thread, and per thread from psutil (sampling thread, writer thread);
   - the real monitor process behind `radt_ext.track()` (`python -m radt_ext.monitor_process`)
     with `nvml`, with `gpm`, and with every available listener; CPU of that process and its
     children (nvidia-smi for `smi`), measured after it reported ready.
@@ -49,6 +50,9 @@ def open_listener(kind: str, interval: float = 0.1):
     from listeners.base import Target
     from listeners.gpm import GpmListener
     from listeners.nvml import NvmlListener
+    from listeners.nvml_backend import reset
+
+    reset()  # NVML replay only: each listener replays the trace from its start (its GPM buffer labels match)
 
     if kind == "nvml power+energy":
         return power_energy_listener(interval)
@@ -97,18 +101,19 @@ def _thread_cpu(tids: dict[str, int]) -> dict[str, float]:
     return {name: times.get(tid, 0.0) for name, tid in tids.items()}
 
 
-def recorder_cpu(rate: float, seconds: float, settle: float, client, uri: str, experiment_id: str) -> dict:
-    """nvml power+energy through the real Recorder (monitor thread + writer into SQLite)."""
+def recorder_cpu(kind: str, rate: float, seconds: float, settle: float, client, uri: str,
+                 experiment_id: str) -> dict:
+    """One listener (`nvml power+energy` or `gpm`) through the real Recorder (monitor thread + writer, SQLite)."""
     from radt_ext.recorder import Recorder
 
-    run = client.create_run(experiment_id, run_name=f"power-energy-{rate:g}hz")
-    lst = power_energy_listener(1.0 / rate)
-    lst.open = lambda: None  # already open: power_energy_listener() opened it to pick the readers
+    run = client.create_run(experiment_id, run_name=f"{kind}-{rate:g}hz")
+    lst = open_listener(kind, 1.0 / rate)
+    lst.open = lambda: None  # already open: open_listener() opened it (and picked the power+energy readers)
     recorder = Recorder(client, run.info.run_id, uri, [lst]).start()
     time.sleep(settle)
     tids = {t.name.split("-")[1]: t.native_id for t in threading.enumerate() if t.name.startswith("radt-")}
     tids["main"] = threading.main_thread().native_id
-    state = recorder.monitor.states["nvml"]
+    state = recorder.monitor.states[lst.name]
     s0, c0, p0, t0 = state.samples, _thread_cpu(tids), _process_cpu(), time.perf_counter()
     time.sleep(seconds)
     s1, c1, p1, t1 = state.samples, _thread_cpu(tids), _process_cpu(), time.perf_counter()
@@ -118,7 +123,7 @@ def recorder_cpu(rate: float, seconds: float, settle: float, client, uri: str, e
     cpu = {name: 100.0 * (c1[name] - c0[name]) / wall for name in tids}
     # everything but the (sleeping) main thread: sampling thread, writer thread and its per-call helpers
     total = 100.0 * (p1 - p0) / wall - cpu.pop("main")
-    return {"what": "nvml power+energy (Recorder: sampling thread + writer, SQLite)", "rate_hz": rate,
+    return {"what": f"{kind} (Recorder in-process: sampling thread + writer, SQLite)", "rate_hz": rate,
             "achieved_hz": (s1 - s0) / wall, "cpu_pct_of_core": total,
             "cpu_pct_by_thread": cpu, "points_stored": recorder.writer.stored}
 
@@ -186,6 +191,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=6.0, help="measured seconds per CPU configuration")
     ap.add_argument("--settle", type=float, default=1.0)
     ap.add_argument("--rates", default=",".join(str(r) for r in RATES_HZ))
+    ap.add_argument("--power-energy-rates", default="1,10,20,50,100",
+                    help="rates for nvml power+energy through the in-process Recorder")
+    ap.add_argument("--gpm-rates", default="20,50", help="rates for gpm through the in-process Recorder")
     ap.add_argument("--process-listeners", default="nvml,gpm,all",
                     help="listener sets for the monitor process; 'all' = every available listener")
     ap.add_argument("--out", default="benchmark-results")
@@ -209,11 +217,13 @@ def main(argv=None) -> int:
         print(part_a[-1], flush=True)
 
     part_b = []
-    for rate in rates:
+    in_process = [("nvml power+energy", float(r)) for r in args.power_energy_rates.split(",") if r] + \
+        [("gpm", float(r)) for r in args.gpm_rates.split(",") if r]
+    for kind, rate in in_process:
         try:
-            part_b.append(recorder_cpu(rate, args.seconds, args.settle, client, uri, experiment_id))
+            part_b.append(recorder_cpu(kind, rate, args.seconds, args.settle, client, uri, experiment_id))
         except Exception as exc:
-            part_b.append({"what": "nvml power+energy (Recorder)", "rate_hz": rate,
+            part_b.append({"what": f"{kind} (Recorder)", "rate_hz": rate,
                            "error": f"{type(exc).__name__}: {exc}".splitlines()[0]})
         print(part_b[-1], flush=True)
     for listeners in args.process_listeners.split(","):

@@ -56,16 +56,19 @@ def test_overhead_refuses_a_configuration_list_without_the_baseline(tmp_path, tr
 
 def test_sampling_reports_rates_and_monitor_cpu(tmp_path, tracking_uri):
     result = run_script("sampling", tmp_path, tracking_uri, "--max-rate-seconds", "0.2", "--seconds", "0.5",
-                        "--settle", "0.1", "--rates", "20", "--process-listeners", "nvml")
+                        "--settle", "0.1", "--rates", "20", "--process-listeners", "nvml",
+                        "--power-energy-rates", "20", "--gpm-rates", "20")
     by_name = {a["listener"]: a for a in result["max_rate"]}
     assert set(by_name) == {"nvml power+energy", "nvml", "gpm"}
     for entry in by_name.values():
         assert "error" not in entry and entry["calls"] > 0
     # power and energy only (the listener's one field-values call may add average power, memory temperature)
     assert 2 <= by_name["nvml power+energy"]["values_per_reading"] < by_name["nvml"]["values_per_reading"]
-    kinds = [c["what"] for c in result["cpu"]]
-    assert len(kinds) == 2 and all("error" not in c for c in result["cpu"])
-    process = result["cpu"][1]
+    kinds = [c["what"].split(" (")[0] for c in result["cpu"]]
+    assert kinds == ["nvml power+energy", "gpm", "monitor process, listeners nvml"]
+    assert all("error" not in c for c in result["cpu"]), result["cpu"]
+    assert all(c["achieved_hz"] > 0 for c in result["cpu"][:2])
+    process = result["cpu"][2]
     assert process["points_stored"] > 0 and process["achieved_hz"]["nvml"] > 0
 
 
