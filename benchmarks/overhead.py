@@ -15,9 +15,12 @@ configuration sees the same warmed-up model, GPU clocks and CUDA context:
   mlflow-0.1s     the same at 0.1 s
   radt            radT (PyPI `radt`) with its SMI and TOP listeners (fixed 1 s: `nvidia-smi -l 1`, `top -d 1`)
 
-A round runs every configuration once in a shuffled order: each gets a settle period and
-then a timed window. A configuration's loss in a round is 1 - its throughput / the round's
-`none` throughput; the table reports the median and quartiles over rounds.
+A round runs every monitored configuration once in a shuffled order, each between two
+baseline (`none`) windows: none, A, none, B, none, ... A monitored configuration trains
+`--settle` seconds untimed after its monitor started, then a timed window. Its loss in a
+round is 1 - its throughput / the mean of the two baseline windows beside it (slow drift of
+the machine cancels); the table reports the median and quartiles over rounds. `none-b`
+(nothing started) measures the noise floor of that comparison.
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ import importlib.util
 import os
 import random
 import signal
+import statistics
 import sys
 import tempfile
 import time
@@ -266,15 +270,19 @@ def main(argv=None) -> int:
     stopped = False
     while not stopped and len(rounds) < args.rounds and (len(rounds) < args.min_rounds
                                                          or time.monotonic() - started < args.budget_s):
-        order = configs[:]
-        rng.shuffle(order)
-        result: dict = {"order": order, "throughput": {}}
+        monitored = [c for c in configs if c != "none"]
+        rng.shuffle(monitored)
+        order = ["none"]
+        for config in monitored:
+            order += [config, "none"]  # every monitored window between two baseline windows
+        result: dict = {"order": order, "windows": [], "throughput": {}, "loss_pct": {}}
         rounds.append(result)
         for config in order:
             info: dict = {}
             try:
                 with monitor(config, f"{config}-r{len(rounds) - 1}", info):
-                    trainer.run_for(args.settle)
+                    if config != "none":
+                        trainer.run_for(args.settle)
                     images, seconds = trainer.run_for(args.window)
             except Stop:
                 print("SIGTERM: writing the rounds measured so far", flush=True)
@@ -283,18 +291,31 @@ def main(argv=None) -> int:
             except Exception as exc:  # a monitor that cannot run here is reported, the others go on
                 errors.setdefault(config, f"{type(exc).__name__}: {exc}".splitlines()[0])
                 traceback.print_exc()
+                result["windows"].append([config, None])
                 continue
-            result["throughput"][config] = images / seconds
-            infos[config] = info
-        line = "  ".join(f"{c} {result['throughput'].get(c, float('nan')):,.0f}" for c in configs)
-        print(f"round {len(rounds)} ({time.monotonic() - started:.0f} s): img/s {line}", flush=True)
+            result["windows"].append([config, images / seconds])
+            if config != "none":
+                infos[config] = info
+        windows = result["windows"]
+        for i, (config, thr) in enumerate(windows):
+            if config == "none" or thr is None:
+                continue
+            if i + 1 < len(windows) and windows[i - 1][1] and windows[i + 1][1]:
+                base = (windows[i - 1][1] + windows[i + 1][1]) / 2.0  # the baseline on both sides
+                result["loss_pct"][config] = 100.0 * (1.0 - thr / base)
+            result["throughput"][config] = thr
+        nones = [t for c, t in windows if c == "none" and t]
+        if nones:
+            result["throughput"]["none"] = statistics.median(nones)
+        line = "  ".join(f"{c} {result['loss_pct'].get(c, float('nan')):+.1f}%" for c in configs if c != "none")
+        print(f"round {len(rounds)} ({time.monotonic() - started:.0f} s): none "
+              f"{result['throughput'].get('none', float('nan')):,.0f} img/s; loss {line}", flush=True)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
     per_config = {}
     for config in configs:
         thr = [r["throughput"][config] for r in rounds if config in r["throughput"]]
-        losses = [100.0 * (1.0 - r["throughput"][config] / r["throughput"]["none"]) for r in rounds
-                  if config in r["throughput"] and "none" in r["throughput"]]
+        losses = [r["loss_pct"][config] for r in rounds if config in r["loss_pct"]]
         entry = {"throughput_img_s": spread(thr), "loss_pct": spread(losses)}
         info = infos.get(config, {})
         if info.get("run_id"):
