@@ -62,7 +62,11 @@ def sweep_html(client, runs, title: str) -> str:
     loaded = [data.RunData(run_id=r.info.run_id, name=data.run_name(r), start_s=r.info.start_time / 1000.0,
                            status=r.info.status, tags=dict(r.data.tags), params=dict(r.data.params),
                            metrics=dict(r.data.metrics)) for r in runs]
-    parts = [figures.time_energy_scatter(loaded), figures.per_variant_bars(loaded), figures.slowdown_heatmap(loaded),
+    # a collocation sweep compares groups (makespan, group energy); the children's device-level energy overlaps
+    groups = [r for r in loaded if "makespan_s" in r.summary and figures.energy_of(r) is not None]
+    scatter = (figures.time_energy_scatter(groups, "Time vs energy per collocation group (makespan)") if groups
+               else figures.time_energy_scatter(loaded))
+    parts = [scatter, figures.per_variant_bars(loaded), figures.slowdown_heatmap(loaded),
              _summary_table(loaded)]
     if all(p is None for p in parts):
         parts = [f"<p class=note>None of the {len(loaded)} runs has summary metrics yet.</p>"]

@@ -164,9 +164,14 @@ def energy_of(run: RunData) -> float | None:
     return None
 
 
+def time_of(run: RunData) -> float | None:
+    """A run's duration; a collocation group's makespan."""
+    s = run.summary
+    return s.get("duration_s", s.get("makespan_s"))
+
+
 def time_energy_scatter(runs: list[RunData], title: str = "Time vs energy") -> go.Figure | None:
-    pts = [(r.summary["duration_s"], energy_of(r), r) for r in runs
-           if "duration_s" in r.summary and energy_of(r) is not None]
+    pts = [(time_of(r), energy_of(r), r) for r in runs if time_of(r) is not None and energy_of(r) is not None]
     if not pts:
         return None
     front = pareto_front([(t, e) for t, e, _ in pts])

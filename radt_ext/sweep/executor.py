@@ -2,13 +2,16 @@
 with a progress bar, hand each collocated group its exclusive baselines."""
 from __future__ import annotations
 
+import difflib
 import os
+import shlex
 from dataclasses import dataclass, field
 
 from radt_ext.collocation.group import run_group
 from radt_ext.errors import UsageError
 from radt_ext.session import connect, tracking_uri
 from radt_ext.sweep import console as out
+from radt_ext.sweep import report as sweep_report
 from radt_ext.sweep.plan import Variant
 
 
@@ -26,18 +29,85 @@ def _experiment_ids(client, name: str) -> list[str]:
     return [exp.experiment_id] if exp is not None and exp.lifecycle_stage == "active" else []
 
 
-def finished_runs(client, experiment: str) -> dict[str, str]:
-    """{sweep.hash: run id} of FINISHED parent runs in the experiment."""
+def finished_parents(client, experiment: str) -> list:
+    """FINISHED parent runs of sweeps in the experiment (tag `sweep.hash`), newest first."""
     ids = _experiment_ids(client, experiment)
     if not ids:
-        return {}
-    out = {}
-    runs = client.search_runs(ids, "attributes.status = 'FINISHED'", max_results=50000)
-    for r in runs:
-        h = r.data.tags.get("sweep.hash")
-        if h:
-            out.setdefault(h, r.info.run_id)
+        return []
+    runs = client.search_runs(ids, "attributes.status = 'FINISHED'", max_results=50000,
+                              order_by=["attributes.start_time DESC"])
+    return [r for r in runs if r.data.tags.get("sweep.hash")]
+
+
+def finished_runs(client, experiment: str) -> dict[str, str]:
+    """{sweep.hash: run id} of FINISHED parent runs in the experiment."""
+    out: dict[str, str] = {}
+    for r in finished_parents(client, experiment):
+        out.setdefault(r.data.tags["sweep.hash"], r.info.run_id)
     return out
+
+
+def _identity_of_run(tags: dict[str, str]) -> tuple:
+    params = tuple(sorted((k[len("sweep.param."):], v) for k, v in tags.items() if k.startswith("sweep.param.")))
+    return (tags.get("sweep.id"), tags.get("sweep.group"), tags.get("collocation.mode"), tags.get("collocation.gpu"),
+            tags.get("sweep.repeat"), params)
+
+
+def _identity(v: Variant) -> tuple:
+    """Which place of the plan a variant fills, whatever its content (commands, params, listeners)."""
+    return (v.sweep_id, v.label, v.mode, v.device, str(v.repeat), tuple(sorted(v.setting.items())))
+
+
+def changed_runs(client, variants: list[Variant]) -> dict[str, str]:
+    """{variant hash: run id} for variants not done whose place in the plan has a FINISHED run of
+    another content: the spec (a param, a recipe default, listeners...) changed since that run."""
+    done = {}
+    latest: dict[tuple, tuple[str, str]] = {}
+    for exp in {v.experiment for v in variants}:
+        for r in finished_parents(client, exp):
+            done.setdefault(r.data.tags["sweep.hash"], r.info.run_id)
+            latest.setdefault(_identity_of_run(r.data.tags), (r.data.tags["sweep.hash"], r.info.run_id))
+    out = {}
+    for v in variants:
+        hit = latest.get(_identity(v))
+        if v.hash not in done and hit and hit[0] != v.hash:
+            out[v.hash] = hit[1]
+    return out
+
+
+def what_changed(client, run_id: str, v: Variant) -> str:
+    """A short account of how a variant differs from an earlier FINISHED run of its place in the plan."""
+    try:
+        kids = client.search_runs([client.get_run(run_id).info.experiment_id],
+                                  f"tags.`mlflow.parentRunId` = '{run_id}'", max_results=1000)
+    except Exception:
+        kids = []
+    by_name = {k.data.tags.get("collocation.workload"): k for k in kids}
+    notes = []
+    for w in v.workloads:
+        old = by_name.get(w.name)
+        if old is None:
+            notes.append(f"{w.name}: not in that run")
+            continue
+        diffs = [f"{k} {old.data.params.get(k, '(unset)')} → {val}" for k, val in w.params.items()
+                 if old.data.params.get(k) != str(val)]
+        if not diffs and old.data.tags.get("radt_ext.command") != shlex.join(w.command)[:5000]:
+            diffs = [_command_diff(old.data.tags.get("radt_ext.command", ""), w.command)]
+        if diffs:
+            notes.append(f"{w.name}: " + ", ".join(diffs))
+    return "; ".join(notes) or "listeners, interval, env or MPS/MIG settings"
+
+
+def _command_diff(old: str, new: list[str]) -> str:
+    try:
+        before = shlex.split(old)
+    except ValueError:
+        before = old.split()
+    ops = difflib.SequenceMatcher(a=before, b=new, autojunk=False).get_opcodes()
+    for tag, i1, i2, j1, j2 in ops:
+        if tag != "equal":
+            return f"command {' '.join(before[i1:i2]) or '(nothing)'} → {' '.join(new[j1:j2]) or '(nothing)'}"
+    return "command"
 
 
 def baseline(client, experiment: str, workload_key: str) -> tuple[str, float] | None:
@@ -54,12 +124,13 @@ def baseline(client, experiment: str, workload_key: str) -> tuple[str, float] | 
     return None
 
 
-def plan_table(variants: list[Variant], done: dict[str, str]):
+def plan_table(variants: list[Variant], done: dict[str, str], changed: dict[str, str] | None = None):
     table = out.table("#", "hash", "mode", "group", "device", "params", "rep", "workloads", "state", title="sweep plan")
     for v in variants:
         table.add_row(str(v.index), v.hash[:10], v.mode, v.label, v.device,
                       " ".join(f"{k}={val}" for k, val in v.setting.items()), str(v.repeat),
-                      str(len(v.workloads)), "done, skip" if v.hash in done else "to run")
+                      str(len(v.workloads)), "done, skip" if v.hash in done else
+                      "spec changed, rerun" if v.hash in (changed or {}) else "to run")
     return table
 
 
@@ -75,9 +146,10 @@ def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = No
             done = {}
             for exp in {v.experiment for v in variants}:
                 done.update(finished_runs(client, exp))
+            changed = changed_runs(client, variants)
         except Exception:  # a dry run works without a reachable store
-            done = {}
-        console.print(plan_table(variants, done))
+            done, changed = {}, {}
+        console.print(plan_table(variants, done, changed))
         for v in variants:
             console.print(f"[{v.index}] {v.title}", highlight=False)
             for w in v.workloads:
@@ -87,6 +159,7 @@ def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = No
     done: dict[str, str] = {}
     for exp in {v.experiment for v in variants}:
         done.update(finished_runs(client, exp))
+    changed = changed_runs(client, variants)
     outcomes: list[Outcome] = []
     with out.progress(console) as progress:
         task = progress.add_task("sweep", total=len(variants))
@@ -104,8 +177,14 @@ def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = No
                     b = baseline(client, v.experiment, w.key)
                     if b:
                         baselines[w.name] = b
+            group = v.group(baselines, uri)
+            if v.hash in changed:  # resume matches content: say why this place of the plan runs again
+                progress.console.print(f"[{v.index}] {v.title}: spec changed since FINISHED run {changed[v.hash]} "
+                                       f"({what_changed(client, changed[v.hash], v)}); running it again",
+                                       highlight=False)
+                group.tags["sweep.supersedes"] = changed[v.hash]
             try:
-                result = run_group(v.group(baselines, uri), echo=lambda m: progress.console.print(m, highlight=False))
+                result = run_group(group, echo=lambda m: progress.console.print(m, highlight=False))
             except UsageError as exc:  # refused at run time (e.g. another MPS daemon owns the GPU): go on
                 progress.console.print(f"[{v.index}] {v.title}: REFUSED: {exc}", highlight=False)
                 outcomes.append(Outcome(v, "REFUSED", exit_code=2))
@@ -122,6 +201,10 @@ def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = No
             progress.advance(task)
             if result.status == "KILLED":
                 break  # a signal stopped the sweep; a re-run resumes here
+    for sweep_id, experiment in dict.fromkeys((v.sweep_id, v.experiment) for v in variants):
+        run_id, path = sweep_report.log(client, sweep_id, experiment)
+        if path:
+            console.print(f"sweep {sweep_id}: report {path} on run {run_id}", highlight=False)
     return outcomes
 
 
