@@ -130,6 +130,28 @@ class Trainer:
         return steps * self.batch, time.perf_counter() - start
 
 
+def log_progress_cost(calls: int = 2000) -> dict:
+    """µs per `log_progress` call without a session, and with a progress file as under radt-ext."""
+    from radt_ext import progress
+
+    out = {}
+    previous = os.environ.pop(progress.ENV, None)
+    try:
+        for label, path in (("no_session_us", None),
+                            ("with_progress_file_us", os.path.join(tempfile.mkdtemp(prefix="radt-bench-"), "p.json"))):
+            if path:
+                os.environ[progress.ENV] = path
+            start = time.perf_counter()
+            for _ in range(calls):
+                progress.log_progress(samples=0, steps=0)
+            out[label] = 1e6 * (time.perf_counter() - start) / calls
+            os.environ.pop(progress.ENV, None)
+    finally:
+        if previous is not None:
+            os.environ[progress.ENV] = previous
+    return out
+
+
 # --------------------------------------------------------------------------- monitors
 
 _radt = None
@@ -259,7 +281,10 @@ def main(argv=None) -> int:
 
     trainer = Trainer(args.batch, args.width, device)
     print(f"overhead: {device}, batch {args.batch}, width {args.width}, configs {configs}", flush=True)
-    trainer.run_for(args.warmup)
+    images, seconds = trainer.run_for(args.warmup)
+    progress_cost = log_progress_cost()
+    progress_cost["steps_per_s"] = images / args.batch / seconds
+    progress_cost["pct_of_step_with_file"] = progress_cost["with_progress_file_us"] * 1e-6 * progress_cost["steps_per_s"] * 100
 
     rng = random.Random(args.seed)
     rounds: list[dict] = []
@@ -348,7 +373,12 @@ def main(argv=None) -> int:
         r = per_config["radt"]
         md.append(f"- radT loaded as: {r['radt_loaded_as']}; its processes {r.get('radt_processes')}, "
                   f"alive when the window ended {r.get('radt_alive_at_end')} (last round)")
-    result = {"device": device, "args": vars(args), "configs": per_config, "rounds": rounds}
+    md.append(f"- `radt_ext.log_progress` per call: {fmt(progress_cost['no_session_us'], 1)} µs without a session, "
+              f"{fmt(progress_cost['with_progress_file_us'], 1)} µs with the progress file radt-ext sets; at this "
+              f"loop's {fmt(progress_cost['steps_per_s'], 0)} steps/s that is "
+              f"{fmt(progress_cost['pct_of_step_with_file'])} % of the loop's time (inside the radt-ext windows)")
+    result = {"device": device, "args": vars(args), "log_progress": progress_cost, "configs": per_config,
+              "rounds": rounds}
     write_results(args.out, "overhead", result, "\n".join(md))
     return 0
 
