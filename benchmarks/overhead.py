@@ -11,6 +11,7 @@ configuration sees the same warmed-up model, GPU clocks and CUDA context:
   none-b          no monitoring again, at another place in the round: its "loss" is the noise floor
   radt-ext-1hz    `radt_ext.track(interval=1.0)`: every available listener, separate process
   radt-ext-10hz   `radt_ext.track(interval=0.1)`
+  radt-ext-10hz:nvml+top   (not in the default list) only those listeners, to find which one costs
   mlflow-1s       MLflow's built-in system metrics (a thread in this process), sampling every 1 s
   mlflow-0.1s     the same at 0.1 s
   radt            radT (PyPI `radt`) with its SMI and TOP listeners (fixed 1 s: `nvidia-smi -l 1`, `top -d 1`)
@@ -30,6 +31,7 @@ import importlib
 import importlib.util
 import os
 import random
+import re
 import signal
 import statistics
 import sys
@@ -44,6 +46,8 @@ class Stop(Exception):
     """SIGTERM (a `timeout` around the script): stop measuring and write what was measured."""
 
 
+# radt-ext-<rate>hz, optionally with a listener list: radt-ext-10hz:nvml,top (to find which listener costs)
+RADT_EXT_CONFIG = re.compile(r"^radt-ext-\d+(\.\d+)?hz(:[a-z_]+(\+[a-z_]+)*)?$")
 _MAIN_PID = os.getpid()
 
 
@@ -201,8 +205,9 @@ def monitor(config: str, run_name: str, info: dict):
         # the submodule, not `radt_ext.track`: importing radt_ext.track rebinds that name to the module
         from radt_ext.track import track
 
-        interval = 1.0 if config == "radt-ext-1hz" else 0.1
-        with track(interval=interval, run_name=run_name) as run:
+        rate, _, listeners = config[len("radt-ext-"):].partition(":")
+        interval = 1.0 / float(rate[:-2])
+        with track(listeners=listeners.replace("+", ",") or None, interval=interval, run_name=run_name) as run:
             info["run_id"] = run.info.run_id
             yield
     elif config.startswith("mlflow-"):
@@ -263,9 +268,10 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
-    bad = [c for c in configs if c not in CONFIGS]
+    bad = [c for c in configs if c not in CONFIGS and not RADT_EXT_CONFIG.match(c)]
     if bad or "none" not in configs:
-        ap.error(f"--configs must include none and only names from {', '.join(CONFIGS)} (got {args.configs!r})")
+        ap.error(f"--configs must include none and only names from {', '.join(CONFIGS)} "
+                 f"or radt-ext-<rate>hz:<listener>+<listener> (got {args.configs!r})")
 
     import mlflow
     import torch
