@@ -20,7 +20,7 @@ export MLFLOW_TRACKING_URI=sqlite:///$W/mlflow.db RADT_EXT_SPOOL_DIR=$W/spool
   python3 -m radt_ext.cli listeners; nproc; git log -1 --format='commit %H %s' 2>/dev/null; } > $OUT/env.txt 2>&1
 python3 -c "import mlflow; mlflow.set_tracking_uri('$MLFLOW_TRACKING_URI'); mlflow.search_experiments()"  # create the store once
 
-PARTS=${PARTS:-4 2 1}  # e.g. PARTS="2 1" to skip the energy fidelity run
+PARTS=${PARTS:-4 2 1}  # e.g. PARTS="2 1" to skip the energy fidelity run; OVERHEAD_CONFIGS=none,none-b,... picks configurations
 for part in $PARTS; do case $part in
 4) echo "== part 4: energy fidelity ($SECONDS s)"
    timeout 120 python3 -m benchmarks.energy_fidelity --seconds 12 --out $OUT || echo "energy_fidelity exited $?" ;;
@@ -28,7 +28,7 @@ for part in $PARTS; do case $part in
    timeout 240 python3 -m benchmarks.sampling --max-rate-seconds 3 --seconds 6 --settle 1 --out $OUT || echo "sampling exited $?" ;;
 1) BUDGET=$(( 470 - SECONDS - 45 )); [ $BUDGET -lt 60 ] && BUDGET=60
    echo "== part 1: overhead, budget $BUDGET s ($SECONDS s)"
-   timeout $(( BUDGET + 75 )) python3 -m benchmarks.overhead --budget-s $BUDGET --window 2 --settle 1 --warmup 5 --batch 128 --out $OUT \
+   timeout $(( BUDGET + 75 )) python3 -m benchmarks.overhead --budget-s $BUDGET --window 2 --settle 1 --warmup 5 --batch 128 --out $OUT ${OVERHEAD_CONFIGS:+--configs $OVERHEAD_CONFIGS} \
      || echo "overhead exited $?" ;;
 esac; done
 echo "== done in $SECONDS s"; ls -la $OUT
