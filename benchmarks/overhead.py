@@ -17,7 +17,7 @@ configuration sees the same warmed-up model, GPU clocks and CUDA context:
   radt            radT (PyPI `radt`) with its SMI and TOP listeners (fixed 1 s: `nvidia-smi -l 1`, `top -d 1`)
 
 A round runs every monitored configuration once in a shuffled order, each between two
-baseline (`none`) windows: none, A, none, B, none, ... A monitored configuration trains
+baseline (`none`) windows: none, A, none, B, none, ... Every window (baseline too) trains
 `--settle` seconds untimed after its monitor started, then a timed window. Its loss in a
 round is 1 - its throughput / the mean of the two baseline windows beside it (slow drift of
 the machine cancels); the table reports the median and quartiles over rounds. `none-b`
@@ -287,7 +287,8 @@ def main(argv=None) -> int:
 
     trainer = Trainer(args.batch, args.width, device)
     print(f"overhead: {device}, batch {args.batch}, width {args.width}, configs {configs}", flush=True)
-    images, seconds = trainer.run_for(args.warmup)
+    trainer.run_for(args.warmup)  # the first step alone can take seconds (CUDA start, cuDNN autotuning)
+    images, seconds = trainer.run_for(min(2.0, args.window))
     progress_cost = log_progress_cost()
     progress_cost["steps_per_s"] = images / args.batch / seconds
     progress_cost["pct_of_step_with_file"] = progress_cost["with_progress_file_us"] * 1e-6 * progress_cost["steps_per_s"] * 100
@@ -312,8 +313,9 @@ def main(argv=None) -> int:
             info: dict = {}
             try:
                 with monitor(config, f"{config}-r{len(rounds) - 1}", info):
-                    if config != "none":
-                        trainer.run_for(args.settle)
+                    # every window, the baseline's too, starts `settle` s after a pause: the loop runs
+                    # faster just after one (batch 2 on the H200: none-b, settled, read 7 % below none)
+                    trainer.run_for(args.settle)
                     images, seconds = trainer.run_for(args.window)
             except Stop:
                 print("SIGTERM: writing the rounds measured so far", flush=True)
