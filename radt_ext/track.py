@@ -14,6 +14,7 @@ from listeners.base import Target
 from radt_ext import machine
 from radt_ext.errors import UsageError
 from radt_ext.progress import ENV as PROGRESS_ENV
+from radt_ext.progress import flush as flush_progress
 from radt_ext.recorder import select_listeners
 from radt_ext.session import ENV_ACTIVE, connect, tracking_uri
 
@@ -71,6 +72,7 @@ def track(listeners: str | None = None, interval: float | None = None, run_name:
         status = "KILLED" if isinstance(sys.exc_info()[1], KeyboardInterrupt) else "FAILED"
         raise
     finally:
+        flush_progress()
         monitor.stdin.close()  # tells the monitor to stop, flush and summarise
         try:
             monitor.wait(timeout=READY_TIMEOUT_S)
