@@ -38,3 +38,25 @@ def test_mlflow_run_with_the_radt_ext_backend(tracking_uri, tmp_path):
     assert run.data.tags["radt_ext.listeners"] == "top:0.05"
     assert run.data.tags["mlflow.project.backend"] == "radt-ext"
     assert "system/proc_cpu_pct" in run.data.metrics and run.data.metrics["summary/samples"] > 0
+
+
+def test_backend_over_a_recipe_style_entry_point_monitors_once(tracking_uri, tmp_path):
+    """A recipe's command is itself `radt-ext run -- ...`: under the backend it must pass straight through."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "MLproject").write_text(textwrap.dedent("""
+        name: nested
+        entry_points:
+          main:
+            command: "radt-ext run --listeners top --interval 0.2 -- python work.py"
+    """))
+    (project / "work.py").write_text("import time, mlflow\nwith mlflow.start_run():\n    time.sleep(0.8)\n")
+    res = subprocess.run([sys.executable, "-m", "mlflow", "run", str(project), "--backend", "radt-ext",
+                          "--env-manager", "local", "--backend-config", json.dumps({"listeners": "top",
+                                                                                    "interval": 0.05})],
+                         capture_output=True, text=True, timeout=180)
+    assert res.returncode == 0, res.stderr[-3000:]
+    run = only_run(tracking_uri)
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["radt_ext.listeners"] == "top:0.05"  # the outer session's, not a second one
+    assert res.stderr.count("radt-ext: run ") == 2  # one session: its start and end lines
