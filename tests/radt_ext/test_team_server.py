@@ -218,10 +218,12 @@ def test_radt_ext_sweep_over_http(mlflow_auth_server, user, monkeypatch, tmp_pat
     spec = tmp_path / "sweep.yaml"
     spec.write_text(yaml.safe_dump({
         "experiment": experiment,
-        "listeners": "top",
+        "devices": ["cpu"],
+        "child_listeners": "top",
         "interval": INTERVAL,
         "modes": ["exclusive"],
-        "workloads": [{"name": "tiny", "command": [sys.executable, "-c", "import time; time.sleep(0.5)"]}],
+        "workloads": {"tiny": {"command": f"{sys.executable} -c 'import time; time.sleep(0.5)'"}},
+        "groups": [{"workloads": ["tiny"]}],
         "repeats": 2,
     }))
     proc = subprocess.run([RADT, "sweep", str(spec)], env=_client_env(mlflow_auth_server, *user),
@@ -231,14 +233,18 @@ def test_radt_ext_sweep_over_http(mlflow_auth_server, user, monkeypatch, tmp_pat
     client = _as(monkeypatch, mlflow_auth_server, *user)
     exp = client.get_experiment_by_name(experiment)
     runs = client.search_runs([exp.experiment_id])
-    workload_runs = [r for r in runs if "radt_ext.metrics_stored" in r.data.tags]
-    assert len(workload_runs) >= 2
+    recorded = [r for r in runs if "radt_ext.metrics_stored" in r.data.tags]
+    workload_runs = [r for r in recorded if "mlflow.parentRunId" in r.data.tags]
+    assert len(workload_runs) == 2  # one per repeat, each a child of its group's parent
     for run in workload_runs:
-        assert run.info.status == "FINISHED"
         points = sum(len(client.get_metric_history(run.info.run_id, k))
                      for k in run.data.metrics if k.startswith("system/"))
         assert points > 0
-        assert int(run.data.tags["radt_ext.metrics_stored"]) == points
+    for run in recorded:  # parents (device level: nothing on a CPU device) and children alike
+        assert run.info.status == "FINISHED"
+        points = sum(len(client.get_metric_history(run.info.run_id, k))
+                     for k in run.data.metrics if k.startswith("system/"))
+        assert int(run.data.tags["radt_ext.metrics_sent"]) == int(run.data.tags["radt_ext.metrics_stored"]) == points
 
 
 # ---------------------------------------------------------------- deployment files
