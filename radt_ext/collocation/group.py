@@ -322,11 +322,10 @@ class GroupRunner:
                 with contextlib.suppress(Exception):
                     self.client.log_text(self.parent_run_id, log, f"mps/gpu{device}_control.log")
             tags[f"collocation.mps.gpu{device}.quit"] = (daemon.quit_output or "sent")[:500]
-        self.client.log_batch(self.parent_run_id, metrics=[Metric(f"summary/{k}", float(v), now, 0)
-                                                            for k, v in summary.items()])
-        self._log_tags(self.parent_run_id, tags)
-        self.client.set_terminated(self.parent_run_id, status)
-        log_report(self.client, self.parent_run_id)  # the children's timelines stacked; never raises
+        # like a workload's end: spooled with the samples when the store is away (`radt-ext sync` applies it)
+        metrics = [Metric(f"summary/{k}", float(v), now, 0) for k, v in summary.items()]
+        if recorder.writer.end_run(metrics, tags, status):
+            log_report(self.client, self.parent_run_id)  # the children's timelines stacked; never raises
         return GroupResult(self.parent_run_id, g.mode, status, code, t0, makespan, self.results, summary)
 
 
