@@ -202,8 +202,7 @@ def monitor(config: str, run_name: str, info: dict):
     if config in ("none", "none-b"):
         yield
     elif config.startswith("radt-ext-"):
-        # the submodule, not `radt_ext.track`: importing radt_ext.track rebinds that name to the module
-        from radt_ext.track import track
+        from radt_ext import track
 
         rate, _, listeners = config[len("radt-ext-"):].partition(":")
         interval = 1.0 / float(rate[:-2])

@@ -10,11 +10,11 @@ __version__ = "0.1.0"
 
 
 def track(*args, **kwargs):
-    from radt_ext.track import track as _track
+    from radt_ext.tracking import track as _track
 
     return _track(*args, **kwargs)
 
 
-track.__doc__ = "Sample the hardware while a `with` block runs; see radt_ext.track.track."
+track.__doc__ = "Sample the hardware while a `with` block runs; see radt_ext.tracking.track."
 
 __all__ = ["log_progress", "track", "__version__"]

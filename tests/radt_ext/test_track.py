@@ -54,3 +54,15 @@ def test_track_bad_listener_fails_before_any_run(tracking_uri):
                          capture_output=True, text=True, timeout=60)
     assert res.returncode != 0 and "unknown listener 'nope'" in res.stderr
     assert MlflowClient(tracking_uri).search_runs(["0"]) == []
+
+
+def test_track_twice_in_one_process(tracking_uri):
+    script = ("import radt_ext\n"
+              "for i in range(2):\n"
+              "    with radt_ext.track(listeners='top', interval=0.05, run_name=f'r{i}'):\n"
+              "        radt_ext.log_progress(samples=1)\n")
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    runs = MlflowClient(tracking_uri).search_runs(["0"])
+    assert sorted(r.info.run_name for r in runs) == ["r0", "r1"]
+    assert all(r.info.status == "FINISHED" for r in runs)
