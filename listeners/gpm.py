@@ -11,9 +11,10 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from listeners.base import Listener, ListenerError, Target
+from listeners.base import ListenerError, Target
 from listeners.devices import GpuDevice, resolve, unavailable_reason
-from listeners.nvml_backend import init_error, nvml
+from listeners.nvml_backend import nvml
+from listeners.nvml_listener import NvmlListenerBase
 
 # NVML_GPM_METRIC_* name → metric-name suffix
 METRICS = {
@@ -58,7 +59,7 @@ def gpm_support_reason(nv, device: GpuDevice) -> str | None:
     return None
 
 
-class GpmListener(Listener):
+class GpmListener(NvmlListenerBase):
     name = "gpm"
     description = "SM, tensor, DRAM and FP pipe activity per GPU and MIG instance (NVML GPM, Hopper+)"
     default_interval = 0.2
@@ -67,7 +68,6 @@ class GpmListener(Listener):
         super().__init__(target, interval)
         self._sources: list[_Source] = []
         self._metric_ids: dict[int, str] = {}
-        self._open = False
         self.skipped: list[str] = []  # one line per visible GPU that GPM cannot watch
 
     @classmethod
@@ -85,20 +85,7 @@ class GpmListener(Listener):
             return reasons[0]
         return None
 
-    def open(self) -> None:
-        nv = nvml()
-        try:
-            nv.nvmlInit()
-        except nv.NVMLError as exc:
-            raise ListenerError(init_error(exc)) from None
-        self._open = True
-        try:
-            self._open_sources(nv)
-        except BaseException:
-            self.close()  # the monitor does not close a listener whose open() failed
-            raise
-
-    def _open_sources(self, nv) -> None:
+    def open_devices(self, nv) -> None:
         self._metric_ids = {int(getattr(nv, const)): suffix for const, suffix in METRICS.items()}
         for d in resolve(self.target.cuda_visible_devices):
             reason = gpm_support_reason(nv, d)
@@ -157,6 +144,4 @@ class GpmListener(Listener):
                 except nv.NVMLError:
                     pass
         self._sources = []
-        if self._open:
-            self._open = False
-            nv.nvmlShutdown()
+        super().close()

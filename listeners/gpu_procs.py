@@ -16,9 +16,10 @@ from typing import Mapping
 
 import psutil
 
-from listeners.base import Listener, ListenerError, Target
-from listeners.devices import GpuDevice, resolve, unavailable_reason
-from listeners.nvml_backend import init_error, nvml
+from listeners.base import Target
+from listeners.devices import GpuDevice, resolve
+from listeners.nvml_backend import nvml
+from listeners.nvml_listener import NvmlListenerBase
 
 MIB = 1024 * 1024
 
@@ -33,7 +34,7 @@ def process_tree(pid: int | None) -> set[int]:
         return {pid}
 
 
-class GpuProcsListener(Listener):
+class GpuProcsListener(NvmlListenerBase):
     name = "gpu_procs"
     description = "GPU memory and SM utilization of the workload's own processes (NVML per-process data)"
     default_interval = 0.2
@@ -43,19 +44,8 @@ class GpuProcsListener(Listener):
         self.devices: list[GpuDevice] = []
         self._last_ts: dict[int, int] = {}
         self._no_util: set[int] = set()  # devices where process utilization is not supported
-        self._open = False
 
-    @classmethod
-    def probe(cls, target: Target) -> str | None:
-        return unavailable_reason(target.cuda_visible_devices)
-
-    def open(self) -> None:
-        nv = nvml()
-        try:
-            nv.nvmlInit()
-        except nv.NVMLError as exc:
-            raise ListenerError(init_error(exc)) from None
-        self._open = True
+    def open_devices(self, nv) -> None:
         self.devices = resolve(self.target.cuda_visible_devices)
 
     def read(self) -> Mapping[str, float]:
@@ -103,7 +93,3 @@ class GpuProcsListener(Listener):
         return {p + "sm_pct": float(sum(int(s.smUtil) for s in newest.values())),
                 p + "mem_util_pct": float(sum(int(s.memUtil) for s in newest.values()))}
 
-    def close(self) -> None:
-        if self._open:
-            self._open = False
-            nvml().nvmlShutdown()

@@ -11,9 +11,10 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Mapping
 
-from listeners.base import Listener, ListenerError, Target
-from listeners.devices import GpuDevice, describe, resolve, unavailable_reason
-from listeners.nvml_backend import init_error, nvml
+from listeners.base import Target
+from listeners.devices import GpuDevice, describe, resolve
+from listeners.nvml_backend import nvml
+from listeners.nvml_listener import NvmlListenerBase
 
 # clock-event reason bit → name in `gpu{i}_throttle_<name>_bool` (pynvml nvmlClocksEventReason*)
 THROTTLE_REASONS = {
@@ -61,7 +62,7 @@ def _permanent(nv) -> tuple:
     return (nv.NVMLError_NotSupported, nv.NVMLError_FunctionNotFound, nv.NVMLError_NoPermission)
 
 
-class NvmlListener(Listener):
+class NvmlListener(NvmlListenerBase):
     name = "nvml"
     description = "GPU power, energy, temperature, clocks, utilization, memory, PCIe, throttle reasons (NVML)"
     default_interval = 0.1
@@ -72,28 +73,13 @@ class NvmlListener(Listener):
         self._readers: list[tuple[str, Callable[[], Mapping[str, float]]]] = []
         self._energy_start: dict[int, float] = {}
         self._tags: dict[str, str] = {}
-        self._open = False
         self.dropped: list[str] = []  # readings this GPU does not support, as `gpu{i}_<name>`
 
-    @classmethod
-    def probe(cls, target: Target) -> str | None:
-        return unavailable_reason(target.cuda_visible_devices)
-
-    def open(self) -> None:
-        nv = nvml()
-        try:
-            nv.nvmlInit()
-        except nv.NVMLError as exc:
-            raise ListenerError(init_error(exc)) from None
-        self._open = True
-        try:
-            self.devices = resolve(self.target.cuda_visible_devices)
-            self._tags = describe(self.devices)
-            for d in self.devices:
-                self._readers.extend(self._device_readers(nv, d))
-        except BaseException:
-            self.close()  # the monitor does not close a listener whose open() failed
-            raise
+    def open_devices(self, nv) -> None:
+        self.devices = resolve(self.target.cuda_visible_devices)
+        self._tags = describe(self.devices)
+        for d in self.devices:
+            self._readers.extend(self._device_readers(nv, d))
 
     def _device_readers(self, nv, d: GpuDevice) -> list[tuple[str, Callable[[], Mapping[str, float]]]]:
         p = f"gpu{d.index}_"
@@ -215,11 +201,6 @@ class NvmlListener(Listener):
         for i in reversed(dropped):
             del self._readers[i]
         return values
-
-    def close(self) -> None:
-        if self._open:
-            self._open = False
-            nvml().nvmlShutdown()
 
     def tags(self) -> Mapping[str, str]:
         return dict(self._tags)

@@ -19,7 +19,7 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Mapping
 
 # Dense peak TFLOP/s per precision, from vendor data sheets (SXM parts), used only when a
 # measured peak is not available. Keys are matched as substrings of the device name.
