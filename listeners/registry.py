@@ -43,7 +43,7 @@ def availability(name: str, target: Target | None = None) -> str | None:
     try:
         cls = load(name)
     except SpecError:
-        raise
+        raise  # an unknown name is bad input, not an unavailable listener
     except Exception as exc:  # an import failure is a reason, not a crash
         return f"cannot import: {exc}".splitlines()[0]
     try:

@@ -127,12 +127,7 @@ def _slice_out(m: nn.Module, keep: torch.Tensor) -> nn.Module:
         new = nn.Conv2d(m.in_channels, len(keep), m.kernel_size, m.stride, m.padding, m.dilation, m.groups, m.bias is not None)
     else:
         new = nn.Linear(m.in_features, len(keep), m.bias is not None)
-    new = new.to(m.weight.device, m.weight.dtype)
-    with torch.no_grad():
-        new.weight.copy_(m.weight[keep])
-        if m.bias is not None:
-            new.bias.copy_(m.bias[keep])
-    return new
+    return _filled(new, m, m.weight[keep], m.bias[keep] if m.bias is not None else None)
 
 
 def _slice_in(m: nn.Module, keep: torch.Tensor, channels: int) -> nn.Module:
@@ -144,21 +139,21 @@ def _slice_in(m: nn.Module, keep: torch.Tensor, channels: int) -> nn.Module:
         spatial = m.in_features // channels
         cols = (keep[:, None] * spatial + torch.arange(spatial, device=keep.device)).flatten()
         new = nn.Linear(len(cols), m.out_features, m.bias is not None)
-    new = new.to(m.weight.device, m.weight.dtype)
-    with torch.no_grad():
-        new.weight.copy_(m.weight[:, cols])
-        if m.bias is not None:
-            new.bias.copy_(m.bias)
-    return new
+    return _filled(new, m, m.weight[:, cols], m.bias)
 
 
 def _slice_depthwise(m: nn.Conv2d, keep: torch.Tensor) -> nn.Conv2d:
     new = nn.Conv2d(len(keep), len(keep), m.kernel_size, m.stride, m.padding, m.dilation, len(keep), m.bias is not None)
-    new = new.to(m.weight.device, m.weight.dtype)
+    return _filled(new, m, m.weight[keep], m.bias[keep] if m.bias is not None else None)
+
+
+def _filled(new: nn.Module, old: nn.Module, weight: torch.Tensor, bias: torch.Tensor | None) -> nn.Module:
+    """`new` on `old`'s device and dtype, holding the kept slice of `old`'s weights."""
+    new = new.to(old.weight.device, old.weight.dtype)
     with torch.no_grad():
-        new.weight.copy_(m.weight[keep])
-        if m.bias is not None:
-            new.bias.copy_(m.bias[keep])
+        new.weight.copy_(weight)
+        if bias is not None:
+            new.bias.copy_(bias)
     return new
 
 
