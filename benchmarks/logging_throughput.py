@@ -8,7 +8,9 @@ started by `tests/servers.py`. For each store:
     takes without radt-ext in the way);
   - writer: N points handed to the real `radt_ext.writer.MetricWriter` as fast as possible,
     timed until `close()` returned (every point stored), with the writer's CPU (the process's
-    CPU less the producing main thread's: the writer's own threads and `close()`).
+    CPU less the producing main thread's: the writer's own threads and `close()`). Into SQLite the
+    writer inserts directly into MLflow's tables (`radt_ext/bulk_metrics.py`); it is measured again
+    with `bulk=False`, i.e. through `log_batch` as into a server.
   - SQLite only, for reference (not a radt-ext path): the same number of rows inserted straight into
     MLflow's `metrics` table with sqlite3 `executemany`, to show what the file takes without MLflow's ORM.
 Then, into SQLite:
@@ -90,12 +92,12 @@ def raw_sqlite_reference(db_path: str, run_id: str, points: int) -> dict:
     return {"points": points, "seconds": wall, "points_per_s": points / wall}
 
 
-def writer_bulk(client, uri: str, experiment_id: str, points: int, name: str) -> dict:
+def writer_flood(client, uri: str, experiment_id: str, points: int, name: str, bulk: bool = True) -> dict:
     """`points` points into a real MetricWriter as fast as they can be added; timed until close()."""
     from radt_ext.writer import MetricWriter
 
     run_id = client.create_run(experiment_id, run_name=name).info.run_id
-    writer = MetricWriter(client, run_id, uri).start()
+    writer = MetricWriter(client, run_id, uri, bulk=bulk).start()
     t0_ms = int(time.time() * 1000)
     start, c0, m0 = time.perf_counter(), _cpu(), _main_cpu()
     for n in range(points):
@@ -113,7 +115,7 @@ def writer_bulk(client, uri: str, experiment_id: str, points: int, name: str) ->
 
 
 def read_back(client, run_id: str, points: int) -> dict:
-    """Every point of the run's metrics, compared with what writer_bulk() wrote."""
+    """Every point of the run's metrics, compared with what writer_flood() wrote."""
     start = time.perf_counter()
     expected_per_key = points // METRICS
     missing = wrong = 0
@@ -155,6 +157,8 @@ def paced(client, uri: str, experiment_id: str, seconds: float) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--points", type=int, default=100_000, help="points for the SQLite writer test")
+    ap.add_argument("--log-batch-points", type=int, default=30_000,
+                    help="points for the SQLite writer forced through log_batch")
     ap.add_argument("--server-points", type=int, default=20_000)
     ap.add_argument("--ceiling-batches", type=int, default=50)
     ap.add_argument("--hour-seconds", type=int, default=3600, help="synthetic seconds at 10 Hz x 30 metrics")
@@ -184,16 +188,19 @@ def main(argv=None) -> int:
             entry = {"uri": uri.split("///")[0] + "///…" if uri.startswith("sqlite") else uri}
             entry["ceiling"] = ceiling(client, exp, batches)
             print(name, "ceiling", entry["ceiling"], flush=True)
-            entry["writer"] = writer_bulk(client, uri, exp, points, "writer-bulk")
+            entry["writer"] = writer_flood(client, uri, exp, points, "writer")
             print(name, "writer", entry["writer"], flush=True)
             if name == "sqlite":
+                entry["writer_log_batch"] = writer_flood(client, uri, exp, args.log_batch_points,
+                                                         "writer-log-batch", bulk=False)
+                print(name, "writer through log_batch", entry["writer_log_batch"], flush=True)
                 ref_run = client.create_run(exp, run_name="raw-sqlite-reference").info.run_id
                 entry["raw_sqlite_reference"] = raw_sqlite_reference(str(work / "mlflow.db"), ref_run, points)
                 print(name, "raw sqlite3 reference", entry["raw_sqlite_reference"], flush=True)
             results["stores"][name] = entry
             if name == "sqlite":
                 hour_points = args.hour_seconds * RATE_HZ * METRICS
-                hour = writer_bulk(client, uri, exp, hour_points, "synthetic-hour")
+                hour = writer_flood(client, uri, exp, hour_points, "synthetic-hour")
                 hour["synthetic_seconds"] = args.hour_seconds
                 hour["writer_cpu_pct_of_core_over_hour"] = 100.0 * hour["writer_cpu_s"] / args.hour_seconds
                 hour["read_back"] = read_back(client, hour["run_id"], hour_points)
@@ -208,12 +215,16 @@ def main(argv=None) -> int:
     rows = []
     for name, e in results["stores"].items():
         c, w = e["ceiling"], e["writer"]
-        rows.append([name, fmt(c["points_per_s"], 0), fmt(w["points_per_s"], 0),
+        via_log_batch = e.get("writer_log_batch")
+        rows.append([name, fmt(c["points_per_s"], 0),
+                     fmt(w["points_per_s"], 0) if "writer_log_batch" in e else "–",
+                     fmt((via_log_batch or w)["points_per_s"], 0),
                      f"{w['stored']:,}/{w['points']:,}", fmt(w["writer_cpu_s"], 2),
                      fmt(w["writer_cpu_s"] / w["stored"] * 1e6 if w["stored"] else float("nan"), 1),
                      fmt(e["raw_sqlite_reference"]["points_per_s"], 0) if "raw_sqlite_reference" in e else "–"])
     md = ["### Logging throughput (CPU machine)", "",
-          table(["store", "log_batch ceiling points/s", "MetricWriter points/s", "stored/sent",
+          table(["store", "log_batch ceiling points/s", "MetricWriter direct insert points/s",
+                 "MetricWriter via log_batch points/s", "stored/sent (direct, or log_batch for a server)",
                  "writer CPU s", "writer CPU µs/point",
                  "reference: sqlite3 executemany points/s"], rows), ""]
     if "hour" in results:

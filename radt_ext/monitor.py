@@ -17,6 +17,7 @@ from listeners.base import Listener, Reading
 log = logging.getLogger(__name__)
 
 MAX_FAILURES = 3
+FINAL_GAP_S = 0.02  # a last reading closer than this to the previous one would repeat it (same ms, 0 % CPU)
 Sink = Callable[[str, Reading], None]  # (listener name, reading)
 
 
@@ -24,14 +25,16 @@ Sink = Callable[[str, Reading], None]  # (listener name, reading)
 class ListenerState:
     listener: Listener
     samples: int = 0
+    last_sample_at: float = float("-inf")  # time.monotonic() of the last successful sample
     error: str | None = None  # the last failure, kept even if the listener recovered
     gave_up: bool = False
 
 
 class Monitor:
-    def __init__(self, listeners: list[Listener], sink: Sink):
+    def __init__(self, listeners: list[Listener], sink: Sink, final_gap: float = FINAL_GAP_S):
         self.states = {lst.name: ListenerState(lst) for lst in listeners}
         self.sink = sink
+        self.final_gap = final_gap
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -64,7 +67,8 @@ class Monitor:
             self._sample_loop(state)
         finally:
             # one last reading so counters (energy) cover the whole run
-            if not state.gave_up:
+            gap = min(self.final_gap, listener.interval / 2)
+            if not state.gave_up and time.monotonic() - state.last_sample_at >= gap:
                 self._sample_once(state)
             try:
                 listener.close()
@@ -97,6 +101,7 @@ class Monitor:
         for reading in readings:
             self.sink(state.listener.name, reading)
         state.samples += len(readings)
+        state.last_sample_at = time.monotonic()
         return True
 
     def _fail(self, state: ListenerState, phase: str, exc: Exception) -> None:

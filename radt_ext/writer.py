@@ -35,6 +35,8 @@ from pathlib import Path
 
 from mlflow.entities import Metric, RunTag
 
+from radt_ext.bulk_metrics import BulkMetricInserter
+
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 1000  # MLflow's limit of metrics per log_batch call
@@ -93,6 +95,7 @@ class MetricWriter:
         lock_patience: float = 120.0,
         close_timeout: float = 30.0,
         call_timeout: float = 15.0,
+        bulk: bool = True,
     ):
         self.client = client
         self.run_id = run_id
@@ -118,6 +121,8 @@ class MetricWriter:
         self._inflight: list[Point] | None = None
         self._abandoned = False  # close() gave up waiting for the thread
         self._spool_failed = False
+        self._bulk: BulkMetricInserter | None = None
+        self._bulk_wanted = bulk and not self._http  # opened on first use, in the writer's thread
         self._thread = threading.Thread(target=self._loop, name=f"radt-writer-{run_id[:8]}", daemon=True)
 
     # -- public ---------------------------------------------------------------------
@@ -231,15 +236,36 @@ class MetricWriter:
             self._enter_outage(error)
             self._spool_points(batch)
 
+    def _bulk_inserter(self) -> BulkMetricInserter | None:
+        try:
+            return BulkMetricInserter.for_client(self.client, self.run_id)
+        except Exception as exc:  # the store cannot even be opened: log_batch will say why
+            log.debug("radt-ext: no bulk metric path: %s", first_line(exc))
+            return None
+
+    def _store_points(self, batch: list[Point]) -> None:
+        if self._bulk_wanted:
+            self._bulk_wanted = False
+            self._bulk = self._bulk_inserter()
+        if self._bulk is not None:
+            try:
+                return self._bulk.insert(batch)
+            except Exception as exc:
+                if is_locked(exc):
+                    raise
+                log.warning("radt-ext: direct insert into %s failed (%s); using MLflow's log_batch from now on",
+                            self.tracking_uri, first_line(exc))
+                self._bulk = None
+        self.client.log_batch(self.run_id, metrics=[p.metric() for p in batch], synchronous=True)
+
     def _log_batch(self, batch: list[Point]) -> str | None:
         """None when stored, else the last error's first line."""
-        metrics = [p.metric() for p in batch]
         delay = 0.2
         attempt = 0
         locked_since = None
         while True:
             try:
-                call = lambda: self.client.log_batch(self.run_id, metrics=metrics, synchronous=True)  # noqa: E731
+                call = lambda: self._store_points(batch)  # noqa: E731
                 if self._http:
                     self._call_with_deadline(call, self.call_timeout)
                 else:  # a database store: a lock is waited out below, not cut short

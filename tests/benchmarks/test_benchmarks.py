@@ -97,9 +97,11 @@ def test_energy_fidelity_error_is_zero_for_an_exact_series():
 
 def test_logging_throughput_hour_is_read_back_complete(tmp_path, tracking_uri):
     result = run_script("logging_throughput", tmp_path, tracking_uri, "--no-server", "--points", "3000",
-                        "--ceiling-batches", "2", "--hour-seconds", "10", "--paced-seconds", "1")
+                        "--ceiling-batches", "2", "--hour-seconds", "10", "--paced-seconds", "1",
+                        "--log-batch-points", "1500")
     sqlite = result["stores"]["sqlite"]
     assert sqlite["writer"]["stored"] == 3000 and sqlite["writer"]["spooled"] == 0
+    assert sqlite["writer_log_batch"]["stored"] == 1500
     hour = result["hour"]
     assert hour["points"] == 10 * 10 * 30 and hour["stored"] == hour["points"]
     assert hour["read_back"]["complete"] is True

@@ -6,12 +6,13 @@ from radt_ext.writer import MAX_BATCH, MetricWriter
 
 
 def test_writer_stores_every_point_with_its_own_timestamp_and_step(tracking_uri):
+    """Through MLflow's log_batch (bulk=False; the direct path is tests/radt_ext/test_bulk_metrics.py)."""
     client = MlflowClient(tracking_uri)
     run_id = client.create_run("0").info.run_id
     calls = []
     real = client.log_batch
     client.log_batch = lambda *a, **k: (calls.append(len(k.get("metrics", ()))), real(*a, **k))[1]
-    writer = MetricWriter(client, run_id, tracking_uri, flush_interval=0.05).start()
+    writer = MetricWriter(client, run_id, tracking_uri, flush_interval=0.05, bulk=False).start()
     n = 2 * MAX_BATCH + 17
     for i in range(n):
         writer.add("system/x_pct", float(i), 1_700_000_000_000 + i, i)

@@ -1,0 +1,43 @@
+"""The monitor's last reading at stop: taken so counters cover the whole run, never a repeat of the
+reading just taken (the same millisecond, which MLflow would store once and psutil would read as 0 %)."""
+import time
+
+from listeners.base import Listener, Target
+from radt_ext.monitor import Monitor
+
+
+class Clock(Listener):
+    """A listener of the process's own CPU time: real values, one per sample."""
+    name = "clock"
+
+    def __init__(self, interval, on_sample=None):
+        super().__init__(Target(), interval)
+        self.on_sample = on_sample
+
+    def read(self):
+        if self.on_sample:
+            self.on_sample()
+        return {"cpu_s": time.process_time()}
+
+
+def _run(listener, final_gap, seconds):
+    readings = []
+    monitor = Monitor([listener], lambda name, r: readings.append(r), final_gap=final_gap)
+    listener.monitor = monitor
+    monitor.start()
+    time.sleep(seconds)
+    monitor.stop()
+    return readings
+
+
+def test_a_last_reading_is_taken_at_stop():
+    readings = _run(Clock(interval=30), final_gap=0.02, seconds=0.3)
+    assert len(readings) == 2  # the loop's first, then the one at stop, 0.3 s later
+    assert readings[1].time - readings[0].time >= 0.25
+
+
+def test_no_last_reading_right_after_one():
+    listener = Clock(interval=30)
+    listener.on_sample = lambda: listener.monitor._stop.set()  # stop arrives as the first sample is read
+    readings = _run(listener, final_gap=5.0, seconds=0.3)
+    assert len(readings) == 1
