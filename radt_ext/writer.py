@@ -40,6 +40,7 @@ from radt_ext.bulk_metrics import BulkMetricInserter
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 1000  # MLflow's limit of metrics per log_batch call
+BULK_BATCH = 10_000  # points per transaction on the direct path: fewer commits (each an fsync in SQLite)
 MAX_TAGS = 100  # MLflow's limit of tags per log_batch call
 ENV_SPOOL_DIR = "RADT_EXT_SPOOL_DIR"
 LOCKED = ("database is locked", "database table is locked", "database is busy")
@@ -202,7 +203,7 @@ class MetricWriter:
                 batch.append(self._queue.get_nowait())
             except queue.Empty:
                 break
-            if len(batch) == MAX_BATCH:
+            if len(batch) == (BULK_BATCH if self._bulk_wanted or self._bulk else MAX_BATCH):
                 self._write(batch)
                 batch = []
         if batch:
@@ -256,7 +257,9 @@ class MetricWriter:
                 log.warning("radt-ext: direct insert into %s failed (%s); using MLflow's log_batch from now on",
                             self.tracking_uri, first_line(exc))
                 self._bulk = None
-        self.client.log_batch(self.run_id, metrics=[p.metric() for p in batch], synchronous=True)
+        for i in range(0, len(batch), MAX_BATCH):
+            self.client.log_batch(self.run_id, metrics=[p.metric() for p in batch[i:i + MAX_BATCH]],
+                                  synchronous=True)
 
     def _log_batch(self, batch: list[Point]) -> str | None:
         """None when stored, else the last error's first line."""
