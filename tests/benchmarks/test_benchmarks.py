@@ -46,6 +46,20 @@ def test_overhead_measures_each_configuration_and_the_monitor_logs(tmp_path, tra
     assert configs["radt-ext-10hz"]["loss_pct"]["n"] == 1
 
 
+def test_overhead_paired_freezes_the_monitor_in_off_and_null_windows(tmp_path, tracking_uri):
+    pytest.importorskip("torch")
+    result = run_script("overhead_paired", tmp_path, tracking_uri, "--cycles", "2", "--window", "0.2",
+                        "--settle", "0.05", "--warmup", "0.1", "--batch", "4", "--width", "4")
+    kinds = [w["kind"] for w in result["windows"]]
+    assert kinds == ["off", "on", "off", "null"] * 2 + ["off"]
+    assert all(w["throughput"] > 0 for w in result["windows"])
+    assert result["loss"]["on"]["windows"] == result["loss"]["null"]["windows"] == 2
+    frozen = [w for w in result["windows"] if w["kind"] != "on"]
+    # SIGSTOPped: every process of the monitor's tree stopped, no CPU time and no point stamped inside
+    assert all(w["frozen"] and w["monitor_cpu_s"] == 0 and w["points_inside"] == 0 for w in frozen), frozen
+    assert result["run_status"] == "FINISHED" and result["metric_points"] > 0
+
+
 def test_overhead_refuses_a_configuration_list_without_the_baseline(tmp_path, tracking_uri):
     proc = subprocess.run([sys.executable, "-m", "benchmarks.overhead", "--configs", "radt-ext-1hz",
                            "--out", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=60)
