@@ -177,6 +177,47 @@ class RunRecord:
         if self.owns_run:
             self._client.set_terminated(self.run_id, "FAILED" if failed else "FINISHED")
 
+    def __enter__(self) -> "RunRecord":
+        return self
+
+    def __exit__(self, exc_type, *_) -> None:
+        self.finish(failed=exc_type is not None)
+
+
+@dataclass
+class TrainingLog:
+    """Training so far (epochs, seconds, FLOPs, best val loss), logged epoch by epoch and at the end."""
+
+    record: RunRecord
+    stopper: EarlyStopping
+    epoch: int = 0
+    seconds: float = 0.0
+    flops: float = 0.0
+
+    def epoch_done(self, start_s: float, end_s: float, samples: int, flops: float, metrics: Mapping[str, float],
+                   may_stop: bool = True) -> bool:
+        """Log one epoch (metrics include val_loss); True when early stopping ends training."""
+        self.seconds += end_s - start_s
+        self.flops += flops
+        self.record.log_epoch(self.epoch, start_s, end_s, samples, metrics)
+        self.epoch += 1
+        if not (may_stop and self.stopper.update(self.epoch - 1, metrics["val_loss"])):
+            return False
+        say(f"early stopping after epoch {self.epoch - 1}: val_loss has not improved for {self.stopper.patience} epochs")
+        self.record.set_tags({"early_stopped": "true"})
+        self.record.log_metrics({"stopped_epoch": self.epoch - 1})
+        return True
+
+    def finish(self, metrics: Mapping[str, float], peak_tflops: float | None) -> None:
+        """Log the end metrics with the training totals, at the step after the last epoch."""
+        out = dict(metrics)
+        out.update(train_time_s=self.seconds, epochs_run=self.epoch)
+        if self.stopper.best_epoch >= 0:
+            out["best_val_loss"] = self.stopper.best
+            out["best_epoch"] = self.stopper.best_epoch
+        out.update(utilisation(self.flops, self.seconds, peak_tflops))
+        self.record.log_metrics(out, step=self.epoch)
+
 
 def _param_text(value: object) -> str:
     if isinstance(value, float):

@@ -3,7 +3,7 @@
     python -m radt_ext.workloads.tf_train --recipe tf_xla --variant xla --model small_cnn ...
 
 The TensorFlow counterpart of `torch_train`, with the same options, params, tags and metrics
-(see `records`): it trains a Keras model fed by `tf.data` under the session's listeners (it
+(see `settings` and `records`): it trains a Keras model fed by `tf.data` under the session's listeners (it
 never samples hardware itself), reports progress with `radt_ext.log_progress` every step,
 and records into the MLflow run it was handed.
 
@@ -20,12 +20,15 @@ import time
 
 import click
 
+from . import settings
+
 if importlib.util.find_spec("tf_keras") is not None:
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 VARIANTS = ("baseline", "xla", "mixed", "pruned", "quantized")
 COMPILE_MODES = ("none", "xla")
+FAMILY = settings.Family("tf", half_variant="mixed", compile_variant="xla", compile_mode="xla")
 
 
 @click.command(context_settings={"show_default": True})
@@ -33,27 +36,13 @@ COMPILE_MODES = ("none", "xla")
 @click.option("--variant", type=click.Choice(VARIANTS), default="baseline")
 @click.option("--model", "model_name", default="small_cnn", help="small_cnn, mobilenet_v2, resnet50 or mlp")
 @click.option("--dataset", default="synthetic32", help="synthetic32, synthetic224, digits or digits8")
-@click.option("--data", "data_dir", default="", help="an image folder (one sub-folder per class); overrides --dataset")
-@click.option("--image-size", type=int, default=224, help="image side for --data folders")
-@click.option("--batch-size", type=click.IntRange(1), default=64)
-@click.option("--epochs", type=click.IntRange(0), default=2)
-@click.option("--lr", type=float, default=1e-3)
-@click.option("--seed", type=int, default=0)
 @click.option("--train-samples", type=click.IntRange(1), default=2048, help="synthetic training set size")
-@click.option("--val-samples", type=click.IntRange(1), default=512)
 @click.option("--precision", default="", help="fp32, bf16 (mixed_bfloat16) or fp16 (mixed_float16)")
 @click.option("--compile-mode", default="", help="none or xla (Keras jit_compile)")
 @click.option("--prune-method", default="unstructured", help="unstructured or semi24 (2:4 masks)")
-@click.option("--sparsity", type=click.FloatRange(0, 1, max_open=True), default=0.5)
-@click.option("--finetune-epochs", type=click.IntRange(0), default=1)
 @click.option("--quant-scheme", default="static_int8", help="static_int8, dynamic_int8 or float16 (TFLite)")
-@click.option("--calibration-batches", type=click.IntRange(1), default=16)
-@click.option("--patience", type=click.IntRange(0), default=0, help="early stopping on val loss (0: off)")
-@click.option("--min-delta", type=float, default=0.0)
 @click.option("--device", "device_req", type=click.Choice(("auto", "cpu", "gpu")), default="auto")
-@click.option("--infer-iters", type=click.IntRange(1), default=30)
-@click.option("--baseline-run-id", default="", help="run to compare with (tag baseline_run_id)")
-@click.option("--width", type=click.IntRange(1), default=32, help="small_cnn channels / mlp hidden units / 32")
+@settings.shared_options
 def main(**opts) -> None:
     cfg = settle(opts)
     from .records import RunRecord
@@ -70,15 +59,12 @@ def main(**opts) -> None:
         if keras_problem():
             raise click.ClickException(keras_problem())
     random.seed(cfg["seed"])
-    record = RunRecord(cfg["recipe"], cfg["variant"], cfg["baseline_run_id"] or None)
-    failed = True
-    try:
-        Trainer(cfg, device, device_name, record).run()
-        failed = False
-    finally:
-        reset_precision()  # global Keras state: leave none behind for a caller in the same process
-        _keras().backend.clear_session()
-        record.finish(failed=failed)
+    with RunRecord(cfg["recipe"], cfg["variant"], cfg["baseline_run_id"] or None) as record:
+        try:
+            Trainer(cfg, device, device_name, record).run()
+        finally:
+            reset_precision()  # global Keras state: leave none behind for a caller in the same process
+            _keras().backend.clear_session()
 
 
 def settle(opts: dict) -> dict:
@@ -88,31 +74,20 @@ def settle(opts: dict) -> dict:
     from .tf_pruning import METHODS, missing
     from .tf_quantization import SCHEMES
 
-    cfg = dict(opts)
-    v = cfg["variant"]
-    cfg["recipe"] = cfg["recipe"] or f"tf_{v}"
-    cfg["precision"] = cfg["precision"] or ("bf16" if v == "mixed" else "fp32")
-    cfg["compile_mode"] = cfg["compile_mode"] or ("xla" if v == "xla" else "none")
-    checks = [
-        (importlib.util.find_spec("tensorflow") is not None,
-         "TensorFlow is not installed; install the extra with pip install 'radt-ext[tensorflow]'"),
-        (cfg["model_name"] in MODELS, f"unknown model {cfg['model_name']!r}; choose one of {', '.join(MODELS)}"),
-        (cfg["precision"] in PRECISIONS, f"unknown precision {cfg['precision']!r}; choose one of {', '.join(PRECISIONS)}"),
-        (cfg["compile_mode"] in COMPILE_MODES, f"unknown compile_mode {cfg['compile_mode']!r}; choose none or xla"),
-        (v != "mixed" or cfg["precision"] in ("bf16", "fp16"), "variant=mixed trains in bf16 or fp16; set precision=bf16 or fp16"),
-        (v != "xla" or cfg["compile_mode"] == "xla", "variant=xla compiles with XLA; set compile_mode=xla"),
-        (cfg["prune_method"] in METHODS, f"unknown prune_method {cfg['prune_method']!r}; choose one of {', '.join(METHODS)}"),
-        (v != "pruned" or cfg["finetune_epochs"] >= 1,
-         "variant=pruned prunes while it fine-tunes (prune_low_magnitude); set finetune_epochs to 1 or more"),
-        (v != "pruned" or missing() is None, missing() or ""),
-        (cfg["quant_scheme"] in SCHEMES, f"unknown quant_scheme {cfg['quant_scheme']!r}; choose one of {', '.join(SCHEMES)}"),
-        (not cfg["data_dir"] or os.path.isdir(cfg["data_dir"]),
-         f"data={cfg['data_dir']!r} is not a folder; pass a folder with one sub-folder of images per class"),
-    ]
-    for ok, message in checks:
-        if not ok:
-            raise click.ClickException(message)
-    return cfg
+    def checks(cfg: dict) -> list[tuple[bool, str]]:
+        v = cfg["variant"]
+        return [
+            (importlib.util.find_spec("tensorflow") is not None,
+             "TensorFlow is not installed; install the extra with pip install 'radt-ext[tensorflow]'"),
+            (cfg["compile_mode"] in COMPILE_MODES, f"unknown compile_mode {cfg['compile_mode']!r}; choose none or xla"),
+            (v != "xla" or cfg["compile_mode"] == "xla", "variant=xla compiles with XLA; set compile_mode=xla"),
+            (v != "pruned" or cfg["finetune_epochs"] >= 1,
+             "variant=pruned prunes while it fine-tunes (prune_low_magnitude); set finetune_epochs to 1 or more"),
+            (v != "pruned" or missing() is None, missing() or ""),
+        ]
+
+    choices = {"model_name": MODELS, "precision": PRECISIONS, "prune_method": METHODS, "quant_scheme": SCHEMES}
+    return settings.settle(opts, FAMILY, choices, checks)
 
 
 def progress_callback(samples_per_step: int, flops_per_sample: float):
@@ -137,7 +112,7 @@ class Trainer:
         import tensorflow as tf
 
         from . import tf_data, tf_models
-        from .records import EarlyStopping, say
+        from .records import EarlyStopping, TrainingLog, say
         from .tf_device import measured_peak_tflops, set_precision
 
         cfg = self.cfg
@@ -155,28 +130,18 @@ class Trainer:
         self.peak, peak_source = measured_peak_tflops(self.device, cfg["precision"])
         if self.device == "cpu":
             say("MFU is n/a on CPU (no meaningful device peak); achieved TFLOP/s is still logged")
-        v = cfg["variant"]
         self.record.log_params({
-            "model": cfg["model_name"], "dataset": self.data.name, "data": cfg["data_dir"],
-            "batch_size": cfg["batch_size"], "epochs": cfg["epochs"], "lr": cfg["lr"], "seed": cfg["seed"],
-            "precision": cfg["precision"], "mixed_precision_policy": policy, "channels_last": True,
-            "compile_mode": cfg["compile_mode"],
-            "sparsity": cfg["sparsity"] if v == "pruned" else 0.0,
-            "prune_method": cfg["prune_method"] if v == "pruned" else "none",
-            "finetune_epochs": cfg["finetune_epochs"] if v == "pruned" else 0,
-            "quant_scheme": cfg["quant_scheme"] if v == "quantized" else "none",
-            "patience": cfg["patience"], "device": self.device, "device_name": self.device_name,
+            **settings.run_params(cfg), "dataset": self.data.name, "device": self.device, "device_name": self.device_name,
             "train_set_size": self.data.train_size, "val_set_size": self.data.val_size,
-            "peak_tflops_source": peak_source, "framework": "tensorflow",
-            "tensorflow_version": tf.__version__, "keras_version": _keras_version(),
+            "peak_tflops_source": peak_source, "mixed_precision_policy": policy, "channels_last": True,
+            "framework": "tensorflow", "tensorflow_version": tf.__version__, "keras_version": _keras_version(),
         })
-        self.stopper = EarlyStopping(cfg["patience"], cfg["min_delta"])
-        self.epoch, self.train_seconds, self.train_flops = 0, 0.0, 0.0
+        self.log = TrainingLog(self.record, EarlyStopping(cfg["patience"], cfg["min_delta"]))
         self.example = self._example()
         self._compile(self.model)
         self._train(self.model, cfg["epochs"])
-        final = self._variant()
-        self._finish(final)
+        apply_variant = {"pruned": self._prune, "quantized": self._quantize}.get(cfg["variant"])
+        self._finish(apply_variant() if apply_variant else self._measure(self.model))
 
     def _example(self):
         """One full inference batch from the validation set (repeated when the set is smaller)."""
@@ -206,8 +171,6 @@ class Trainer:
     # --- training -----------------------------------------------------------------------
 
     def _train(self, model, epochs: int, phase: str = "train", callbacks=()) -> None:
-        from .records import say
-
         per_step = min(self.cfg["batch_size"], self.data.train_size)
         progress = progress_callback(per_step, self.fwd_flops)
         for _ in range(epochs):
@@ -216,18 +179,11 @@ class Trainer:
             end = time.time()
             steps = self._steps_per_epoch()
             seen = steps * per_step
-            self.train_seconds += end - start
-            self.train_flops += 3 * self.fwd_flops * seen
             val = model.evaluate(self.data.val, verbose=0, return_dict=True)
-            self.record.log_epoch(self.epoch, start, end, seen, {
+            if self.log.epoch_done(start, end, seen, 3 * self.fwd_flops * seen, {
                 "train_loss": history.history["loss"][-1], "train_accuracy": history.history["accuracy"][-1],
                 "val_loss": val["loss"], "val_accuracy": val["accuracy"],
-            })
-            self.epoch += 1
-            if phase == "train" and self.stopper.update(self.epoch - 1, val["loss"]):
-                say(f"early stopping after epoch {self.epoch - 1}: val_loss has not improved for {self.cfg['patience']} epochs")
-                self.record.set_tags({"early_stopped": "true"})
-                self.record.log_metrics({"stopped_epoch": self.epoch - 1})
+            }, may_stop=phase == "train"):
                 break
 
     def _steps_per_epoch(self) -> int:
@@ -235,14 +191,6 @@ class Trainer:
         return max(1, size // batch) if size >= batch else 1
 
     # --- variants -----------------------------------------------------------------------
-
-    def _variant(self) -> dict:
-        v = self.cfg["variant"]
-        if v == "pruned":
-            return self._prune()
-        if v == "quantized":
-            return self._quantize()
-        return self._measure(self.model)
 
     def _measure(self, model, prefix: str = "inference") -> dict:
         import tensorflow as tf
@@ -274,7 +222,7 @@ class Trainer:
 
         cfg = self.cfg
         dense_params, _ = tf_models.param_counts(self.model)
-        self.record.log_metrics({"prune_epoch": self.epoch, "dense_param_count": dense_params,
+        self.record.log_metrics({"prune_epoch": self.log.epoch, "dense_param_count": dense_params,
                                  "dense_model_gzip_size_bytes": tf_models.gzip_size_bytes(self.model)})
         steps = self._steps_per_epoch() * cfg["finetune_epochs"]
         wrapped, layers, callbacks = tf_pruning.wrap(self.model, cfg["prune_method"], cfg["sparsity"], steps)
@@ -316,22 +264,13 @@ class Trainer:
     # --- end ------------------------------------------------------------------------------
 
     def _finish(self, final: dict) -> None:
-        from .records import utilisation
         from .tf_models import param_counts, size_bytes
 
         total, nonzero = param_counts(self.model)
-        metrics = dict(final)
-        metrics.update({
-            "model_size_bytes": getattr(self, "final_size", None) or size_bytes(self.model),
-            "param_count": total, "nonzero_param_count": nonzero,
-            "train_time_s": self.train_seconds, "epochs_run": self.epoch,
-            "forward_flops_per_sample": self.fwd_flops,
-        })
-        if self.stopper.best_epoch >= 0:
-            metrics["best_val_loss"] = self.stopper.best
-            metrics["best_epoch"] = self.stopper.best_epoch
-        metrics.update(utilisation(self.train_flops, self.train_seconds, self.peak))
-        self.record.log_metrics(metrics, step=self.epoch)
+        self.log.finish({
+            **final, "model_size_bytes": getattr(self, "final_size", None) or size_bytes(self.model),
+            "param_count": total, "nonzero_param_count": nonzero, "forward_flops_per_sample": self.fwd_flops,
+        }, self.peak)
 
 
 def _keras_version() -> str:

@@ -4,20 +4,22 @@
 
 It trains under the session's listeners (it never samples hardware itself), reports
 progress with `radt_ext.log_progress` every step, and records params, tags, per-epoch
-and end metrics in the MLflow run it was handed (see `records`).
+and end metrics in the MLflow run it was handed (see `settings` and `records`).
 """
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 import random
 import time
 
 import click
 
+from . import settings
+
 VARIANTS = ("baseline", "amp", "compiled", "pruned", "quantized")
 COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+FAMILY = settings.Family("cnn", half_variant="amp", compile_variant="compiled", compile_mode="default")
 
 
 @click.command(context_settings={"show_default": True})
@@ -25,32 +27,18 @@ COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune", "max-auto
 @click.option("--variant", type=click.Choice(VARIANTS), default="baseline")
 @click.option("--model", "model_name", default="small_cnn")
 @click.option("--dataset", default="synthetic32", help="synthetic32, synthetic224, digits, digits8 or clicks")
-@click.option("--data", "data_dir", default="", help="an image folder (one sub-folder per class); overrides --dataset")
-@click.option("--image-size", type=int, default=224, help="image side for --data folders")
-@click.option("--batch-size", type=click.IntRange(1), default=64)
-@click.option("--epochs", type=click.IntRange(0), default=2)
-@click.option("--lr", type=float, default=1e-3)
-@click.option("--seed", type=int, default=0)
 @click.option("--train-samples", type=click.IntRange(1), default=2048, help="synthetic/clicks training set size")
-@click.option("--val-samples", type=click.IntRange(1), default=512)
 @click.option("--precision", default="", help="fp32 (TF32 convs, PyTorch default), fp32-strict, tf32, bf16, fp16")
 @click.option("--channels-last", type=bool, default=False)
 @click.option("--compile-mode", type=click.Choice(COMPILE_MODES), default=None)
 @click.option("--compile-backend", default="inductor")
 @click.option("--prune-method", default="unstructured", help="unstructured, structured or semi24")
-@click.option("--sparsity", type=click.FloatRange(0, 1, max_open=True), default=0.5)
-@click.option("--finetune-epochs", type=click.IntRange(0), default=1)
 @click.option("--quant-scheme", default="static_int8", help="static_int8, dynamic_int8 or fp8")
-@click.option("--calibration-batches", type=click.IntRange(1), default=16)
-@click.option("--patience", type=click.IntRange(0), default=0, help="early stopping on val loss (0: off)")
-@click.option("--min-delta", type=float, default=0.0)
 @click.option("--device", "device_req", default="auto", help="auto, cpu or cuda[:N]")
-@click.option("--infer-iters", type=click.IntRange(1), default=30)
-@click.option("--baseline-run-id", default="", help="run to compare with (tag baseline_run_id)")
-@click.option("--width", type=click.IntRange(1), default=32, help="small_cnn channels / mlp hidden units / 32")
 @click.option("--num-tables", type=click.IntRange(1), default=26)
 @click.option("--table-rows", type=click.IntRange(2), default=100_000)
 @click.option("--embedding-dim", type=click.IntRange(1), default=64)
+@settings.shared_options
 def main(**opts) -> None:
     cfg = _settle(opts)
     import torch  # after argument checks, so bad input fails fast
@@ -71,15 +59,11 @@ def main(**opts) -> None:
         raise click.ClickException(refusal)
     torch.manual_seed(cfg["seed"])
     random.seed(cfg["seed"])
-    record = RunRecord(cfg["recipe"], cfg["variant"], cfg["baseline_run_id"] or None)
-    failed = True
-    try:
-        Trainer(cfg, device, record).run()
-        failed = False
-    except ValueError as err:  # a combination only the model or data can judge: one line, run FAILED
-        raise click.ClickException(str(err)) from None
-    finally:
-        record.finish(failed=failed)
+    with RunRecord(cfg["recipe"], cfg["variant"], cfg["baseline_run_id"] or None) as record:
+        try:
+            Trainer(cfg, device, record).run()
+        except ValueError as err:  # a combination only the model or data can judge: one line, run FAILED
+            raise click.ClickException(str(err)) from None
 
 
 def _settle(opts: dict) -> dict:
@@ -89,27 +73,16 @@ def _settle(opts: dict) -> dict:
     from .torch_device import PRECISIONS
     from .torch_models import MODELS
 
-    cfg = dict(opts)
-    v = cfg["variant"]
-    cfg["recipe"] = cfg["recipe"] or f"cnn_{v}"
-    cfg["precision"] = cfg["precision"] or ("bf16" if v == "amp" else "fp32")
-    cfg["compile_mode"] = cfg["compile_mode"] or ("default" if v == "compiled" else "none")
-    checks = [
-        (cfg["model_name"] in MODELS, f"unknown model {cfg['model_name']!r}; choose one of {', '.join(MODELS)}"),
-        (cfg["precision"] in PRECISIONS, f"unknown precision {cfg['precision']!r}; choose one of {', '.join(PRECISIONS)}"),
-        (v != "amp" or cfg["precision"] in ("bf16", "fp16"), "variant=amp trains in bf16 or fp16; set precision=bf16 or fp16"),
-        (v != "compiled" or cfg["compile_mode"] != "none", "variant=compiled needs a compile_mode other than none"),
-        (cfg["prune_method"] in METHODS, f"unknown prune_method {cfg['prune_method']!r}; choose one of {', '.join(METHODS)}"),
-        (cfg["quant_scheme"] in SCHEMES, f"unknown quant_scheme {cfg['quant_scheme']!r}; choose one of {', '.join(SCHEMES)}"),
-        ((cfg["model_name"] == "dlrm") == (cfg["dataset"] == "clicks") or bool(cfg["data_dir"]),
-         "model=dlrm goes with dataset=clicks, and dataset=clicks only with model=dlrm"),
-    ]
-    if cfg["data_dir"] and not os.path.isdir(cfg["data_dir"]):
-        checks.append((False, f"data={cfg['data_dir']!r} is not a folder; pass a folder with one sub-folder of images per class"))
-    for ok, message in checks:
-        if not ok:
-            raise click.ClickException(message)
-    return cfg
+    def checks(cfg: dict) -> list[tuple[bool, str]]:
+        return [
+            (cfg["variant"] != "compiled" or cfg["compile_mode"] != "none",
+             "variant=compiled needs a compile_mode other than none"),
+            ((cfg["model_name"] == "dlrm") == (cfg["dataset"] == "clicks") or bool(cfg["data_dir"]),
+             "model=dlrm goes with dataset=clicks, and dataset=clicks only with model=dlrm"),
+        ]
+
+    choices = {"model_name": MODELS, "precision": PRECISIONS, "prune_method": METHODS, "quant_scheme": SCHEMES}
+    return settings.settle(opts, FAMILY, choices, checks)
 
 
 class Trainer:
@@ -122,7 +95,7 @@ class Trainer:
         import torch
 
         from . import torch_data, torch_models
-        from .records import EarlyStopping, say
+        from .records import EarlyStopping, TrainingLog, say
         from .torch_device import device_name, measured_peak_tflops, set_matmul_precision
 
         cfg, device = self.cfg, self.device
@@ -142,26 +115,20 @@ class Trainer:
             say("MFU is n/a on CPU (no meaningful device peak); achieved TFLOP/s is still logged")
         self.peak = peak
         self.record.log_params({
-            "model": cfg["model_name"], "dataset": self.data.name, "data": cfg["data_dir"],
-            "batch_size": cfg["batch_size"], "epochs": cfg["epochs"], "lr": cfg["lr"], "seed": cfg["seed"],
-            "precision": cfg["precision"], "channels_last": cfg["channels_last"],
-            "compile_mode": cfg["compile_mode"], "compile_backend": cfg["compile_backend"] if cfg["compile_mode"] != "none" else "",
-            "sparsity": cfg["sparsity"] if cfg["variant"] == "pruned" else 0.0,
-            "prune_method": cfg["prune_method"] if cfg["variant"] == "pruned" else "none",
-            "finetune_epochs": cfg["finetune_epochs"] if cfg["variant"] == "pruned" else 0,
-            "quant_scheme": cfg["quant_scheme"] if cfg["variant"] == "quantized" else "none",
-            "patience": cfg["patience"], "device": device.type, "device_name": device_name(device),
-            "train_set_size": _size(self.data.train), "val_set_size": _size(self.data.val),
-            "peak_tflops_source": peak_source, "torch_version": torch.__version__,
+            **settings.run_params(cfg), "dataset": self.data.name, "device": device.type,
+            "device_name": device_name(device), "train_set_size": _size(self.data.train),
+            "val_set_size": _size(self.data.val), "peak_tflops_source": peak_source,
+            "channels_last": cfg["channels_last"],
+            "compile_backend": cfg["compile_backend"] if cfg["compile_mode"] != "none" else "",
+            "torch_version": torch.__version__,
             **({"num_tables": cfg["num_tables"], "table_rows": cfg["table_rows"], "embedding_dim": cfg["embedding_dim"]}
                if cfg["model_name"] == "dlrm" else {}),
         })
-        self.stopper = EarlyStopping(cfg["patience"], cfg["min_delta"])
-        self.epoch, self.train_seconds, self.train_flops = 0, 0.0, 0.0
+        self.log = TrainingLog(self.record, EarlyStopping(cfg["patience"], cfg["min_delta"]))
         self.step_model = self._compiled(self.model)
         self._train(cfg["epochs"])
-        final = self._variant()
-        self._finish(final)
+        apply_variant = {"pruned": self._prune, "quantized": self._quantize}.get(cfg["variant"])
+        self._finish(apply_variant() if apply_variant else self._measure(self.step_model))
 
     def _example(self):
         batch = next(iter(self.data.val))
@@ -201,7 +168,6 @@ class Trainer:
         from radt_ext.progress import log_progress
 
         from .inference import evaluate
-        from .records import say
         from .torch_device import grad_scaler, synchronize
 
         cfg, device = self.cfg, self.device
@@ -235,30 +201,14 @@ class Trainer:
                 log_progress(samples=n, steps=1, flops=3 * self.fwd_flops * n)
             synchronize(device)
             end = time.time()
-            self.train_seconds += end - start
-            self.train_flops += 3 * self.fwd_flops * seen
             val_loss, val_acc = evaluate(model, self.data.val, device, self._autocast)
-            self.record.log_epoch(self.epoch, start, end, seen, {
+            if self.log.epoch_done(start, end, seen, 3 * self.fwd_flops * seen, {
                 "train_loss": loss_sum.item() / max(seen, 1), "train_accuracy": correct.item() / max(seen, 1),
                 "val_loss": val_loss, "val_accuracy": val_acc,
-            })
-            self.epoch += 1
-            if phase == "train" and self.stopper.update(self.epoch - 1, val_loss):
-                say(f"early stopping after epoch {self.epoch - 1}: val_loss has not improved for {cfg['patience']} epochs")
-                self.record.set_tags({"early_stopped": "true"})
-                self.record.log_metrics({"stopped_epoch": self.epoch - 1})
+            }, may_stop=phase == "train"):
                 break
 
     # --- variants -----------------------------------------------------------------------
-
-    def _variant(self) -> dict:
-        """Apply the variant to the trained model; returns end metrics specific to it."""
-        v = self.cfg["variant"]
-        if v == "pruned":
-            return self._prune()
-        if v == "quantized":
-            return self._quantize()
-        return self._measure(self.step_model)
 
     def _measure(self, model, device=None, context=None, dtype=None, prefix: str = "inference") -> dict:
         from .inference import evaluate, latency
@@ -283,7 +233,7 @@ class Trainer:
         cfg, model = self.cfg, self.model
         method = cfg["prune_method"]
         dense_params, _ = param_counts(model)
-        self.record.log_metrics({"prune_epoch": self.epoch, "dense_param_count": dense_params})
+        self.record.log_metrics({"prune_epoch": self.log.epoch, "dense_param_count": dense_params})
         if method == "unstructured":
             pruning.apply_unstructured(model, cfg["sparsity"])
         elif method == "structured":
@@ -351,22 +301,14 @@ class Trainer:
     # --- end ------------------------------------------------------------------------------
 
     def _finish(self, final: dict) -> None:
-        from .records import utilisation
         from .torch_models import param_counts, size_bytes
 
         model = getattr(self, "final_model", self.model)
         total, nonzero = param_counts(self.model)
-        metrics = dict(final)
-        metrics.update({
-            "model_size_bytes": size_bytes(model), "param_count": total, "nonzero_param_count": nonzero,
-            "train_time_s": self.train_seconds, "epochs_run": self.epoch,
+        self.log.finish({
+            **final, "model_size_bytes": size_bytes(model), "param_count": total, "nonzero_param_count": nonzero,
             "forward_flops_per_sample": self.fwd_flops,
-        })
-        if self.stopper.best_epoch >= 0:
-            metrics["best_val_loss"] = self.stopper.best
-            metrics["best_epoch"] = self.stopper.best_epoch
-        metrics.update(utilisation(self.train_flops, self.train_seconds, self.peak))
-        self.record.log_metrics(metrics, step=self.epoch)
+        }, self.peak)
 
 
 def _size(batches) -> int:

@@ -8,64 +8,33 @@ store as it does under the session.
 """
 import importlib.util
 import shlex
-import subprocess
-import sys
-from pathlib import Path
 
-import mlflow
 import pytest
 
 import radt_ext.workloads.tf_train  # noqa: F401  sets TF_USE_LEGACY_KERAS before any test loads TensorFlow
+from tests.recipes.helpers import REPO, check_common_records, check_thin_recipe, mlflow_run, tiny_params
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
                                 reason="TensorFlow is not installed; pip install 'radt-ext[tensorflow]'")
 
-REPO = Path(__file__).resolve().parents[2]
 RECIPES = ["tf_baseline", "tf_xla", "tf_mixed", "tf_pruned", "tf_quantized"]
-TINY = {"epochs": "1", "train_samples": "64", "val_samples": "32", "batch_size": "32", "infer_iters": "3",
-        "dataset": "synthetic32"}
 EXTRA = {"tf_quantized": {"calibration_batches": "2", "dataset": "digits8"}, "tf_pruned": {"sparsity": "0.6"}}
-END_METRICS = ("train_loss", "train_accuracy", "val_loss", "val_accuracy", "epoch_time_s", "samples_per_s",
-               "epoch_start_time_s", "epoch_end_time_s", "final_accuracy", "inference_latency_p50_ms",
-               "inference_latency_p95_ms", "inference_latency_p99_ms", "inference_throughput_samples_per_s",
-               "model_size_bytes", "param_count", "nonzero_param_count", "achieved_tflops", "forward_flops_per_sample")
-
-
-def params_for(recipe):
-    return {**TINY, **EXTRA.get(recipe, {})}
-
-
-def the_run():
-    runs = mlflow.search_runs(experiment_ids=["0"], output_format="list")
-    assert len(runs) == 1
-    return runs[0]
+MORE_METRICS = ("train_accuracy", "val_loss", "epoch_start_time_s", "achieved_tflops", "forward_flops_per_sample")
 
 
 def check_records(recipe):
-    run = the_run()
-    assert run.info.status == "FINISHED"
-    assert run.data.tags["recipe"] == recipe
-    assert run.data.tags["variant"] == recipe.removeprefix("tf_")
+    run = check_common_records(recipe, recipe.removeprefix("tf_"), params=["tensorflow_version"], metrics=MORE_METRICS)
     assert run.data.tags["baseline_run_id"] == "cafe01"
-    p = run.data.params
-    for key in ("model", "dataset", "batch_size", "epochs", "precision", "sparsity", "prune_method",
-                "quant_scheme", "compile_mode", "device", "tensorflow_version"):
-        assert key in p, key
-    assert (p["device"], p["framework"], p["batch_size"]) == ("cpu", "tensorflow", "32")
-    m = run.data.metrics
-    for key in END_METRICS:
-        assert key in m, key
+    p, m = run.data.params, run.data.metrics
+    assert (p["framework"], p["batch_size"]) == ("tensorflow", "32")
     assert "mfu_ratio" not in m  # n/a on CPU
     assert m["epochs_run"] == float(p["epochs"]) + float(p["finetune_epochs"])
     return run
 
 
 def test_tf_baseline_through_mlflow_run_with_local_env_manager(tracking_uri):
-    params = {**params_for("tf_baseline"), "baseline_run_id": "cafe01"}
-    args = [a for k, v in params.items() for a in ("-P", f"{k}={v}")]
-    done = subprocess.run([sys.executable, "-m", "mlflow", "run", "recipes/tf_baseline", "--env-manager", "local", *args],
-                          cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    params = {**tiny_params("tf_baseline", EXTRA), "baseline_run_id": "cafe01"}
+    done = mlflow_run("tf_baseline", params, "--env-manager", "local")
     run = check_records("tf_baseline")
     assert "summary/duration_s" in run.data.metrics  # the listeners' session wrapped the workload
     assert run.data.metrics["summary/samples"] == 64  # log_progress every step: 1 epoch x 2 batches of 32
@@ -81,7 +50,7 @@ def run_entry_point(recipe, tmp_path, **overrides):
     from radt_ext.workloads import tf_train
 
     project = load_project(str(REPO / "recipes" / recipe))
-    params = {**params_for(recipe), "baseline_run_id": "cafe01", **overrides}
+    params = {**tiny_params(recipe, EXTRA), "baseline_run_id": "cafe01", **overrides}
     command = shlex.split(project.get_entry_point("main").compute_command(params, str(tmp_path)))
     assert command[:3] == ["radt-ext", "run", "--"] and command[3:6] == ["python", "-m", "radt_ext.workloads.tf_train"]
     tf_train.main(command[6:], standalone_mode=False)
@@ -123,10 +92,4 @@ def test_tf_quantized_int8_tflite_against_fp32_tflite(tracking_uri, tmp_path):
 
 def test_every_tf_recipe_is_thin_and_installs_the_tensorflow_extra():
     for recipe in RECIPES:
-        folder = REPO / "recipes" / recipe
-        assert sorted(p.name for p in folder.iterdir()) == ["MLproject", "python_env.yaml", "radt-ext"]
-        assert (folder / "radt-ext").resolve() == REPO
-        env = (folder / "python_env.yaml").read_text()
-        assert 'python: "3.11.7"' in env and "./radt-ext[tensorflow]" in env
-        text = (folder / "MLproject").read_text()
-        assert f"radt-ext run -- python -m radt_ext.workloads.tf_train --recipe {recipe} " in text
+        check_thin_recipe(recipe, "tensorflow", f"radt-ext run -- python -m radt_ext.workloads.tf_train --recipe {recipe} ")

@@ -1,8 +1,9 @@
-"""records: early stopping, percentiles, utilisation, and RunRecord against a real SQLite store."""
+"""records: early stopping, percentiles, utilisation, RunRecord and TrainingLog against a real SQLite store."""
 import mlflow
 import pytest
 
-from radt_ext.workloads.records import EarlyStopping, RunRecord, latency_summary, percentile, table_peak_tflops, utilisation
+from radt_ext.workloads.records import (EarlyStopping, RunRecord, TrainingLog, latency_summary, percentile,
+                                       table_peak_tflops, utilisation)
 
 
 def test_early_stopping_waits_patience_epochs_without_improvement():
@@ -67,3 +68,33 @@ def test_run_record_joins_a_handed_run_and_keeps_its_params(tracking_uri, monkey
     run = mlflow.get_run(run_id)
     assert run.info.status == "RUNNING"  # its owner ends it, not the workload
     assert run.data.params == {"epochs": "3", "model": "resnet18"}
+
+
+def test_run_record_as_context_fails_its_run_when_the_body_raises(tracking_uri):
+    with pytest.raises(RuntimeError):
+        with RunRecord("cnn_baseline", "baseline") as rec:
+            raise RuntimeError("training broke")
+    assert mlflow.get_run(rec.run_id).info.status == "FAILED"
+    with RunRecord("cnn_baseline", "baseline") as rec:
+        pass
+    assert mlflow.get_run(rec.run_id).info.status == "FINISHED"
+
+
+def test_training_log_stops_early_only_in_training_and_logs_totals(tracking_uri, capsys):
+    rec = RunRecord("cnn_baseline", "baseline")
+    log = TrainingLog(rec, EarlyStopping(patience=1))
+    assert not log.epoch_done(100.0, 102.0, 64, 4e12, {"val_loss": 1.0})
+    assert not log.epoch_done(102.0, 104.0, 64, 4e12, {"val_loss": 2.0}, may_stop=False)  # fine-tuning
+    assert log.epoch_done(104.0, 106.0, 64, 4e12, {"val_loss": 2.0})
+    assert "early stopping after epoch 2: val_loss has not improved for 1 epochs" in capsys.readouterr().err
+    log.finish({"final_accuracy": 0.5}, peak_tflops=2.0)
+    rec.finish()
+    client = mlflow.MlflowClient()
+    run = client.get_run(rec.run_id)
+    assert run.data.tags["early_stopped"] == "true"
+    m = run.data.metrics
+    assert (m["stopped_epoch"], m["epochs_run"], m["best_epoch"], m["best_val_loss"]) == (2, 3, 0, 1.0)
+    assert m["train_time_s"] == pytest.approx(6.0) and m["achieved_tflops"] == pytest.approx(2.0)
+    assert m["mfu_ratio"] == pytest.approx(1.0)
+    assert [h.step for h in client.get_metric_history(rec.run_id, "epochs_run")] == [3]
+    assert [h.step for h in client.get_metric_history(rec.run_id, "epoch_time_s")] == [0, 1, 2]
