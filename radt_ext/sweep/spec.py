@@ -41,7 +41,7 @@ TOP_KEYS = {"name", "experiment", "modes", "devices", "repeats", "listeners", "c
 WORKLOAD_KEYS = {"recipe", "command", "params", "mps", "mig", "env"}
 GROUP_KEYS = {"workloads", "modes", "grid", "random", "name"}
 DISTRIBUTIONS = {"uniform", "loguniform", "choice", "randint"}
-_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+_NAME = re.compile(r"[A-Za-z0-9_.-]+\Z")  # \Z: `$` would let a trailing newline through
 
 
 class SpecError(UsageError):
@@ -82,12 +82,17 @@ class Sweep:
     groups: list[GroupDef]
 
 
+def _one_line(text: str) -> str:
+    """User text (a key with a newline) escaped so the message stays one line."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
 class _Checker:
     def __init__(self, source: str):
         self.source = source
 
     def fail(self, entry: str, what: str) -> SpecError:
-        return SpecError(f"{self.source}: {entry}: {what}")
+        return SpecError(_one_line(f"{self.source}: {entry}: {what}"))
 
     def mapping(self, value, entry: str) -> dict:
         if not isinstance(value, dict):

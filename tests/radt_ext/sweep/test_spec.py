@@ -5,7 +5,7 @@ import textwrap
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from radt_ext.sweep import plan, plan_from_dict
@@ -114,6 +114,8 @@ workload = st.fixed_dictionaries({}, optional={"command": st.one_of(st.text(max_
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(keys, values, max_size=5), st.dictionaries(st.sampled_from(["t", "u", "bad name"]), workload,
                                                                   max_size=2))
+@example(top={"workloads": {"\n": None}}, workloads={})  # once put a raw newline in the message
+@example(top={"workloads": {"ok\n": {"command": "true"}}}, workloads={})  # `$` let a trailing newline through
 def test_fuzz_any_input_parses_or_fails_with_one_line(top, workloads):
     data = dict(top)
     if workloads:
