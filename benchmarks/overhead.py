@@ -252,6 +252,27 @@ def points_logged(client, run_id: str) -> tuple[int, int, float]:
 
 # --------------------------------------------------------------------------- benchmark
 
+def add_trainer_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--width", type=int, default=64, help="channels of the first stage (64 = ResNet-18)")
+    ap.add_argument("--warmup", type=float, default=5.0)
+    ap.add_argument("--out", default="benchmark-results")
+    ap.add_argument("--seed", type=int, default=0)
+
+
+def bench_store(experiment: str):
+    """MLFLOW_TRACKING_URI, else a fresh SQLite store in /tmp; a private spool; the experiment set."""
+    import mlflow
+
+    if not os.environ.get("MLFLOW_TRACKING_URI"):
+        db = os.path.join(tempfile.mkdtemp(prefix="radt-bench-"), "mlflow.db")
+        os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{db}"
+    os.environ.setdefault("RADT_EXT_SPOOL_DIR", tempfile.mkdtemp(prefix="radt-bench-spool-"))
+    mlflow.set_tracking_uri(os.environ["MLFLOW_TRACKING_URI"])
+    mlflow.set_experiment(experiment)
+    return mlflow.MlflowClient()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--configs", default=",".join(CONFIGS), help=f"comma list from {', '.join(CONFIGS)}")
@@ -260,11 +281,7 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=300.0, help="start no new round after this many seconds")
     ap.add_argument("--window", type=float, default=3.0, help="timed seconds per configuration per round")
     ap.add_argument("--settle", type=float, default=1.0, help="seconds trained after a monitor starts, untimed")
-    ap.add_argument("--batch", type=int, default=128)
-    ap.add_argument("--width", type=int, default=64, help="channels of the first stage (64 = ResNet-18)")
-    ap.add_argument("--warmup", type=float, default=5.0)
-    ap.add_argument("--out", default="benchmark-results")
-    ap.add_argument("--seed", type=int, default=0)
+    add_trainer_args(ap)
     args = ap.parse_args(argv)
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     bad = [c for c in configs if c not in CONFIGS and not RADT_EXT_CONFIG.match(c)]
@@ -272,17 +289,10 @@ def main(argv=None) -> int:
         ap.error(f"--configs must include none and only names from {', '.join(CONFIGS)} "
                  f"or radt-ext-<rate>hz:<listener>+<listener> (got {args.configs!r})")
 
-    import mlflow
     import torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    if not os.environ.get("MLFLOW_TRACKING_URI"):
-        db = os.path.join(tempfile.mkdtemp(prefix="radt-bench-"), "mlflow.db")
-        os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{db}"
-    os.environ.setdefault("RADT_EXT_SPOOL_DIR", tempfile.mkdtemp(prefix="radt-bench-spool-"))
-    mlflow.set_tracking_uri(os.environ["MLFLOW_TRACKING_URI"])
-    mlflow.set_experiment("benchmark-overhead")
-    client = mlflow.MlflowClient()
+    client = bench_store("benchmark-overhead")
 
     trainer = Trainer(args.batch, args.width, device)
     print(f"overhead: {device}, batch {args.batch}, width {args.width}, configs {configs}", flush=True)

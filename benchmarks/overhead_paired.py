@@ -20,18 +20,16 @@ is inside any window; what is measured is the cost of a monitor that is running.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import signal
 import statistics
 import sys
-import tempfile
 import time
 
 import psutil
 
 from benchmarks.common import fmt, spread, table, write_results
-from benchmarks.overhead import Stop, Trainer, _stop
+from benchmarks.overhead import Stop, Trainer, _stop, add_trainer_args, bench_store
 
 CYCLE = ("off", "on", "off", "null")
 
@@ -134,27 +132,17 @@ def main(argv=None) -> int:
     ap.add_argument("--window", type=float, default=1.0, help="timed seconds per window")
     ap.add_argument("--settle", type=float, default=0.1, help="seconds trained untimed after each switch")
     ap.add_argument("--interval", type=float, default=0.1, help="the monitor's sampling interval (0.1 = 10 Hz)")
-    ap.add_argument("--batch", type=int, default=128)
-    ap.add_argument("--width", type=int, default=64, help="channels of the first stage (64 = ResNet-18)")
-    ap.add_argument("--warmup", type=float, default=5.0)
-    ap.add_argument("--out", default="benchmark-results")
-    ap.add_argument("--seed", type=int, default=0)
+    add_trainer_args(ap)
     args = ap.parse_args(argv)
     if args.cycles < 1 or args.window <= 0 or args.settle < 0:
         ap.error("--cycles must be >= 1, --window > 0 and --settle >= 0")
 
-    import mlflow
     import torch
 
     from radt_ext import track
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    if not os.environ.get("MLFLOW_TRACKING_URI"):
-        os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{tempfile.mkdtemp(prefix='radt-bench-')}/mlflow.db"
-    os.environ.setdefault("RADT_EXT_SPOOL_DIR", tempfile.mkdtemp(prefix="radt-bench-spool-"))
-    mlflow.set_tracking_uri(os.environ["MLFLOW_TRACKING_URI"])
-    mlflow.set_experiment("benchmark-overhead-paired")
-    client = mlflow.MlflowClient()
+    client = bench_store("benchmark-overhead-paired")
 
     trainer = Trainer(args.batch, args.width, device)
     print(f"overhead_paired: {device}, batch {args.batch}, width {args.width}, window {args.window:g} s", flush=True)

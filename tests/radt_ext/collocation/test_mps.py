@@ -69,6 +69,21 @@ def test_quit_after_a_failing_workload(standins, tracking_uri, tmp_path):
     assert no_daemon_left(starts(standins)[0]["pipe"])
 
 
+def _end_what_is_left(proc: subprocess.Popen, standins) -> None:
+    """After a failure: no collocate tree and no stand-in daemon of this test may meet the next test."""
+    if proc.poll() is None:
+        for p in [*psutil.Process(proc.pid).children(recursive=True), psutil.Process(proc.pid)]:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        proc.wait(30)
+    pipes = {s["pipe"] for s in starts(standins)}
+    for p, env in mps_processes():
+        if env and env.get("CUDA_MPS_PIPE_DIRECTORY") in pipes:
+            p.kill()
+
+
 def test_quit_on_sigterm(standins, tracking_uri, tmp_path):
     cmd = " ".join(cpu_command(60, 8))
     proc = subprocess.Popen([sys.executable, "-m", "radt_ext.cli", "collocate", "--mode", "mps", "--device", MPS_GPU,
@@ -83,10 +98,13 @@ def test_quit_on_sigterm(standins, tracking_uri, tmp_path):
                 break
             time.sleep(0.2)
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
+        try:
+            _, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            tree = [" ".join(k.cmdline()) for k in psutil.Process(proc.pid).children(recursive=True)]
+            pytest.fail(f"collocate still running 120 s after SIGTERM; its processes: {tree}")
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        _end_what_is_left(proc, standins)
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert len(quits(standins)) == 1
     assert no_daemon_left(starts(standins)[0]["pipe"])
