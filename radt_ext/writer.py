@@ -1,4 +1,8 @@
-"""One writer per run: batches metric points into `log_batch` calls from one thread.
+"""One writer per run: batches metric points into the store from one thread.
+
+Into a SQLite or PostgreSQL store it inserts directly into MLflow's tables (bulk_metrics.py, the same rows
+`log_batch` stores, 10 000 points a transaction); anywhere else, or if that path fails, through
+`log_batch`, 1000 points a call.
 
 Every point keeps the timestamp of the moment it was read. Step = whole
 milliseconds since the session's t0 (for a collocation group, the group's common
@@ -34,8 +38,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlflow.entities import Metric, RunTag
-
-from radt_ext.bulk_metrics import BulkMetricInserter
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +124,7 @@ class MetricWriter:
         self._inflight: list[Point] | None = None
         self._abandoned = False  # close() gave up waiting for the thread
         self._spool_failed = False
-        self._bulk: BulkMetricInserter | None = None
+        self._bulk = None  # a BulkMetricInserter once opened
         self._bulk_wanted = bulk and not self._http  # opened on first use, in the writer's thread
         self._thread = threading.Thread(target=self._loop, name=f"radt-writer-{run_id[:8]}", daemon=True)
 
@@ -237,10 +239,12 @@ class MetricWriter:
             self._enter_outage(error)
             self._spool_points(batch)
 
-    def _bulk_inserter(self) -> BulkMetricInserter | None:
-        try:
+    def _bulk_inserter(self):
+        try:  # imported here: it uses MLflow internals, and without them log_batch still works
+            from radt_ext.bulk_metrics import BulkMetricInserter
+
             return BulkMetricInserter.for_client(self.client, self.run_id)
-        except Exception as exc:  # the store cannot even be opened: log_batch will say why
+        except Exception as exc:  # no such internals, or the store cannot be opened: log_batch will say why
             log.debug("radt-ext: no bulk metric path: %s", first_line(exc))
             return None
 
