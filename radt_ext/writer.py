@@ -221,7 +221,7 @@ class MetricWriter:
                 return
             self._inflight = batch
         try:
-            error = self._log_batch(batch)
+            error = self._store_batch(batch)
         finally:
             with self._lock:
                 self._inflight = None
@@ -265,7 +265,7 @@ class MetricWriter:
             self.client.log_batch(self.run_id, metrics=[p.metric() for p in batch[i:i + MAX_BATCH]],
                                   synchronous=True)
 
-    def _log_batch(self, batch: list[Point]) -> str | None:
+    def _store_batch(self, batch: list[Point]) -> str | None:
         """None when stored, else the last error's first line."""
         delay = 0.2
         attempt = 0
