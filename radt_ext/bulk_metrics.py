@@ -90,9 +90,8 @@ class BulkMetricInserter:
             )
         }
         fresh = [row for key, row in newest.items() if key not in stored]
-        newer = [{f"b_{k}": v for k, v in (("run", row["run_uuid"]), ("key", key), ("value", row["value"]),
-                                           ("timestamp", row["timestamp"]), ("step", row["step"]),
-                                           ("is_nan", row["is_nan"]))}
+        newer = [{"b_run": self.run_id, "b_key": key, "b_value": row["value"], "b_timestamp": row["timestamp"],
+                  "b_step": row["step"], "b_is_nan": row["is_nan"]}
                  for key, row in newest.items() if key in stored and _order(row) > _order(stored[key]._mapping)]
         if fresh:
             conn.execute(LATEST.insert(), fresh)
