@@ -7,29 +7,34 @@ import textwrap
 from tests.radt_ext.helpers import only_run
 
 
-def test_mlflow_run_with_the_radt_ext_backend(tracking_uri, tmp_path):
+def _mlflow_run(tmp_path, mlproject: str, work: str, *args: str) -> subprocess.CompletedProcess:
+    """A project of MLproject + work.py, run by MLflow's CLI with the radt-ext backend (top every 0.05 s)."""
     project = tmp_path / "proj"
     project.mkdir()
-    (project / "MLproject").write_text(textwrap.dedent("""
+    (project / "MLproject").write_text(textwrap.dedent(mlproject))
+    (project / "work.py").write_text(textwrap.dedent(work))
+    return subprocess.run([sys.executable, "-m", "mlflow", "run", str(project), "--backend", "radt-ext",
+                           "--env-manager", "local", *args,
+                           "--backend-config", json.dumps({"listeners": "top", "interval": 0.05})],
+                          capture_output=True, text=True, timeout=180)
+
+
+def test_mlflow_run_with_the_radt_ext_backend(tracking_uri, tmp_path):
+    res = _mlflow_run(tmp_path, """
         name: tiny
         entry_points:
           main:
             parameters:
               n: {type: float, default: 3}
             command: "python work.py {n}"
-    """))
-    (project / "work.py").write_text(textwrap.dedent("""
+    """, """
         import sys, time, mlflow, radt_ext
         with mlflow.start_run():
             mlflow.log_metric("n_seen", float(sys.argv[1]))
             t = time.time()
             while time.time() - t < 0.8:
                 radt_ext.log_progress(samples=1); time.sleep(0.01)
-    """))
-    res = subprocess.run([sys.executable, "-m", "mlflow", "run", str(project), "--backend", "radt-ext",
-                          "--env-manager", "local", "-P", "n=7",
-                          "--backend-config", json.dumps({"listeners": "top", "interval": 0.05})],
-                         capture_output=True, text=True, timeout=180)
+    """, "-P", "n=7")
     assert res.returncode == 0, res.stderr[-3000:]
     run = only_run(tracking_uri)
     assert run.info.status == "FINISHED"
@@ -42,19 +47,12 @@ def test_mlflow_run_with_the_radt_ext_backend(tracking_uri, tmp_path):
 
 def test_backend_over_a_recipe_style_entry_point_monitors_once(tracking_uri, tmp_path):
     """A recipe's command is itself `radt-ext run -- ...`: under the backend it must pass straight through."""
-    project = tmp_path / "proj"
-    project.mkdir()
-    (project / "MLproject").write_text(textwrap.dedent("""
+    res = _mlflow_run(tmp_path, """
         name: nested
         entry_points:
           main:
             command: "radt-ext run --listeners top --interval 0.2 -- python work.py"
-    """))
-    (project / "work.py").write_text("import time, mlflow\nwith mlflow.start_run():\n    time.sleep(0.8)\n")
-    res = subprocess.run([sys.executable, "-m", "mlflow", "run", str(project), "--backend", "radt-ext",
-                          "--env-manager", "local", "--backend-config", json.dumps({"listeners": "top",
-                                                                                    "interval": 0.05})],
-                         capture_output=True, text=True, timeout=180)
+    """, "import time, mlflow\nwith mlflow.start_run():\n    time.sleep(0.8)\n")
     assert res.returncode == 0, res.stderr[-3000:]
     run = only_run(tracking_uri)
     assert run.info.status == "FINISHED"
