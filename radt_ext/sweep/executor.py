@@ -39,14 +39,6 @@ def finished_parents(client, experiment: str) -> list:
     return [r for r in runs if r.data.tags.get("sweep.hash")]
 
 
-def finished_runs(client, experiment: str) -> dict[str, str]:
-    """{sweep.hash: run id} of FINISHED parent runs in the experiment."""
-    out: dict[str, str] = {}
-    for r in finished_parents(client, experiment):
-        out.setdefault(r.data.tags["sweep.hash"], r.info.run_id)
-    return out
-
-
 def _identity_of_run(tags: dict[str, str]) -> tuple:
     params = tuple(sorted((k[len("sweep.param."):], v) for k, v in tags.items() if k.startswith("sweep.param.")))
     return (tags.get("sweep.id"), tags.get("sweep.group"), tags.get("collocation.mode"), tags.get("collocation.gpu"),
@@ -58,21 +50,22 @@ def _identity(v: Variant) -> tuple:
     return (v.sweep_id, v.label, v.mode, v.device, str(v.repeat), tuple(sorted(v.setting.items())))
 
 
-def changed_runs(client, variants: list[Variant]) -> dict[str, str]:
-    """{variant hash: run id} for variants not done whose place in the plan has a FINISHED run of
-    another content: the spec (a param, a recipe default, listeners...) changed since that run."""
-    done = {}
+def resume_state(client, variants: list[Variant]) -> tuple[dict[str, str], dict[str, str]]:
+    """One scan of the sweep's experiments: ({hash: run id} of variants already FINISHED, {hash: run id}
+    of variants not done whose place in the plan has a FINISHED run of another content: the spec (a
+    param, a recipe default, listeners...) changed since that run)."""
+    done: dict[str, str] = {}
     latest: dict[tuple, tuple[str, str]] = {}
     for exp in {v.experiment for v in variants}:
         for r in finished_parents(client, exp):
             done.setdefault(r.data.tags["sweep.hash"], r.info.run_id)
             latest.setdefault(_identity_of_run(r.data.tags), (r.data.tags["sweep.hash"], r.info.run_id))
-    out = {}
+    changed = {}
     for v in variants:
         hit = latest.get(_identity(v))
         if v.hash not in done and hit and hit[0] != v.hash:
-            out[v.hash] = hit[1]
-    return out
+            changed[v.hash] = hit[1]
+    return done, changed
 
 
 def what_changed(client, run_id: str, v: Variant) -> str:
@@ -142,11 +135,7 @@ def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = No
         try:
             if uri.startswith("sqlite:///") and not os.path.exists(uri[len("sqlite:///"):]):
                 raise FileNotFoundError(uri)  # no store yet: nothing done, and a dry run creates none
-            client = connect(uri)
-            done = {}
-            for exp in {v.experiment for v in variants}:
-                done.update(finished_runs(client, exp))
-            changed = changed_runs(client, variants)
+            done, changed = resume_state(connect(uri), variants)
         except Exception:  # a dry run works without a reachable store
             done, changed = {}, {}
         console.print(plan_table(variants, done, changed))
@@ -156,10 +145,7 @@ def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = No
                 console.print(f"    {w.name}: {' '.join(w.command)}", highlight=False, soft_wrap=True)
         return [Outcome(v, "SKIPPED" if v.hash in done else "PLANNED", done.get(v.hash)) for v in variants]
     client = connect(uri)
-    done: dict[str, str] = {}
-    for exp in {v.experiment for v in variants}:
-        done.update(finished_runs(client, exp))
-    changed = changed_runs(client, variants)
+    done, changed = resume_state(client, variants)
     outcomes: list[Outcome] = []
     with out.progress(console) as progress:
         task = progress.add_task("sweep", total=len(variants))
