@@ -200,12 +200,13 @@ class MetricWriter:
 
     def _drain(self) -> None:
         batch: list[Point] = []
+        limit = BULK_BATCH if self._bulk_wanted or self._bulk else MAX_BATCH
         while True:
             try:
                 batch.append(self._queue.get_nowait())
             except queue.Empty:
                 break
-            if len(batch) == (BULK_BATCH if self._bulk_wanted or self._bulk else MAX_BATCH):
+            if len(batch) >= limit:
                 self._write(batch)
                 batch = []
         if batch:
