@@ -198,6 +198,11 @@ class WorkloadSession:
         timer.daemon = True
         timer.start()
 
+    def on_signal(self, signum: int, _frame=None) -> None:
+        """Signal handler: the stopping happens on a thread, because the handler interrupts the main
+        thread anywhere, perhaps holding a lock that terminating needs (the process tree's)."""
+        threading.Thread(target=self.terminate, args=(signum,), name="radt-stop", daemon=True).start()
+
     def _signal_group(self, sig: int) -> None:
         try:
             os.killpg(self.proc.pid, sig)
@@ -239,12 +244,8 @@ class WorkloadSession:
         if self.run_id is None:
             self.prepare()
         previous = {}
-
-        def on_signal(signum, _frame):
-            self.terminate(signum)
-
         for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, on_signal)
+            previous[sig] = signal.signal(sig, self.on_signal)
         try:
             self.start()
             self.wait()

@@ -160,12 +160,19 @@ class GroupRunner:
 
     # -- running ---------------------------------------------------------------------
     def _on_signal(self, signum, _frame) -> None:
+        # stop on a thread: the handler may have interrupted the main thread holding a lock that
+        # terminating needs (a session's process tree, while it starts)
         self.stopping = signum
-        for s in self.sessions:
+        threading.Thread(target=self._terminate_all, args=(signum,), name="radt-stop", daemon=True).start()
+
+    def _terminate_all(self, signum: int) -> None:
+        for s in list(self.sessions):
             if s.proc is not None:
                 s.terminate(signum)
 
     def _start(self, s: _Session, result: ChildResult, t0: float) -> bool:
+        if self.stopping:  # a signal came before this one started: it never runs
+            return False
         s.spec.t0 = t0
         result.started = time.time()
         try:
@@ -174,6 +181,8 @@ class GroupRunner:
             self.echo(f"radt-ext: workload {result.name}: {exc}")
             result.status, result.returncode, result.ended = "FAILED", 127, time.time()
             return False
+        if self.stopping:  # the signal came while it was being spawned
+            s.terminate(self.stopping)
         return True
 
     def _wait_and_finish(self, s: _Session, result: ChildResult) -> None:
