@@ -19,6 +19,7 @@ from mlflow.tracking import MlflowClient
 from listeners.base import Target
 from radt_ext.progress import read_progress
 from radt_ext.recorder import Recorder, select_listeners
+from radt_ext.signals import SignalRelay
 
 
 def main(argv=None) -> int:
@@ -37,12 +38,19 @@ def main(argv=None) -> int:
     listeners, skipped = select_listeners(args.listeners, args.interval, target)
     recorder = Recorder(client, args.run_id, args.tracking_uri, listeners, t0=args.t0).start()
     done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
     threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
-    print(json.dumps({"ready": True, "listeners": [lst.name for lst in listeners], "skipped": skipped}), flush=True)
-    done.wait()
+    # SIGTERM (a second one too) ends the sampling, never the flush after it
+    with SignalRelay(lambda _: done.set(), signals=(signal.SIGTERM,)):
+        print(json.dumps({"ready": True, "listeners": [lst.name for lst in listeners], "skipped": skipped}),
+              flush=True)
+        done.wait()
+        _end(recorder, client, args, listeners, skipped)
+    return 0
 
+
+def _end(recorder: Recorder, client: MlflowClient, args, listeners, skipped: dict[str, str]) -> None:
+    """Flush the samples, then log the summaries, tags and report; print the summary for the parent."""
     recorder.stop()
     progress = read_progress(args.progress_file) if args.progress_file else {}
     now = int(time.time() * 1000)
@@ -57,7 +65,6 @@ def main(argv=None) -> int:
 
         log_report(client, args.run_id)  # never raises: a failed report is a run tag
     print(json.dumps({"summary": summary}), flush=True)
-    return 0
 
 
 if __name__ == "__main__":

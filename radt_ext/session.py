@@ -32,6 +32,7 @@ from radt_ext.progress import ENV as PROGRESS_ENV
 from radt_ext.progress import read_progress
 from radt_ext.reaper import ProcessTree
 from radt_ext.recorder import Recorder, select_listeners
+from radt_ext.signals import SignalRelay
 
 ENV_ACTIVE = "RADT_EXT_ACTIVE"  # set for the workload: the run id already being monitored
 KILL_GRACE_S = 10.0
@@ -181,6 +182,8 @@ class WorkloadSession:
         self.target.pid = self.proc.pid
         self.tree = ProcessTree(self.proc.pid, (ENV_ACTIVE, self.run_id)).start()  # catches setsid() escapes
         self.recorder = Recorder(self.client, self.run_id, self.uri, self._listeners, t0=self.spec.t0).start()
+        if self.killed_by is not None:  # stopped while it was being spawned
+            self.terminate(self.killed_by)
         return self
 
     def wait(self) -> int:
@@ -190,18 +193,13 @@ class WorkloadSession:
 
     def terminate(self, sig: int = signal.SIGTERM) -> None:
         """Signal the workload's whole process group; SIGKILL follows after a grace period."""
+        self.killed_by = self.killed_by or sig  # before it starts too: start() then ends it at once
         if self.proc is None or self.proc.poll() is not None:
             return
-        self.killed_by = self.killed_by or sig
         self._signal_group(sig)
         timer = threading.Timer(KILL_GRACE_S, self._signal_group, args=(signal.SIGKILL,))
         timer.daemon = True
         timer.start()
-
-    def on_signal(self, signum: int, _frame=None) -> None:
-        """Signal handler: the stopping happens on a thread, because the handler interrupts the main
-        thread anywhere, perhaps holding a lock that terminating needs (the process tree's)."""
-        threading.Thread(target=self.terminate, args=(signum,), name="radt-stop", daemon=True).start()
 
     def _signal_group(self, sig: int) -> None:
         try:
@@ -243,13 +241,7 @@ class WorkloadSession:
         """prepare → start → wait → finish, with SIGINT/SIGTERM stopping the child tree."""
         if self.run_id is None:
             self.prepare()
-        previous = {}
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, self.on_signal)
-        try:
+        with SignalRelay(self.terminate):
             self.start()
             self.wait()
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
         return self.finish()

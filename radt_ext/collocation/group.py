@@ -8,7 +8,6 @@ caller supplies exclusive baselines, each child's slowdown.
 from __future__ import annotations
 
 import contextlib
-import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from radt_ext.errors import UsageError
 from radt_ext.recorder import Recorder, select_listeners
 from radt_ext.report import log_report
 from radt_ext.session import WorkloadSession, WorkloadSpec, connect, experiment_id_for, exit_code, tracking_uri
+from radt_ext.signals import SignalRelay
 
 DEVICE_LISTENERS = ("nvml", "gpm", "smi", "dcgm", "rapl")
 CHILD_LISTENERS = ("top", "gpu_procs")
@@ -159,13 +159,9 @@ class GroupRunner:
         return session
 
     # -- running ---------------------------------------------------------------------
-    def _on_signal(self, signum, _frame) -> None:
-        # stop on a thread: the handler may have interrupted the main thread holding a lock that
-        # terminating needs (a session's process tree, while it starts)
-        self.stopping = signum
-        threading.Thread(target=self._terminate_all, args=(signum,), name="radt-stop", daemon=True).start()
-
-    def _terminate_all(self, signum: int) -> None:
+    def stop(self, signum: int) -> None:
+        """Stop every workload (SIGINT/SIGTERM, relayed from the handler to a thread of its own)."""
+        self.stopping = self.stopping or signum
         for s in list(self.sessions):
             if s.proc is not None:
                 s.terminate(signum)
@@ -201,17 +197,9 @@ class GroupRunner:
         self.client = connect(self.uri)
         experiment_id = experiment_id_for(self.client, g.experiment_name)
         self.experiment_name = self.client.get_experiment(experiment_id).name
-        previous = {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                previous[sig] = signal.signal(sig, self._on_signal)
-        try:
-            with contextlib.ExitStack() as stack:
-                mode_env = self._mode_env(stack)
-                return self._run(experiment_id, mode_env)
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        with SignalRelay(self.stop), contextlib.ExitStack() as stack:
+            mode_env = self._mode_env(stack)
+            return self._run(experiment_id, mode_env)
 
     def _run(self, experiment_id: str, mode_env) -> GroupResult:
         g = self.group

@@ -1,8 +1,12 @@
-"""A SIGTERM handler interrupts the main thread anywhere, also while it holds the lock of a process
-tree it is starting. The handlers must return at once and stop the workloads from a thread: handling
-the signal in place once deadlocked `radt-ext collocate` (seen as a hang of test_quit_on_sigterm)."""
+"""SIGINT/SIGTERM reach radt-ext's stopping code through a relay thread (radt_ext/signals.py).
+
+A handler interrupts the main thread anywhere, also while it holds a lock that stopping needs (a
+process tree's, while a workload starts). Stopping in the handler itself once deadlocked
+`radt-ext collocate` (a hang of test_quit_on_sigterm). Real signals to this test process throughout.
+"""
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -10,56 +14,105 @@ import time
 import psutil
 from mlflow.tracking import MlflowClient
 
-from radt_ext.collocation import Group, Workload
-from radt_ext.collocation.group import GroupRunner
+from radt_ext.collocation import Group, Workload, run_group
 from radt_ext.session import WorkloadSession, WorkloadSpec
+from radt_ext.signals import SignalRelay
 from tests.radt_ext.collocation.support import cpu_command
 
 
-def _returns_within(fn, seconds: float) -> bool:
-    t = threading.Thread(target=fn, daemon=True)
-    t.start()
-    t.join(seconds)
-    return not t.is_alive()
+def test_a_signal_while_the_main_thread_holds_the_lock_stopping_needs():
+    lock = threading.Lock()
+    handled = []
+
+    def stop(signum):
+        with lock:
+            handled.append((signum, threading.current_thread().name))
+
+    before = signal.getsignal(signal.SIGTERM)
+    with SignalRelay(stop) as relay:
+        with lock:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.2)  # the handler runs here, in the main thread, which holds the lock
+            assert relay.received == signal.SIGTERM and handled == []
+        deadline = time.time() + 10
+        while not handled and time.time() < deadline:
+            time.sleep(0.01)
+    assert handled == [(signal.SIGTERM, "radt-signals")]
+    assert signal.getsignal(signal.SIGTERM) is before  # the previous handler is back
 
 
-def test_session_handler_returns_while_the_tree_lock_is_held(tracking_uri):
+def test_a_callback_that_fails_does_not_stop_the_relay():
+    seen = []
+
+    def flaky(signum):
+        seen.append(signum)
+        if len(seen) == 1:
+            raise RuntimeError("first one fails")
+
+    with SignalRelay(flaky):
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGTERM)
+        deadline = time.time() + 10
+        while len(seen) < 2 and time.time() < deadline:
+            time.sleep(0.01)
+    assert seen == [signal.SIGINT, signal.SIGTERM]
+
+
+def test_stopped_before_it_spawned_the_workload_ends_at_once(tracking_uri):
     session = WorkloadSession(WorkloadSpec(command=cpu_command(60), listeners="top", interval=0.1,
                                            experiment_name="signals"))
-    session.prepare().start()
+    session.prepare()
+    session.terminate(signal.SIGTERM)  # as the relay does when the signal beats the spawn
     t0 = time.time()
-    with session.tree._lock:  # where the main thread is while ProcessTree.start() scans
-        assert _returns_within(lambda: session.on_signal(signal.SIGTERM), 5)
+    session.start()
     assert session.wait() == -signal.SIGTERM
     assert time.time() - t0 < 30  # not the workload's 60 s
     session.finish()
     assert MlflowClient(tracking_uri).get_run(session.run_id).info.status == "KILLED"
 
 
-def test_group_handler_returns_while_a_tree_lock_is_held(tracking_uri):
-    g = Group(mode="naive", experiment_name="signals", interval=0.1, listeners="",
-              workloads=[Workload(f"w{i}", cpu_command(60), device="cpu") for i in range(2)])
-    runner = GroupRunner(g, echo=lambda m: None)
-    handled = []
-
-    def signal_when_both_run():
-        deadline = time.time() + 60
+def _signal_self_when(condition, timeout: float = 60) -> threading.Thread:
+    def watch():
+        deadline = time.time() + timeout
         while time.time() < deadline:
-            running = [s for s in runner.sessions if s.proc is not None and getattr(s, "tree", None)]
-            if len(running) == 2 and all(psutil.pid_exists(s.proc.pid) for s in running):
-                with running[1].tree._lock:
-                    handled.append(_returns_within(lambda: runner._on_signal(signal.SIGTERM, None), 5))
+            if condition():
+                os.kill(os.getpid(), signal.SIGTERM)
                 return
             time.sleep(0.05)
 
-    helper = threading.Thread(target=signal_when_both_run, daemon=True)
-    helper.start()
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    return t
+
+
+def _workloads_running() -> int:
+    return sum("cpu_workload.py" in " ".join(p.cmdline()) for p in psutil.Process().children(recursive=True)
+               if p.is_running())
+
+
+def test_sigterm_during_an_exclusive_group_never_starts_the_next(tracking_uri):
+    g = Group(mode="exclusive", experiment_name="signals", interval=0.1, listeners="",
+              workloads=[Workload(f"w{i}", cpu_command(60), device="cpu") for i in range(2)])
+    before = signal.getsignal(signal.SIGTERM)
+    watcher = _signal_self_when(lambda: _workloads_running() >= 1)
     t0 = time.time()
-    result = runner.run()
-    helper.join(5)
-    assert handled == [True]
-    assert time.time() - t0 < 45  # not the workloads' 60 s
+    result = run_group(g, echo=lambda m: None)
+    watcher.join(5)
+    assert time.time() - t0 < 45  # not a workload's 60 s
     assert result.status == "KILLED" and result.exit_code == 128 + signal.SIGTERM
     assert [c.status for c in result.children] == ["KILLED", "KILLED"]
+    assert not result.children[1].started  # the second never ran
     client = MlflowClient(tracking_uri)
     assert {client.get_run(c.run_id).info.status for c in result.children} == {"KILLED"}
+    assert signal.getsignal(signal.SIGTERM) is before  # the previous handler is back
+
+
+def test_sigterm_while_a_naive_group_runs_stops_both(tracking_uri):
+    g = Group(mode="naive", experiment_name="signals", interval=0.1, listeners="",
+              workloads=[Workload(f"w{i}", cpu_command(60), device="cpu") for i in range(2)])
+    watcher = _signal_self_when(lambda: _workloads_running() >= 2)
+    t0 = time.time()
+    result = run_group(g, echo=lambda m: None)
+    watcher.join(5)
+    assert time.time() - t0 < 45
+    assert result.status == "KILLED" and [c.status for c in result.children] == ["KILLED", "KILLED"]

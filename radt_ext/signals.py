@@ -1,0 +1,68 @@
+"""SIGINT/SIGTERM handled on a thread of their own.
+
+A Python signal handler runs in the main thread between any two bytecodes, perhaps while that thread
+holds a lock (a process tree's, threading's own while it starts a thread, an Event's). A handler that
+then takes the same lock never returns. So the handler only writes the signal number into a pipe (a
+system call, no lock) and a relay thread, started before the handlers are installed, does the work.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+log = logging.getLogger(__name__)
+
+
+class SignalRelay:
+    """`with SignalRelay(on_signal):` calls on_signal(signum) on the relay thread for each signal.
+
+    Outside the main thread (where Python cannot install handlers) it does nothing.
+    """
+
+    def __init__(self, on_signal: Callable[[int], None], signals: tuple[int, ...] = STOP_SIGNALS):
+        self.on_signal = on_signal
+        self.signals = signals
+        self.received: int | None = None  # the first signal, set in the handler itself
+        self._previous: dict[int, object] = {}
+        self._pipe: tuple[int, int] | None = None
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> "SignalRelay":
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        self._pipe = os.pipe()
+        self._thread = threading.Thread(target=self._relay, name="radt-signals", daemon=True)
+        self._thread.start()
+        for sig in self.signals:
+            self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+        if self._pipe is not None:
+            os.write(self._pipe[1], b"\0")  # 0 is no signal: the relay ends
+            self._thread.join(30)
+            for fd in self._pipe:
+                os.close(fd)
+            self._pipe = None
+
+    def _handle(self, signum, _frame) -> None:
+        if self.received is None:
+            self.received = signum
+        os.write(self._pipe[1], bytes([signum]))
+
+    def _relay(self) -> None:
+        while True:
+            for signum in os.read(self._pipe[0], 64):
+                if signum == 0:
+                    return
+                try:
+                    self.on_signal(signum)
+                except Exception:  # the next signal must still be relayed
+                    log.exception("radt-ext: handling signal %d failed", signum)
