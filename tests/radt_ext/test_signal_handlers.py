@@ -63,10 +63,8 @@ def test_stopped_before_it_spawned_the_workload_ends_at_once(tracking_uri):
                                            experiment_name="signals"))
     session.prepare()
     session.terminate(signal.SIGTERM)  # as the relay does when the signal beats the spawn
-    t0 = time.time()
     session.start()
-    assert session.wait() == -signal.SIGTERM
-    assert time.time() - t0 < 30  # not the workload's 60 s
+    assert session.wait() == -signal.SIGTERM  # the signal ended it, not its 60 s
     session.finish()
     assert MlflowClient(tracking_uri).get_run(session.run_id).info.status == "KILLED"
 
@@ -95,12 +93,11 @@ def test_sigterm_during_an_exclusive_group_never_starts_the_next(tracking_uri):
               workloads=[Workload(f"w{i}", cpu_command(60), device="cpu") for i in range(2)])
     before = signal.getsignal(signal.SIGTERM)
     watcher = _signal_self_when(lambda: _workloads_running() >= 1)
-    t0 = time.time()
     result = run_group(g, echo=lambda m: None)
     watcher.join(5)
-    assert time.time() - t0 < 45  # not a workload's 60 s
     assert result.status == "KILLED" and result.exit_code == 128 + signal.SIGTERM
     assert [c.status for c in result.children] == ["KILLED", "KILLED"]
+    assert result.children[0].returncode == -signal.SIGTERM  # the signal ended it, not its 60 s
     assert not result.children[1].started  # the second never ran
     client = MlflowClient(tracking_uri)
     assert {client.get_run(c.run_id).info.status for c in result.children} == {"KILLED"}
@@ -111,8 +108,7 @@ def test_sigterm_while_a_naive_group_runs_stops_both(tracking_uri):
     g = Group(mode="naive", experiment_name="signals", interval=0.1, listeners="",
               workloads=[Workload(f"w{i}", cpu_command(60), device="cpu") for i in range(2)])
     watcher = _signal_self_when(lambda: _workloads_running() >= 2)
-    t0 = time.time()
     result = run_group(g, echo=lambda m: None)
     watcher.join(5)
-    assert time.time() - t0 < 45
     assert result.status == "KILLED" and [c.status for c in result.children] == ["KILLED", "KILLED"]
+    assert [c.returncode for c in result.children] == [-signal.SIGTERM] * 2  # the signal ended them
