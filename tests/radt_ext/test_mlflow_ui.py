@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,22 @@ def _metrics_table(body: str) -> tuple[list[str], list[float]]:
     return names, values
 
 
+def _rendered_table(page, last: str) -> str:
+    """The page's text once the metrics table shows the row named `last` and every value up to it."""
+    deadline = time.time() + WAIT_MS / 1000
+    while True:
+        body = page.inner_text("body")
+        try:
+            names, values = _metrics_table(body)
+            if last in names and len(values) >= 2 * (names.index(last) + 1):
+                return body
+        except ValueError:  # the table is not there yet
+            pass
+        if time.time() > deadline:
+            return body  # the assertions then say what is missing
+        page.wait_for_timeout(250)
+
+
 def _close_assistant(page) -> None:
     """MLflow 3 opens an assistant side panel; close it so the screenshot shows the charts."""
     close = page.locator("button[aria-label='Close']")
@@ -116,7 +133,7 @@ def test_compare_runs_view_shows_our_summaries(store, server, browser):  # noqa:
     page.set_viewport_size({"width": 1400, "height": 1800})
     page.goto(f"{server.url}/#/compare-runs?runs={runs}&experiments={json.dumps([exp])}")
     _wait_text(page, "summary/gpu_energy_j")
-    body = page.inner_text("body")
+    body = _rendered_table(page, "summary/gpu_energy_j")
     assert "Comparing 2 Runs" in body
     # the view lists metrics alphabetically and renders only as many rows as fit (that number varies):
     # every name it shows is one we logged, and the summaries up to the one waited for are all there
