@@ -112,13 +112,16 @@ def replay(path: Path) -> Result:
     if path.name.endswith(REPLAYING):
         work = path  # left by a sync that was cut off
         original = path.with_name(path.name[: -len(REPLAYING)])
+        result = Result()
     else:
         work = path.with_name(path.name + REPLAYING)
         original = path
+        # a cut-off sync's file first: the rename would overwrite it
+        result = replay(work) if work.exists() else Result()
         os.replace(path, work)
     try:
         runs, bad = read_spool(work)
-        result = Result(bad_lines=bad)
+        result.bad_lines += bad
         for (uri, run_id), spool in runs.items():
             check_reachable(uri)
             replay_run(MlflowClient(tracking_uri=uri), run_id, spool, result)
@@ -139,7 +142,10 @@ def _put_back(work: Path, original: Path) -> None:
 def spool_files(directory: Path) -> list[Path]:
     if not directory.is_dir():
         return []
-    return sorted([*directory.glob("*.jsonl"), *directory.glob(f"*.jsonl{REPLAYING}")])
+    plain = set(directory.glob("*.jsonl"))
+    # X.jsonl.replaying is replayed along with X.jsonl when both are there
+    left = {p for p in directory.glob(f"*.jsonl{REPLAYING}") if p.with_name(p.name[: -len(REPLAYING)]) not in plain}
+    return sorted(plain | left)
 
 
 @click.command()
