@@ -37,6 +37,8 @@ class Monitor:
         self.final_gap = final_gap
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._sink_lock = threading.Lock()
+        self._closed = False  # stop() returned: the writer may be closed, the summary taken
 
     def start(self) -> "Monitor":
         for state in self.states.values():
@@ -50,6 +52,8 @@ class Monitor:
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
+        with self._sink_lock:  # a thread still hung in a listener call must not add readings after this
+            self._closed = True
 
     @property
     def errors(self) -> dict[str, str]:
@@ -98,9 +102,12 @@ class Monitor:
         except Exception as exc:
             self._fail(state, "sample", exc)
             return False
-        for reading in readings:
-            self.sink(state.listener.name, reading)
-        state.samples += len(readings)
+        with self._sink_lock:
+            if self._closed:
+                return True
+            for reading in readings:
+                self.sink(state.listener.name, reading)
+            state.samples += len(readings)
         state.last_sample_at = time.monotonic()
         return True
 

@@ -1,5 +1,6 @@
 """The monitor's last reading at stop: taken so counters cover the whole run, never a repeat of the
 reading just taken (the same millisecond, which MLflow would store once and psutil would read as 0 %)."""
+import threading
 import time
 
 from listeners.base import Listener, Target
@@ -41,3 +42,43 @@ def test_no_last_reading_right_after_one():
     listener.on_sample = lambda: listener.monitor._stop.set()  # stop arrives as the first sample is read
     readings = _run(listener, final_gap=5.0, seconds=0.3)
     assert len(readings) == 1
+
+
+class Stuck(Listener):
+    """A listener whose second read blocks until released: a driver call that hangs past stop."""
+    name = "stuck"
+
+    def __init__(self):
+        super().__init__(Target(), 0.01)
+        self.reads = 0
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def read(self):
+        self.reads += 1
+        if self.reads == 2:
+            self.entered.set()
+            self.release.wait()
+        return {"x_w": float(self.reads)}
+
+
+def test_a_reading_that_returns_after_stop_gave_up_on_it_is_not_lost_silently(tracking_uri):
+    from mlflow.tracking import MlflowClient
+
+    from radt_ext.writer import MetricWriter
+
+    client = MlflowClient(tracking_uri)
+    run_id = client.create_run("0").info.run_id
+    writer = MetricWriter(client, run_id, tracking_uri, flush_interval=0.05).start()
+    listener = Stuck()
+    monitor = Monitor([listener], lambda name, r: writer.add("system/x_w", r.values["x_w"], int(r.time * 1000),
+                                                             listener.reads))
+    monitor.start()
+    assert listener.entered.wait(30)
+    monitor.stop(timeout=0.1)  # gives up on the hung thread
+    writer.close()
+    listener.release.set()  # the hung call returns after the run's end
+    for thread in monitor._threads:
+        thread.join()
+    stored = len(client.get_metric_history(run_id, "system/x_w"))
+    assert writer.sent == writer.stored + writer.spooled + writer.lost == stored
