@@ -93,7 +93,7 @@ class Summaries:
                 out["gpu_peak_power_w"] = max(s.max for s in power)
             if energy and power and all(s.span > 0 for s in energy):
                 # the counter is the better average: it integrates in hardware
-                out["gpu_avg_power_w"] = sum(s.last_v / s.span for s in energy)
+                out["gpu_avg_power_w"] = sum((s.last_v - s.first_v) / s.span for s in energy)
             for field, key, agg in (
                 ("temp_c", "gpu_peak_temp_c", max),
                 ("mem_temp_c", "gpu_peak_mem_temp_c", max),

@@ -68,3 +68,16 @@ def test_no_samples_no_rates():
     out = Summaries().result(0.0, {})
     assert out == {"duration_s": 0.0}
     assert not any(math.isnan(v) for v in out.values())
+
+
+def test_avg_power_from_counter_covers_the_same_span_as_its_energy():
+    """The energy counter counts from the listener's open(); its first reading can come later (a reading
+    that failed at first). The average power is the energy between the first and last readings over
+    the time between them, not all energy since open over that time."""
+    sm = Summaries()
+    for t in range(2, 12):  # first reading at t=2 s already holds 2 s of energy at 100 W
+        sm.add("gpu0_energy_j", t, 100.0 * t)
+        sm.add("gpu0_power_w", t, 100.0)
+    out = sm.result(duration_s=12.0)
+    assert out["gpu_energy_j"] == pytest.approx(1100.0)  # since open
+    assert out["gpu_avg_power_w"] == pytest.approx(100.0)
