@@ -25,6 +25,7 @@ Nothing is dropped silently: `sent`, `stored`, `spooled` and `lost` count points
 """
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import os
@@ -309,7 +310,7 @@ class MetricWriter:
             try:
                 with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=2) as resp:
                     return resp.status == 200
-            except (urllib.error.URLError, OSError, ValueError):
+            except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException):  # no HTTP answer
                 return False
         return True  # a database store: the next log_batch is the probe
 

@@ -1,4 +1,5 @@
 import json
+import time
 
 from mlflow.tracking import MlflowClient
 
@@ -40,3 +41,49 @@ def test_writer_spools_what_the_store_refuses(tmp_path, monkeypatch):
     assert [p["value"] for p in lines] == [0.0, 1.0, 2.0, 3.0, 4.0]
     assert lines[0]["tracking_uri"] == uri and lines[0]["run_id"] == "0123456789abcdef"
     assert writer.errors
+
+
+def test_a_server_that_answers_garbage_spools_the_points_and_the_end(tmp_path, monkeypatch):
+    """Something that is not an HTTP server now holds the store's port: /health gets no status line.
+    The probe says "down"; it must not raise out of the writer's thread or out of end_run."""
+    import socket
+    import threading
+
+    from mlflow.entities import Metric
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+
+    def answer():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"garbage\r\n")
+
+    threading.Thread(target=answer, daemon=True).start()
+    uri = f"http://127.0.0.1:{server.getsockname()[1]}"
+    spool = tmp_path / "spool" / "r.jsonl"
+    writer = MetricWriter(MlflowClient(uri), "0123456789abcdef", uri, flush_interval=0.05, retries=0,
+                          spool_path=spool).start()
+    try:
+        for i in range(3):
+            writer.add("system/y_w", float(i), 1000 + i, i)
+        while not writer.down:  # a first batch refused: the writer is in outage mode
+            time.sleep(0.01)
+        for i in range(3, 6):
+            writer.add("system/y_w", float(i), 1000 + i, i)
+        writer.close()
+        assert writer.end_run([Metric("summary/x", 1.0, 2000, 0)], {"t": "v"}, "FINISHED") is False
+    finally:
+        server.close()
+    records = [json.loads(line) for line in spool.read_text().splitlines()]
+    assert writer.sent == writer.spooled == 6
+    assert sorted(r["step"] for r in records if "step" in r and r["key"] == "system/y_w") == list(range(6))
+    assert [r["status"] for r in records if r.get("kind") == "status"] == ["FINISHED"]
