@@ -25,7 +25,7 @@ from pathlib import Path
 from listeners import registry
 from radt_ext.collocation.modes import CPU
 from radt_ext.sweep.plan import PlannedWorkload, Variant, digest, order
-from radt_ext.sweep.spec import SpecError
+from radt_ext.sweep.spec import _NAME, SpecError, read_text
 
 REQUIRED = ("Experiment", "Workload", "Devices", "Collocation", "File", "Listeners", "Params")
 OPTIONAL = ("Name", "Status", "Run")
@@ -57,10 +57,7 @@ def _params(text: str) -> list[str]:
 
 def load_csv(path: str | Path) -> list[Variant]:
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    text = read_text(path)
     reader = csv.DictReader(text.splitlines(), skipinitialspace=True)
     header = [h.strip() for h in (reader.fieldnames or [])]
     reader.fieldnames = header
@@ -80,6 +77,8 @@ def load_csv(path: str | Path) -> list[Variant]:
             if not row.get(col):
                 raise SpecError(f"{path}: row {n}: column {col} is empty")
         groups.setdefault((row["Experiment"], row["Workload"]), []).append((n, row))
+    if not groups:
+        raise SpecError(f"{path}: no rows under the header; add one row per workload")
     variants = []
     for (experiment, workload), rows in groups.items():
         if all("FINISHED" in r.get("Status", "") for _, r in rows):
@@ -123,8 +122,15 @@ def _variant(path: Path, experiment: str, workload: str, rows: list[tuple[int, d
             bucket = parent_listeners if ours in DEVICE_LEVEL else child_listeners
             if ours not in bucket:
                 bucket.append(ours)
-        label = row.get("Name") or f"{file.stem}_{i}"
-        planned.append(PlannedWorkload(name=label.replace(" ", "_"), source=file.stem, command=command,
+        label = (row.get("Name") or f"{file.stem}_{i}").replace(" ", "_")
+        if not _NAME.match(label):
+            where = "column Name" if row.get("Name") else f"the name from column File {row['File']!r}"
+            raise SpecError(f"{path}: row {n}: {where}: {label!r}: use letters, digits, '_', '-' or '.' "
+                            "(a Name column names the workload)")
+        if any(w.name == label for w in planned):
+            raise SpecError(f"{path}: row {n}: column Name: {label!r} is used twice in experiment {experiment} "
+                            f"workload {workload}; give each row its own Name")
+        planned.append(PlannedWorkload(name=label, source=file.stem, command=command,
                                        device=devices[0], params={"radt.params": row["Params"]}, mig=mig))
     if len(kinds) > 1:
         raise SpecError(f"{path}: row {rows[0][0]}: column Collocation: experiment {experiment} workload {workload} "

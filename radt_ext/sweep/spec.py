@@ -131,14 +131,44 @@ def _kind(value: Any) -> str:
         type(value), f"{type(value).__name__} {value!r}")
 
 
-def load(path: str | Path) -> Sweep:
-    path = Path(path)
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load, but a key given twice in one mapping (a workload defined twice) is an error, not
+    silently the last one."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen = set()
+            for key_node, _ in node.value:  # the keys written here; `<<: *x` merges may be overridden
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    twice = key in seen
+                    seen.add(key)
+                except TypeError:  # an unhashable key: the base class says so
+                    continue
+                if twice:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} is given twice in one mapping; give each key once",
+                        key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_text(path: Path) -> str:
+    """The file's text; a one-line SpecError when it cannot be read or is not UTF-8."""
     try:
-        text = path.read_text()
+        return path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: byte {exc.start}: not UTF-8 text; save the file as UTF-8") from None
+
+
+def load(path: str | Path) -> Sweep:
+    path = Path(path)
+    text = read_text(path)
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "document"
