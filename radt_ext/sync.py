@@ -159,12 +159,15 @@ def sync(directory):
         click.echo(f"nothing to sync in {directory}")
         return
     total = Result()
+    kept = 0
     for path in files:
         try:
             r = replay(path)
-        except Exception as exc:
-            raise click.ClickException(f"{path.name}: the store still refuses ({first_line(exc)[:300]}); "
-                                       "the spool file is kept, run `radt-ext sync` again later")
+        except Exception as exc:  # the next files may name stores that answer
+            kept += 1
+            click.echo(f"Error: {path.name}: the store still refuses ({first_line(exc)[:300]}); "
+                       "the spool file is kept, run `radt-ext sync` again later", err=True)
+            continue
         total.stored += r.stored
         total.skipped += r.skipped
         total.bad_lines += r.bad_lines
@@ -172,5 +175,7 @@ def sync(directory):
         extra += f", {r.bad_lines} unreadable line(s) skipped" if r.bad_lines else ""
         click.echo(f"{path.name}: {r.stored} points stored{extra}, {r.tags} tags, "
                    f"{'status set' if r.statuses else 'no status'}")
-    click.echo(f"synced {total.stored} points from {len(files)} file(s)"
+    click.echo(f"synced {total.stored} points from {len(files) - kept} file(s)"
                + (f" ({total.skipped} already stored)" if total.skipped else ""))
+    if kept:
+        raise SystemExit(1)

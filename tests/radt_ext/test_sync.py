@@ -25,3 +25,20 @@ def test_sync_cut_off_then_new_spool_lines_keeps_both(tracking_uri, tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     assert sorted(m.step for m in client.get_metric_history(run_id, "system/a_w")) == list(range(10))
     assert not list(spool.iterdir())
+
+
+def test_a_store_that_still_refuses_does_not_hold_back_the_other_files(tracking_uri, tmp_path):
+    client = MlflowClient(tracking_uri)
+    run_id = client.create_run("0").info.run_id
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    dead = spool / "0-dead.jsonl"  # sorted first
+    dead.write_text(_line("http://127.0.0.1:9", "r", key="system/a_w", value=1.0, timestamp=1, step=0))
+    (spool / f"{run_id}.jsonl").write_text(
+        "".join(_line(tracking_uri, run_id, key="system/a_w", value=float(i), timestamp=1000 + i, step=i)
+                for i in range(3)))
+
+    res = radt("sync", timeout=60)
+    assert res.returncode == 1 and "0-dead.jsonl" in res.stderr and "Traceback" not in res.stderr
+    assert sorted(m.step for m in client.get_metric_history(run_id, "system/a_w")) == [0, 1, 2]
+    assert [p.name for p in spool.iterdir()] == [dead.name] and dead.read_text().count("\n") == 1
