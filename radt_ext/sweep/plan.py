@@ -11,7 +11,6 @@ import json
 from dataclasses import dataclass, field
 
 from radt_ext.collocation.modes import CPU, Group, Workload
-from radt_ext.sweep import recipes
 from radt_ext.sweep.spec import Sweep
 
 
@@ -102,7 +101,7 @@ def expand(sweep: Sweep) -> list[Variant]:
                             params = {**d.params, **{k: v for k, v in setting.items() if k in d.params}}
                             planned.append(PlannedWorkload(
                                 name=f"{w}_{n}" if counts[w] > 1 else w, source=w,
-                                command=recipes.render(d.template, params), device=device,
+                                command=d.render(params), device=device,
                                 params=params, env=dict(d.env), mps_thread_percentage=d.mps_thread_percentage,
                                 mps_pinned_mem_limit=d.mps_pinned_mem_limit, mig=d.mig))
                         variants.append(Variant(0, sweep.name, sweep.experiment, g.label, mode, device,

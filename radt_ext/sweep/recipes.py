@@ -57,5 +57,11 @@ def render(template: str, params: dict[str, str]) -> list[str]:
     return shlex.split(template.format(**values))
 
 
+def render_argv(argv: list[str], params: dict[str, str]) -> list[str]:
+    """A command given as a list: each item stays one word, its {param}s filled in verbatim."""
+    values = {k: str(v) for k, v in params.items()}
+    return [item.format(**values) for item in argv]
+
+
 def recipes_dir_of(spec_path: str | os.PathLike | None) -> Path | None:
     return Path(spec_path).resolve().parent if spec_path else None

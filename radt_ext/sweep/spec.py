@@ -58,6 +58,12 @@ class WorkloadDef:
     mps_pinned_mem_limit: str | None = None
     mig: str | None = None
     env: dict[str, str] = field(default_factory=dict)
+    argv: list[str] | None = None  # a command given as a list: each item one word, {param} filled in as is
+
+    def render(self, params: dict[str, str]) -> list[str]:
+        if self.argv is not None:
+            return recipes.render_argv(self.argv, params)
+        return recipes.render(self.template, params)
 
 
 @dataclass
@@ -278,7 +284,7 @@ def _workload(c: _Checker, name: str, wdef, base: Path | None) -> WorkloadDef:
     if ("recipe" in wdef) == ("command" in wdef):
         raise c.fail(entry, "give exactly one of recipe (a recipes/NAME) or command")
     params = {k: c.scalar(v, f"{entry}.params.{k}") for k, v in c.mapping(wdef.get("params") or {}, f"{entry}.params").items()}
-    recipe = None
+    recipe = argv = None
     if "recipe" in wdef:
         recipe = c.scalar(wdef["recipe"], f"{entry}.recipe")
         try:
@@ -295,7 +301,8 @@ def _workload(c: _Checker, name: str, wdef, base: Path | None) -> WorkloadDef:
         if isinstance(command, list):
             import shlex
 
-            template = " ".join(shlex.quote(c.scalar(x, f"{entry}.command")) for x in command)
+            argv = [c.scalar(x, f"{entry}.command[{i}]") for i, x in enumerate(command)]
+            template = " ".join(shlex.quote(x) for x in argv)
         else:
             template = c.scalar(command, f"{entry}.command")
         if not template.strip():
@@ -308,8 +315,8 @@ def _workload(c: _Checker, name: str, wdef, base: Path | None) -> WorkloadDef:
             if k not in params:
                 raise c.fail(f"{entry}.command", f"uses {{{k}}} but params has no {k!r}")
     try:
-        recipes.render(template, params)
-    except (ValueError, KeyError, IndexError) as exc:
+        recipes.render_argv(argv, params) if argv is not None else recipes.render(template, params)
+    except (ValueError, KeyError, IndexError, AttributeError) as exc:
         raise c.fail(f"{entry}.command", f"cannot be filled in: {exc}") from None
     mps = c.mapping(wdef.get("mps") or {}, f"{entry}.mps")
     for key in mps:
@@ -325,7 +332,8 @@ def _workload(c: _Checker, name: str, wdef, base: Path | None) -> WorkloadDef:
     if mig is not None:
         mig = c.scalar(mig, f"{entry}.mig")
     env = {k: c.scalar(v, f"{entry}.env.{k}") for k, v in c.mapping(wdef.get("env") or {}, f"{entry}.env").items()}
-    return WorkloadDef(name, template, params, recipe, tp, str(limit) if limit is not None else None, mig, env)
+    return WorkloadDef(name, template, params, recipe, tp, str(limit) if limit is not None else None, mig, env,
+                       argv)
 
 
 def _grid(c: _Checker, value, entry: str) -> dict[str, list[str]]:
