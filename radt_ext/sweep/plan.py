@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 
 from radt_ext.collocation.modes import CPU, Group, Workload
-from radt_ext.sweep.spec import Sweep
+from radt_ext.sweep.spec import SpecError, Sweep, _one_line
 
 
 def digest(obj) -> str:
@@ -107,7 +107,28 @@ def expand(sweep: Sweep) -> list[Variant]:
                         variants.append(Variant(0, sweep.name, sweep.experiment, g.label, mode, device,
                                                 dict(setting), repeat, planned, sweep.listeners,
                                                 sweep.child_listeners, sweep.interval))
+    _no_twins(sweep.source, variants)
     return order(variants)
+
+
+def _no_twins(source: str, variants: list[Variant]) -> None:
+    """Two variants with one content hash would run the same thing twice, and a resume could not tell
+    which of them a FINISHED run stands for: a one-line SpecError saying why they are the same."""
+    seen: dict[str, Variant] = {}
+    for v in variants:
+        a = seen.setdefault(v.hash, v)
+        if a is v:
+            continue
+        unused = sorted(k for k in set(a.setting) | set(v.setting) if a.setting.get(k) != v.setting.get(k))
+        if unused:
+            what = (f"{a.title} and {v.title} run the same commands: no command of group {v.label!r} uses "
+                    f"{', '.join(unused)}; put {{{unused[0]}}} in a command or take it out of grid/random")
+        elif a.label == v.label:
+            what = f"group {v.label!r} is given twice for mode {v.mode}; list each group once"
+        else:
+            what = (f"groups {a.label!r} and {v.label!r} run the same commands in mode {v.mode}; "
+                    "drop one of them (use repeats for more runs)")
+        raise SpecError(_one_line(f"{source}: groups: {what}"))
 
 
 def order(variants: list[Variant]) -> list[Variant]:

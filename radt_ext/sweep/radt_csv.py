@@ -85,7 +85,12 @@ def load_csv(path: str | Path) -> list[Variant]:
             print(f"radt-ext: {path}: experiment {experiment} workload {workload} is FINISHED in the file; "
                   "skipped", file=sys.stderr)
             continue
-        variants.append(_variant(path, experiment, workload, rows))
+        v = _variant(path, experiment, workload, rows)
+        # radT repeats a job by giving it again under another Workload id: the same content, so a repeat
+        # number of its own keeps its hash apart (else a resume would skip it on the first one's run)
+        while any(u.hash == v.hash and u.experiment == v.experiment for u in variants):
+            v.repeat += 1
+        variants.append(v)
     return order(variants)
 
 

@@ -198,6 +198,11 @@ def parse(data: Any, source: str = "<spec>", default_name: str = "sweep", base: 
         if m not in MODES:
             raise c.fail(f"modes[{i}]", f"unknown mode {m!r}; choose from {', '.join(MODES)}")
     devices = c.str_list(data.get("devices", ["0"]), "devices")
+    for i, d in enumerate(devices):
+        if not d.strip():
+            raise c.fail(f"devices[{i}]", "is empty; give a GPU index, GPU-<uuid> or cpu")
+        if d in devices[:i]:
+            raise c.fail(f"devices[{i}]", f"{d!r} is listed twice; list each device once")
     repeats = data.get("repeats", 1)
     if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= 1000:
         raise c.fail("repeats", f"expected a whole number 1..1000, got {_kind(repeats)}")
@@ -404,4 +409,8 @@ def _assignments(grid: dict[str, list[str]], rand: dict | None) -> list[dict[str
             else:
                 values[k] = f"{math.exp(rng.uniform(math.log(arg[0]), math.log(arg[1]))):.6g}"
         drawn.append(values)
-    return [{**p, **d} for p in points for d in drawn]
+    out: list[dict[str, str]] = []
+    for setting in ({**p, **d} for p in points for d in drawn):
+        if setting not in out:  # a draw that repeats a setting would run the same variant twice
+            out.append(setting)
+    return out
