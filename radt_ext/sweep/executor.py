@@ -12,7 +12,7 @@ from radt_ext.errors import UsageError
 from radt_ext.session import connect, tracking_uri
 from radt_ext.sweep import console as out
 from radt_ext.sweep import report as sweep_report
-from radt_ext.sweep.plan import Variant
+from radt_ext.sweep.plan import CPU, Variant
 
 
 @dataclass
@@ -50,22 +50,40 @@ def _identity(v: Variant) -> tuple:
     return (v.sweep_id, v.label, v.mode, v.device, str(v.repeat), tuple(sorted(v.setting.items())))
 
 
-def resume_state(client, variants: list[Variant]) -> tuple[dict[str, str], dict[str, str]]:
-    """One scan of the sweep's experiments: ({hash: run id} of variants already FINISHED, {hash: run id}
+def key(v: Variant) -> tuple[str, str]:
+    """A variant's resume key: a FINISHED run counts only in the variant's own experiment."""
+    return v.experiment, v.hash
+
+
+def resume_state(client, variants: list[Variant]) -> tuple[dict[tuple, str], dict[tuple, str]]:
+    """One scan of the sweep's experiments: ({key: run id} of variants already FINISHED, {key: run id}
     of variants not done whose place in the plan has a FINISHED run of another content: the spec (a
-    param, a recipe default, listeners...) changed since that run)."""
-    done: dict[str, str] = {}
+    param, a recipe default, listeners...) changed since that run). Keys: `key(variant)`."""
+    done: dict[tuple, str] = {}
     latest: dict[tuple, tuple[str, str]] = {}
     for exp in {v.experiment for v in variants}:
         for r in finished_parents(client, exp):
-            done.setdefault(r.data.tags["sweep.hash"], r.info.run_id)
-            latest.setdefault(_identity_of_run(r.data.tags), (r.data.tags["sweep.hash"], r.info.run_id))
+            done.setdefault((exp, r.data.tags["sweep.hash"]), r.info.run_id)
+            latest.setdefault((exp, _identity_of_run(r.data.tags)), (r.data.tags["sweep.hash"], r.info.run_id))
     changed = {}
     for v in variants:
-        hit = latest.get(_identity(v))
-        if v.hash not in done and hit and hit[0] != v.hash:
-            changed[v.hash] = hit[1]
+        hit = latest.get((v.experiment, _identity(v)))
+        if key(v) not in done and hit and hit[0] != v.hash:
+            changed[key(v)] = hit[1]
     return done, changed
+
+
+def check_devices(variants: list[Variant]) -> None:
+    """A one-line UsageError, before anything runs, for a GPU that does not exist on this machine
+    (checked where NVML answers, as for the listeners; elsewhere GPU devices are taken as given)."""
+    from listeners import registry
+    from listeners.base import ListenerError, Target
+
+    for device in dict.fromkeys(w.device for v in variants for w in v.workloads if w.device != CPU):
+        try:
+            registry.check_target(Target(pid=None, cuda_visible_devices=device))
+        except ListenerError as exc:
+            raise UsageError(f"devices: {device!r}: {exc}; use one of this machine's GPUs or cpu") from None
 
 
 def what_changed(client, run_id: str, v: Variant) -> str:
@@ -122,8 +140,8 @@ def plan_table(variants: list[Variant], done: dict[str, str], changed: dict[str,
     for v in variants:
         table.add_row(str(v.index), v.hash[:10], v.mode, v.label, v.device,
                       " ".join(f"{k}={val}" for k, val in v.setting.items()), str(v.repeat),
-                      str(len(v.workloads)), "done, skip" if v.hash in done else
-                      "spec changed, rerun" if v.hash in (changed or {}) else "to run")
+                      str(len(v.workloads)), "done, skip" if key(v) in done else
+                      "spec changed, rerun" if key(v) in (changed or {}) else "to run")
     return table
 
 
@@ -143,17 +161,18 @@ def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = No
             console.print(f"[{v.index}] {v.title}", highlight=False)
             for w in v.workloads:
                 console.print(f"    {w.name}: {' '.join(w.command)}", highlight=False, soft_wrap=True)
-        return [Outcome(v, "SKIPPED" if v.hash in done else "PLANNED", done.get(v.hash)) for v in variants]
+        return [Outcome(v, "SKIPPED" if key(v) in done else "PLANNED", done.get(key(v))) for v in variants]
+    check_devices(variants)  # before the store is touched: nothing is recorded when a device is wrong
     client = connect(uri)
     done, changed = resume_state(client, variants)
     outcomes: list[Outcome] = []
     with out.progress(console) as progress:
         task = progress.add_task("sweep", total=len(variants))
         for v in variants:
-            if v.hash in done:
-                progress.console.print(f"[{v.index}] {v.title}: FINISHED before (run {done[v.hash]}), skipped",
+            if key(v) in done:
+                progress.console.print(f"[{v.index}] {v.title}: FINISHED before (run {done[key(v)]}), skipped",
                                        highlight=False)
-                outcomes.append(Outcome(v, "SKIPPED", done[v.hash]))
+                outcomes.append(Outcome(v, "SKIPPED", done[key(v)]))
                 progress.advance(task)
                 continue
             progress.update(task, description=f"[{v.index}] {v.title}")
@@ -164,11 +183,11 @@ def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = No
                     if b:
                         baselines[w.name] = b
             group = v.group(baselines, uri)
-            if v.hash in changed:  # resume matches content: say why this place of the plan runs again
-                progress.console.print(f"[{v.index}] {v.title}: spec changed since FINISHED run {changed[v.hash]} "
-                                       f"({what_changed(client, changed[v.hash], v)}); running it again",
-                                       highlight=False)
-                group.tags["sweep.supersedes"] = changed[v.hash]
+            if key(v) in changed:  # resume matches content: say why this place of the plan runs again
+                old = changed[key(v)]
+                progress.console.print(f"[{v.index}] {v.title}: spec changed since FINISHED run {old} "
+                                       f"({what_changed(client, old, v)}); running it again", highlight=False)
+                group.tags["sweep.supersedes"] = old
             try:
                 result = run_group(group, echo=lambda m: progress.console.print(m, highlight=False))
             except UsageError as exc:  # refused at run time (e.g. another MPS daemon owns the GPU): go on
