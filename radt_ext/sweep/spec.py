@@ -193,6 +193,8 @@ def parse(data: Any, source: str = "<spec>", default_name: str = "sweep", base: 
     if not _NAME.match(name):
         raise c.fail("name", f"{name!r}: use letters, digits, '_', '-' or '.'")
     experiment = c.scalar(data.get("experiment", name), "experiment")
+    if not experiment.strip():
+        raise c.fail("experiment", "is empty; name an MLflow experiment, or leave it out to use the sweep's name")
     modes = c.str_list(data.get("modes", ["exclusive"]), "modes")
     for i, m in enumerate(modes):
         if m not in MODES:

@@ -136,3 +136,10 @@ def test_a_csv_job_repeated_under_another_workload_id_is_not_skipped_on_resume(t
     path.write_text(HEADER + "\n" + row.format(1) + row.format(2))  # radT's way to repeat a job
     outcomes = sweep.run(sweep.plan(path))
     assert [(o.variant.label, o.status) for o in outcomes] == [("workload-1", "SKIPPED"), ("workload-2", "FINISHED")]
+
+
+def test_an_empty_experiment_name_is_one_line(tmp_path, tracking_uri):
+    path = tmp_path / "e.yaml"
+    path.write_text(f'experiment: ""\ndevices: [cpu]\nworkloads:\n  t: {{command: "{sys.executable} -c pass"}}\n')
+    one_error_line(radt("sweep", str(path)), "e.yaml: experiment")
+    assert runs(tracking_uri) == []
