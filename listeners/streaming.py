@@ -62,7 +62,9 @@ class StreamingProcess:
                 if self._proc.poll() is not None:
                     self._thread.join(1.0)
                     if self._queue.empty():
-                        raise ListenerError(self._death_message())
+                        message = self._death_message()
+                        self.stop()  # what the tool started may still hold the pipe
+                        raise ListenerError(message)
                     break
                 time.sleep(0.02)
 
@@ -112,22 +114,31 @@ class StreamingProcess:
         return f"{self.tool} exited with code {code}: {last}"[:300]
 
     def stop(self, timeout: float = 2.0) -> None:
-        """Terminate, wait, kill if needed, reap: never leaves a zombie."""
+        """Terminate the tool's process group (the tool and whatever it started), wait, kill
+        what is left, reap: never leaves a zombie, nor a process holding the pipe."""
         self._stopping = True
         proc = self._proc
         if proc is None:
             return
         if proc.poll() is None:
+            self._signal_group(signal.SIGTERM)
             try:
-                proc.send_signal(signal.SIGTERM)
                 proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            except ProcessLookupError:
-                pass
-        proc.wait()
+                self._signal_group(signal.SIGKILL)
         if self._thread:
             self._thread.join(timeout)
-        if proc.stdout:
+            if self._thread.is_alive():  # something the tool started still holds the pipe
+                self._signal_group(signal.SIGKILL)
+                self._thread.join(timeout)
+        proc.wait()
+        # closing the pipe while the reader is blocked in it would wait for that read forever
+        if proc.stdout and not (self._thread and self._thread.is_alive()):
             proc.stdout.close()
+
+    def _signal_group(self, sig: int) -> None:
+        assert self._proc is not None
+        try:
+            os.killpg(self._proc.pid, sig)  # start_new_session: the group id is the tool's pid
+        except (ProcessLookupError, PermissionError):
+            pass
