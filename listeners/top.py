@@ -5,6 +5,11 @@ workers started later are counted and finished ones drop out. CPU percentages
 need two readings of the same process; psutil keeps the previous one on the
 Process object, so those objects are kept between samples (keyed by pid and
 creation time, so a reused pid is a new process).
+
+I/O is cumulative since open(). When a parent reaps a child, Linux adds the child's
+I/O to the parent's own counters; so a member that leaves while its parent is still
+in the tree is counted from then on through the parent, and only one whose parent has
+left too (the root, an orphan) keeps its last reading here.
 """
 from __future__ import annotations
 
@@ -32,6 +37,7 @@ class TopListener(Listener):
         self._io_start: dict[tuple[int, float], tuple[int, int]] = {}
         self._io_done = [0, 0]  # bytes read/written by tree members that have since exited
         self._io_last: dict[tuple[int, float], tuple[int, int]] = {}
+        self._ppid: dict[tuple[int, float], int] = {}
         psutil.cpu_percent(None)  # the first call only sets the baseline
         if self.target.pid is not None:
             try:
@@ -53,7 +59,9 @@ class TopListener(Listener):
         current: dict[tuple[int, float], psutil.Process] = {}
         for proc in members:
             try:
-                key = (proc.pid, proc.create_time())
+                with proc.oneshot():
+                    key = (proc.pid, proc.create_time())
+                    ppid = proc.ppid()
             except GONE:
                 continue
             if key not in self._procs:
@@ -62,10 +70,13 @@ class TopListener(Listener):
                 except GONE:
                     continue
             current[key] = self._procs.get(key, proc)
+            self._ppid[key] = ppid
+        pids = {pid for pid, _ in current}
         for key in set(self._procs) - set(current):  # exited: keep what it read and wrote
             last = self._io_last.pop(key, None)
             start = self._io_start.pop(key, (0, 0))
-            if last:
+            ppid = self._ppid.pop(key, None)
+            if last and ppid not in pids:  # else its parent reaped it and counts it from now on
                 self._io_done[0] += last[0] - start[0]
                 self._io_done[1] += last[1] - start[1]
         self._procs = current
@@ -75,8 +86,9 @@ class TopListener(Listener):
         values: dict[str, float] = {}
         if self.target.pid is not None and hasattr(self, "_root"):
             cpu = rss = threads = count = 0.0
-            io_read, io_write = self._io_done
-            for key, proc in self._tree():
+            tree = self._tree()
+            io_read, io_write = self._io_done  # after _tree(): it adds the members that just left
+            for key, proc in tree:
                 try:
                     with proc.oneshot():
                         cpu_now = proc.cpu_percent(None)

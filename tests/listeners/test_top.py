@@ -51,3 +51,47 @@ def test_probe_and_host_only():
     [reading] = listener.sample()
     listener.close()
     assert set(reading.values) == {"host_cpu_pct", "host_mem_used_mib", "host_mem_pct"}
+
+
+STEPPED = """import os, subprocess, sys
+if sys.argv[1:] == ["child"]:
+    print("ready", flush=True)
+    sys.stdin.readline()  # go
+    with open(sys.argv[0] + ".out", "wb") as f:
+        f.write(os.urandom(2 * 1024 * 1024)); f.flush(); os.fsync(f.fileno())
+    print("written", flush=True)
+    sys.stdin.readline()  # exit
+    sys.exit(0)
+subprocess.Popen([sys.executable, sys.argv[0], "child"]).wait()
+print("child gone", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_io_of_members_that_exit_is_counted_once_and_never_drops(tmp_path):
+    script = tmp_path / "stepped.py"
+    script.write_text(STEPPED)
+    workload = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+    listener = TopListener(Target(pid=workload.pid), 0.1)
+    try:
+        assert workload.stdout.readline() == "ready\n"
+        listener.open()
+        workload.stdin.write("go\n"), workload.stdin.flush()
+        assert workload.stdout.readline() == "written\n"
+        [alive] = listener.sample()
+        workload.stdin.write("exit\n"), workload.stdin.flush()
+        assert workload.stdout.readline() == "child gone\n"
+        [after] = listener.sample()
+        [later] = listener.sample()
+        workload.stdin.write("\n"), workload.stdin.flush()
+        assert workload.wait() == 0
+        [final] = listener.sample()  # the root has left too: its reading (with the child's) stays
+    finally:
+        listener.close()
+        workload.kill()
+        workload.wait()
+    assert [s.values["proc_count"] for s in (alive, after, final)] == [2, 1, 0]
+    # cumulative, counted once: the parent's counters take in a child it has reaped (as Linux does)
+    writes = [s.values["proc_write_mib"] for s in (alive, after, later, final)]
+    assert 2.0 <= writes[0] <= writes[1] == writes[2] == writes[3] < 3.0, writes
