@@ -7,6 +7,7 @@ Callers must have called nvmlInit().
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,7 +125,7 @@ def _lookup(entry: str, gpus: list[GpuDevice], whole: str) -> GpuDevice:
 
     if not entry:
         raise bad("an empty entry")
-    if entry.lstrip("-").isdigit():
+    if re.fullmatch(r"-?[0-9]+", entry):  # ASCII digits only: str.isdigit() also takes "²"
         n = int(entry)
         if not 0 <= n < len(gpus):
             raise bad(f"no GPU with index {n}")
@@ -137,13 +138,14 @@ def _lookup(entry: str, gpus: list[GpuDevice], whole: str) -> GpuDevice:
             raise bad(f"no GPU with UUID {entry!r}")
         return _copy(found[0])
     if entry.startswith("MIG-"):
-        for g in gpus:
-            for m in g.mig_instances:
-                if m.uuid.startswith(entry):
-                    return GpuDevice(
-                        index=0, nvml_index=g.nvml_index, handle=m.handle, name=m.name, uuid=m.uuid,
-                        parent_handle=g.handle, gpu_instance_id=m.gpu_instance_id, mig_enabled=True)
-        raise bad(f"no MIG device with UUID {entry!r}")
+        found = [(g, m) for g in gpus for m in g.mig_instances if m.uuid.startswith(entry)]
+        if len(found) > 1:
+            raise bad(f"{entry!r} matches {len(found)} MIG devices; give more of the UUID")
+        if not found:
+            raise bad(f"no MIG device with UUID {entry!r}")
+        g, m = found[0]
+        return GpuDevice(index=0, nvml_index=g.nvml_index, handle=m.handle, name=m.name, uuid=m.uuid,
+                         parent_handle=g.handle, gpu_instance_id=m.gpu_instance_id, mig_enabled=True)
     raise bad(f"{entry!r} is not a GPU index, GPU-<uuid> or MIG-<uuid>")
 
 

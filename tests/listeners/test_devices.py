@@ -80,6 +80,9 @@ def test_order_follows_cuda_visible_devices(two_gpus):
     ("cuda:0", "'cuda:0' is not a GPU index, GPU-<uuid> or MIG-<uuid>"),
     ("0,,1", "an empty entry"),
     ("0,0", "names '0' twice"),
+    ("--1", "'--1' is not a GPU index"),
+    ("\u00b2", "'\u00b2' is not a GPU index"),  # str.isdigit() says yes, int() says no
+    ("\u0661", "'\u0661' is not a GPU index"),  # an Arabic-Indic 1: CUDA reads ASCII digits only
 ])
 def test_bad_value_is_one_line_naming_it_and_the_gpus_that_exist(trace, value, says):
     with pytest.raises(ListenerError) as err:
@@ -103,6 +106,8 @@ def test_mig_devices_are_found_by_uuid_with_parent_and_instance(mig):
     both = devices.resolve(f"{gpu.mig_instances[0].uuid},{second.uuid}")
     assert [(x.index, x.gpu_instance_id) for x in both] == [(0, 1), (1, 2)]
     assert "MIG devices MIG-" in devices.unavailable_reason("GPU-nope")
+    with pytest.raises(ListenerError, match="'MIG-' matches 2 MIG devices; give more of the UUID"):
+        devices.resolve("MIG-")  # a prefix of both: never silently the first
 
 
 def test_describe_gives_string_facts_for_run_tags(trace):
