@@ -109,5 +109,7 @@ def check_target(target: Target) -> None:
         return
     try:
         devices.resolve(target.cuda_visible_devices)
+    except nv.NVMLError:
+        return  # NVML cannot list the GPUs: the GPU listeners' probes say why
     finally:
         nv.nvmlShutdown()
