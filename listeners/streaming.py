@@ -48,6 +48,7 @@ class StreamingProcess:
                 stderr=subprocess.STDOUT,  # perf writes its CSV to stderr; errors land here too
                 stdin=subprocess.DEVNULL,
                 text=True,
+                errors="replace",  # one undecodable byte must not end the reader (and block the tool)
                 bufsize=1,
                 env=self.env,
                 start_new_session=True,  # a Ctrl-C to the monitor's group does not hit the tool first

@@ -63,3 +63,16 @@ def test_a_tool_that_fails_at_start_leaves_nothing_running(tmp_path):
     with pytest.raises(ListenerError, match="exited with code 2: bad arguments"):
         stream.start(wait_first=30)
     assert gone(int(pidfile.read_text())), "a failed start() left the tool's child running"
+
+
+@pytest.mark.timeout(60, method="thread")
+def test_a_line_that_is_not_utf8_does_not_end_the_reading(tmp_path):
+    # a tool's message in a Latin-1 locale ("échec"), then a usable line
+    tool = script(tmp_path / "tool", "printf '\\351chec\\n42\\n'\nexec sleep 600\n")
+    stream = StreamingProcess([tool], pid_line)
+    try:
+        stream.start(wait_first=30)
+        readings = stream.drain()
+    finally:
+        stream.stop(timeout=1.0)
+    assert [r.values for r in readings] == [{"pid": 42.0}]
