@@ -11,6 +11,7 @@ child process tree. Collocation starts several prepared sessions together.
 """
 from __future__ import annotations
 
+import http.client
 import os
 import shlex
 import signal
@@ -18,6 +19,8 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 
 import mlflow
@@ -59,8 +62,26 @@ def tracking_uri(explicit: str | None = None) -> str:
     return explicit or mlflow.get_tracking_uri()
 
 
+def unreachable(uri: str, timeout: float = 5.0) -> str | None:
+    """Why an http(s) tracking server does not answer at all, in seconds rather than after MLflow's minutes
+    of retries; None when something answers (any HTTP status) or the store is not a server."""
+    if not uri.startswith(("http://", "https://")):
+        return None
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout):
+            return None
+    except urllib.error.HTTPError:
+        return None  # it answered; what it thinks of us the first real call says
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
+        return str(getattr(exc, "reason", None) or exc or type(exc).__name__)
+
+
 def connect(uri: str) -> MlflowClient:
     """A client whose store answered once; a one-line UsageError when it does not."""
+    down = unreachable(uri)
+    if down:
+        raise UsageError(f"cannot use the tracking store {uri}: the server does not answer ({down}); "
+                         "start it or check MLFLOW_TRACKING_URI")
     client = MlflowClient(tracking_uri=uri)
     try:
         client.search_experiments(max_results=1)

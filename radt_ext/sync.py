@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.error
-import urllib.request
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +18,7 @@ import click
 from mlflow.entities import Metric, RunTag
 from mlflow.tracking import MlflowClient
 
+from radt_ext.session import unreachable
 from radt_ext.writer import MAX_BATCH, MAX_TAGS, first_line, spool_dir
 
 REPLAYING = ".replaying"
@@ -68,13 +67,9 @@ def read_spool(path: Path) -> tuple[dict[tuple[str, str], RunSpool], int]:
 
 def check_reachable(uri: str) -> None:
     """A server that does not answer /health fails at once, not after MLflow's minutes of retries."""
-    if not uri.startswith(("http://", "https://")):
-        return
-    try:
-        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5):
-            return
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise ConnectionError(f"tracking server {uri} does not answer ({getattr(exc, 'reason', exc)})") from None
+    down = unreachable(uri)
+    if down:
+        raise ConnectionError(f"tracking server {uri} does not answer ({down})")
 
 
 def _point(m: Metric) -> tuple:

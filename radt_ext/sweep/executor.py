@@ -154,7 +154,11 @@ def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = No
             if uri.startswith("sqlite:///") and not os.path.exists(uri[len("sqlite:///"):]):
                 raise FileNotFoundError(uri)  # no store yet: nothing done, and a dry run creates none
             done, changed = resume_state(connect(uri), variants)
-        except Exception:  # a dry run works without a reachable store
+        except FileNotFoundError:
+            done, changed = {}, {}
+        except Exception as exc:  # a dry run works without a reachable store
+            console.print(f"{(str(exc).strip() or type(exc).__name__).splitlines()[0][:300]}; "
+                          "the plan shows no runs as done", highlight=False, soft_wrap=True)
             done, changed = {}, {}
         console.print(plan_table(variants, done, changed))
         for v in variants:

@@ -120,3 +120,23 @@ def test_listeners_command_lists_every_listener_with_a_reason():
     assert res.returncode == 0, res.stderr
     for name in ("nvml", "gpm", "smi", "dcgm", "top", "perf", "rapl"):
         assert name in res.stdout
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_server_that_does_not_answer_is_one_line_before_the_workload(tmp_path):
+    uri = f"http://127.0.0.1:{_closed_port()}"
+    marker = tmp_path / "ran"
+    # MLflow's own client retries for minutes; the timeout fails the test if we wait for it
+    res = radt("run", "--listeners", "top", "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')",
+               env={"MLFLOW_TRACKING_URI": uri}, timeout=60)
+    assert res.returncode == 2
+    errors = [ln for ln in res.stderr.splitlines() if "Error" in ln]
+    assert len(errors) == 1 and f"cannot use the tracking store {uri}: the server does not answer" in errors[0]
+    assert not marker.exists()  # the workload never started

@@ -132,3 +132,15 @@ def test_a_refused_group_does_not_stop_the_sweep(tmp_path, tracking_uri, standin
     assert [(o.variant.mode, o.status) for o in outcomes] == [("mig", "REFUSED"), ("naive", "FINISHED")]
     done = radt("sweep", str(path))
     assert done.returncode == 1 and "REFUSED: MIG instances 9g.999gb do not exist" in done.stderr
+
+
+def test_dry_run_against_a_server_that_does_not_answer_still_prints_the_plan(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        uri = f"http://127.0.0.1:{s.getsockname()[1]}"
+    done = radt("sweep", str(spec(tmp_path, [8])), "--dry-run", env={"MLFLOW_TRACKING_URI": uri}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "the server does not answer" in done.stderr and "the plan shows no runs as done" in done.stderr
+    assert "2 variants, 2 to run, 0 done (dry run: nothing ran)" in done.stdout
