@@ -66,6 +66,10 @@ class Monitor:
         except Exception as exc:
             self._fail(state, "open", exc)
             state.gave_up = True
+            try:  # release what it opened before failing (an NVML init, a tool process)
+                listener.close()
+            except Exception as close_exc:
+                log.debug("closing %s after a failed open: %s", listener.name, close_exc)
             return
         try:
             self._sample_loop(state)
@@ -105,9 +109,13 @@ class Monitor:
         with self._sink_lock:
             if self._closed:
                 return True
-            for reading in readings:
-                self.sink(state.listener.name, reading)
-            state.samples += len(readings)
+            try:
+                for reading in readings:
+                    self.sink(state.listener.name, reading)
+                    state.samples += 1
+            except Exception as exc:  # e.g. a value that is not a number: this listener's fault, not fatal
+                self._fail(state, "sample", exc)
+                return False
         state.last_sample_at = time.monotonic()
         return True
 

@@ -65,10 +65,13 @@ class Recorder:
         ts = int(reading.time * 1000)
         step = max(0, int((reading.time - self.t0) * 1000))
         for name, value in reading.values.items():
-            if value is None or value != value:  # NaN: MLflow stores it, but it means "no reading"
+            if value is None:
+                continue
+            value = float(value)  # not a number: raises here, before it reaches the writer's batch
+            if value != value:  # NaN: MLflow stores it, but it means "no reading"
                 continue
             self.writer.add(PREFIX + name, value, ts, step)
-            self.summaries.add(name, reading.time, float(value))
+            self.summaries.add(name, reading.time, value)
 
     def start(self) -> "Recorder":
         self.started = time.time()

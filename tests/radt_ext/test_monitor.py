@@ -1,4 +1,4 @@
-"""The monitor's last reading at stop: taken so counters cover the whole run, never a repeat of the
+"""The monitor: a listener failing in open or sample is reported and closed, the others go on; its last reading at stop: taken so counters cover the whole run, never a repeat of the
 reading just taken (the same millisecond, which MLflow would store once and psutil would read as 0 %)."""
 import threading
 import time
@@ -82,3 +82,54 @@ def test_a_reading_that_returns_after_stop_gave_up_on_it_is_not_lost_silently(tr
         thread.join()
     stored = len(client.get_metric_history(run_id, "system/x_w"))
     assert writer.sent == writer.stored + writer.spooled + writer.lost == stored
+
+
+class Broken(Listener):
+    """A listener that breaks its contract: its open fails half-way, or it reads a value that is no number."""
+    name = "broken"
+
+    def __init__(self, fail_open=False):
+        super().__init__(Target(), 0.01)
+        self.fail_open = fail_open
+        self.closed = False
+        self.reads = 0
+
+    def open(self):
+        if self.fail_open:
+            raise RuntimeError("device went away")
+
+    def read(self):
+        self.reads += 1
+        return {"ok_w": 1.0, "bad_w": "n/a"} if self.reads >= 3 else {"ok_w": 1.0}
+
+    def close(self):
+        self.closed = True
+
+
+def test_a_listener_whose_open_fails_is_closed_and_reported():
+    listener = Broken(fail_open=True)
+    monitor = Monitor([listener], lambda name, r: None)
+    monitor.start()
+    monitor.stop()
+    assert listener.closed
+    assert monitor.errors == {"broken": "open: RuntimeError: device went away"}
+
+
+def test_a_value_that_is_no_number_is_the_listeners_failure_and_others_go_on(tracking_uri):
+    from mlflow.tracking import MlflowClient
+
+    from radt_ext.recorder import Recorder
+
+    client = MlflowClient(tracking_uri)
+    run_id = client.create_run("0").info.run_id
+    broken, clock = Broken(), Clock(interval=0.01)
+    recorder = Recorder(client, run_id, tracking_uri, [broken, clock]).start()
+    time.sleep(0.5)
+    recorder.stop()
+    assert recorder.monitor.errors["broken"].startswith("sample: ValueError")
+    assert broken.closed
+    stored_ok = client.get_metric_history(run_id, "system/ok_w")
+    assert len(stored_ok) >= 2  # the readings before the bad one are kept
+    assert client.get_metric_history(run_id, "system/bad_w") == []  # nothing unusable reached the store
+    assert len(client.get_metric_history(run_id, "system/cpu_s")) > 5  # the other listener went on
+    assert recorder.writer.lost == 0
