@@ -1,5 +1,6 @@
-"""The monitor: a listener failing in open or sample is reported and closed, the others go on; its last reading at stop: taken so counters cover the whole run, never a repeat of the
-reading just taken (the same millisecond, which MLflow would store once and psutil would read as 0 %)."""
+"""The monitor: a listener failing in open or sample is reported and closed while the others go on; the
+last reading at stop is taken so counters cover the whole run, never a repeat of the reading just taken
+(the same millisecond, which MLflow would store once and psutil would read as 0 %)."""
 import threading
 import time
 
