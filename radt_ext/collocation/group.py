@@ -95,7 +95,6 @@ class GroupRunner:
         self.results: list[ChildResult] = []
         self.daemons: dict[str, MpsDaemon] = {}
         self.stopping: int | None = None
-        self._lock = threading.Lock()
 
     # -- setting up ------------------------------------------------------------------
     def _mode_env(self, stack: contextlib.ExitStack) -> dict[str, tuple[dict[str, str], tuple[str, ...], str]]:
