@@ -8,7 +8,7 @@ from radt_ext.errors import UsageError
 
 MODES = ("exclusive", "naive", "mps", "mig")
 CPU = "cpu"  # a device value meaning "no GPU" (CUDA_VISIBLE_DEVICES="")
-_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+NAME = re.compile(r"[A-Za-z0-9_.-]+\Z")  # a name of a workload or sweep; \Z: `$` lets a trailing newline through
 _MEM_LIMIT = re.compile(r"^\d+(\.\d+)?[KMGT]?$")
 
 
@@ -59,7 +59,7 @@ def check(group: Group) -> None:
         raise UsageError("a collocation group needs at least one workload")
     names = [w.name for w in group.workloads]
     for w in group.workloads:
-        if not _NAME.match(w.name):
+        if not NAME.match(w.name):
             raise UsageError(f"workload name {w.name!r}: use letters, digits, '_', '-' or '.'")
         if names.count(w.name) > 1:
             raise UsageError(f"workload name {w.name!r} is used twice in one group; give each workload its own name")

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 
 from radt_ext.collocation.modes import CPU, Group, Workload
-from radt_ext.sweep.spec import SpecError, Sweep, _one_line
+from radt_ext.sweep.spec import SpecError, Sweep, one_line
 
 
 def digest(obj) -> str:
@@ -128,7 +128,7 @@ def _no_twins(source: str, variants: list[Variant]) -> None:
         else:
             what = (f"groups {a.label!r} and {v.label!r} run the same commands in mode {v.mode}; "
                     "drop one of them (use repeats for more runs)")
-        raise SpecError(_one_line(f"{source}: groups: {what}"))
+        raise SpecError(one_line(f"{source}: groups: {what}"))
 
 
 def order(variants: list[Variant]) -> list[Variant]:

@@ -23,9 +23,9 @@ import sys
 from pathlib import Path
 
 from listeners import registry
-from radt_ext.collocation.modes import CPU
+from radt_ext.collocation.modes import CPU, NAME
 from radt_ext.sweep.plan import PlannedWorkload, Variant, digest, order
-from radt_ext.sweep.spec import _NAME, SpecError, read_text
+from radt_ext.sweep.spec import SpecError, read_text
 
 REQUIRED = ("Experiment", "Workload", "Devices", "Collocation", "File", "Listeners", "Params")
 OPTIONAL = ("Name", "Status", "Run")
@@ -128,7 +128,7 @@ def _variant(path: Path, experiment: str, workload: str, rows: list[tuple[int, d
             if ours not in bucket:
                 bucket.append(ours)
         label = (row.get("Name") or f"{file.stem}_{i}").replace(" ", "_")
-        if not _NAME.match(label):
+        if not NAME.match(label):
             where = "column Name" if row.get("Name") else f"the name from column File {row['File']!r}"
             raise SpecError(f"{path}: row {n}: {where}: {label!r}: use letters, digits, '_', '-' or '.' "
                             "(a Name column names the workload)")

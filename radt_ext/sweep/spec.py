@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from radt_ext.collocation.modes import MODES
+from radt_ext.collocation.modes import MODES, NAME
 from radt_ext.errors import UsageError
 from radt_ext.sweep import recipes
 
@@ -41,7 +41,6 @@ TOP_KEYS = {"name", "experiment", "modes", "devices", "repeats", "listeners", "c
 WORKLOAD_KEYS = {"recipe", "command", "params", "mps", "mig", "env"}
 GROUP_KEYS = {"workloads", "modes", "grid", "random", "name"}
 DISTRIBUTIONS = {"uniform", "loguniform", "choice", "randint"}
-_NAME = re.compile(r"[A-Za-z0-9_.-]+\Z")  # \Z: `$` would let a trailing newline through
 
 
 class SpecError(UsageError):
@@ -88,7 +87,7 @@ class Sweep:
     groups: list[GroupDef]
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     """User text (a key with a newline) escaped so the message stays one line."""
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
@@ -98,7 +97,7 @@ class _Checker:
         self.source = source
 
     def fail(self, entry: str, what: str) -> SpecError:
-        return SpecError(_one_line(f"{self.source}: {entry}: {what}"))
+        return SpecError(one_line(f"{self.source}: {entry}: {what}"))
 
     def mapping(self, value, entry: str) -> dict:
         if not isinstance(value, dict):
@@ -190,7 +189,7 @@ def parse(data: Any, source: str = "<spec>", default_name: str = "sweep", base: 
         if key not in TOP_KEYS:
             raise c.fail(key, f"unknown field; use one of {', '.join(sorted(TOP_KEYS))}")
     name = c.scalar(data.get("name", default_name), "name")
-    if not _NAME.match(name):
+    if not NAME.match(name):
         raise c.fail("name", f"{name!r}: use letters, digits, '_', '-' or '.'")
     experiment = c.scalar(data.get("experiment", name), "experiment")
     if not experiment.strip():
@@ -282,7 +281,7 @@ def _opt_str(c: _Checker, data: dict, key: str) -> str | None:
 
 def _workload(c: _Checker, name: str, wdef, base: Path | None) -> WorkloadDef:
     entry = f"workloads.{name}"
-    if not _NAME.match(name):
+    if not NAME.match(name):
         raise c.fail(entry, "workload names use letters, digits, '_', '-' or '.'")
     wdef = c.mapping(wdef, entry)
     for key in wdef:
