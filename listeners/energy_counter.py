@@ -1,0 +1,133 @@
+"""One GPU's cumulative energy counter and its specifications, for measurement windows.
+
+The per-operation profiler reads the counter before and after a window of repeated work
+(`read_j()` twice) and asks once for the facts a predictor needs (`facts()`): name, driver,
+power limit, maximum clocks, memory bus width and the bandwidth they imply.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from listeners.base import ListenerError
+from listeners.nvml import FIELD_IDS, field_value
+from listeners.nvml_backend import init_error, nvml
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class EnergyCounter:
+    """NVML's total-energy counter (millijoules since the driver loaded) of the first visible GPU."""
+
+    def __init__(self, cuda_visible_devices: str | None = None):
+        from listeners.devices import resolve
+
+        nv = nvml()
+        try:
+            nv.nvmlInit()
+        except nv.NVMLError as exc:
+            raise ListenerError(init_error(exc)) from None
+        self._open = True
+        try:
+            visible = resolve(os.environ.get("CUDA_VISIBLE_DEVICES") if cuda_visible_devices is None
+                              else cuda_visible_devices)
+            if not visible:
+                raise ListenerError("no GPU visible (CUDA_VISIBLE_DEVICES is empty)")
+            self.device = visible[0]
+            self._handle = self.device.parent_handle if self.device.parent_handle is not None else self.device.handle
+            self._ids = [getattr(nv, name) for name in FIELD_IDS]
+            self._at = list(FIELD_IDS.values()).index("energy_j")
+            try:
+                self.read_j()
+            except (nv.NVMLError, AttributeError) as exc:
+                raise ListenerError(
+                    f"GPU {self.device.name} has no energy counter ({exc}); profile time only with --no-energy") from None
+            if self.device.is_mig:
+                raise ListenerError(
+                    f"{self.device.uuid} is a MIG device: the energy counter covers the whole GPU; profile on a whole GPU")
+        except BaseException:
+            self.close()
+            raise
+
+    def read_j(self) -> float:
+        """Joules since the driver loaded. Read with the nvml listener's one field-values call
+        (recorded traces replay it), of which the energy entry is used."""
+        nv = nvml()
+        return field_value(nv, nv.nvmlDeviceGetFieldValues(self._handle, self._ids)[self._at]) / 1000.0
+
+    def facts(self) -> dict[str, Any]:
+        """Name, driver, power limit and clocks as NVML reports them; a fact it lacks is left out."""
+        nv = nvml()
+        h = self._handle
+        out: dict[str, Any] = {"gpu_name": self.device.name}
+
+        def put(key, fn, *args, convert=lambda v: v):
+            try:
+                out[key] = convert(fn(*args))
+            except Exception:  # NVMLError, or a call a replayed trace never recorded
+                pass
+
+        put("driver", nv.nvmlSystemGetDriverVersion, convert=_text)
+        put("power_limit_w", nv.nvmlDeviceGetPowerManagementLimit, h, convert=lambda mw: int(mw) / 1000)
+        put("sm_clock_max_mhz", nv.nvmlDeviceGetMaxClockInfo, h, nv.NVML_CLOCK_SM, convert=int)
+        put("mem_clock_max_mhz", nv.nvmlDeviceGetMaxClockInfo, h, nv.NVML_CLOCK_MEM, convert=int)
+        put("mem_bus_width_bits", nv.nvmlDeviceGetMemoryBusWidth, h, convert=int)
+        put("memory_total_mib", nv.nvmlDeviceGetMemoryInfo, h, convert=lambda m: int(m.total) // (1024 * 1024))
+        if "mem_clock_max_mhz" in out and "mem_bus_width_bits" in out:  # double data rate
+            out["mem_bandwidth_gbs"] = round(out["mem_clock_max_mhz"] * 1e6 * 2 * out["mem_bus_width_bits"] / 8 / 1e9, 1)
+        return out
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            try:
+                nvml().nvmlShutdown()
+            except Exception:
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def unavailable_reason() -> str | None:
+    """None when the first visible GPU has an energy counter, else one line why not."""
+    try:
+        EnergyCounter().close()
+    except ListenerError as exc:
+        return str(exc)
+    except ImportError as exc:
+        return f"NVML bindings missing ({exc}); pip install nvidia-ml-py"
+    return None
+
+
+def update_period(seconds: float = 2.0) -> dict[str, float]:
+    """How often the counter changes: poll it for `seconds` and report the gaps between changes."""
+    import statistics
+    import time
+
+    with EnergyCounter() as counter:
+        changes, last = [], counter.read_j()
+        reads, t_end = 0, time.perf_counter() + seconds
+        while time.perf_counter() < t_end:
+            value = counter.read_j()
+            reads += 1
+            if value != last:
+                changes.append(time.perf_counter())
+                last = value
+    gaps = [b - a for a, b in zip(changes, changes[1:])]
+    return {"reads": reads, "changes": len(changes),
+            "median_gap_ms": round(statistics.median(gaps) * 1e3, 3) if gaps else float("nan"),
+            "max_gap_ms": round(max(gaps) * 1e3, 3) if gaps else float("nan")}
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    reason = unavailable_reason()
+    print(json.dumps({"unavailable": reason} if reason else update_period(float(sys.argv[1]) if len(sys.argv) > 1 else 2.0)))

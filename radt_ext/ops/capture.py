@@ -1,0 +1,123 @@
+"""Which operations a network runs: one forward pass with hooks on its leaf modules, deduplicated.
+
+An operation is a leaf module call (or an attention block, whose internals are functional).
+Calls with the same type, configuration, training flag and input signature are one `OpCall`
+with a `count`; its first call's inputs are kept (detached clones, aliasing preserved) so the
+operation can be replayed alone.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import torch
+from torch import nn
+
+ATOMIC = (nn.MultiheadAttention,)  # measured as one operation although they have children
+VIEWS = (nn.Flatten, nn.Unflatten, nn.Identity)  # no kernel: nothing to measure
+
+
+@dataclass
+class OpCall:
+    op: str  # module type, e.g. Conv2d
+    name: str  # path of the first module making this call
+    params: str  # the module's configuration (extra_repr)
+    module: nn.Module
+    args: tuple
+    kwargs: dict
+    input_shapes: str  # e.g. "64x3x224x224;64x1000"
+    count: int = 1
+    order: int = 0
+    needs_grad: bool = False  # some input or parameter takes a gradient
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple:
+        return (self.op, self.params, self.input_shapes, self.module.training)
+
+
+def _signature(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        dims = "x".join(str(d) for d in value.shape) or "scalar"
+        return f"{dims}:{str(value.dtype).removeprefix('torch.')}{':g' if value.requires_grad else ''}"
+    if isinstance(value, (int, float, bool, str, type(None))):
+        return repr(value)
+    return type(value).__name__
+
+
+def _clone(value: Any, seen: dict[int, torch.Tensor]) -> Any:
+    if isinstance(value, torch.Tensor):
+        if id(value) not in seen:
+            seen[id(value)] = value.detach().clone().requires_grad_(value.requires_grad)
+        return seen[id(value)]
+    return value
+
+
+def leaf_modules(model: nn.Module) -> Iterator[tuple[str, nn.Module]]:
+    """Leaf modules (and atomic blocks) in definition order, skipping views."""
+    skip: list[str] = []
+    for name, module in model.named_modules():
+        if any(name.startswith(s + ".") for s in skip):
+            continue
+        if isinstance(module, ATOMIC):
+            skip.append(name)
+            yield name, module
+        elif not any(True for _ in module.children()) and not isinstance(module, VIEWS):
+            yield name, module
+
+
+def capture(model: nn.Module, inputs: tuple, grad: bool) -> list[OpCall]:
+    """Run `model(*inputs)` once and return its distinct operations in first-call order."""
+    found: dict[tuple, OpCall] = {}
+
+    def hook(name):
+        def pre(module, args, kwargs):
+            shapes = ";".join(_signature(a) for a in args)
+            if kwargs:
+                shapes += ";" + ";".join(f"{k}={_signature(v)}" for k, v in sorted(kwargs.items()))
+            params = module.extra_repr()
+            key = (type(module).__name__, params, shapes, module.training)
+            if key in found:
+                found[key].count += 1
+                return None
+            seen: dict[int, torch.Tensor] = {}
+            args_c = tuple(_clone(a, seen) for a in args)
+            kwargs_c = {k: _clone(v, seen) for k, v in kwargs.items()}
+            needs = grad and (any(t.requires_grad for t in seen.values())
+                              or any(p.requires_grad for p in module.parameters()))
+            found[key] = OpCall(op=type(module).__name__, name=name, params=params, module=module, args=args_c,
+                                kwargs=kwargs_c, input_shapes=shapes, order=len(found), needs_grad=needs)
+            return None
+        return pre
+
+    handles = [m.register_forward_pre_hook(hook(n), with_kwargs=True) for n, m in leaf_modules(model)]
+    try:
+        with torch.set_grad_enabled(grad):
+            model(*inputs)
+    finally:
+        for h in handles:
+            h.remove()
+    return list(found.values())
+
+
+@contextlib.contextmanager
+def out_of_place(module: nn.Module) -> Iterator[nn.Module]:
+    """Replay an in-place module (ReLU(inplace=True)) out of place: a replayed input is reused."""
+    was = getattr(module, "inplace", None)
+    if was:
+        module.inplace = False
+    try:
+        yield module
+    finally:
+        if was:
+            module.inplace = was
+
+
+def tensors(value: Any) -> list[torch.Tensor]:
+    """Every tensor in an output (a tensor, or a tuple/list of them and of None)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in tensors(v)]
+    return []

@@ -1,0 +1,141 @@
+"""Profile a grid of models × batch sizes × precisions × modes inside a time budget.
+
+The minimum grid (every model at three batch sizes, both precisions, both modes) is planned
+first, middle batch size first, so what finishes is the most useful part; extra models follow
+only while time is left. Each profile is written (`<model>_b<batch>_<precision>_<mode>.csv`
+and `.json`) the moment it completes, so a run cut short keeps every finished profile.
+A profile whose estimated time does not fit in what is left is skipped, not started.
+
+    python -m radt_ext.ops.grid --out DIR --budget-s 450
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from radt_ext.errors import UsageError
+from radt_ext.ops import catalog, profiler
+from radt_ext.ops.device import open_meter
+
+MINIMUM = ("small_cnn", "mlp", "resnet18", "resnet50", "vit", "dlrm")
+EXTRA = ("mobilenet_v2",)
+TINY_BATCHES = (2, 4, 8)
+
+
+def plan(models, extra, precisions, modes, tiny: bool) -> list[tuple[str, int, str, str, bool]]:
+    """(model, batch, precision, mode, is_extra) in the order they run."""
+    items = []
+    for group, is_extra in ((models, False), (extra, True)):
+        for bi in (1, 0, 2):
+            for precision in precisions:
+                for model in group:
+                    batches = TINY_BATCHES if tiny else catalog.MODELS[model][2]
+                    for mode in modes:
+                        items.append((model, batches[bi], precision, mode, is_extra))
+    return items
+
+
+def profile_name(model: str, batch: int, precision: str, mode: str) -> str:
+    return f"{model}_b{batch}_{precision}_{mode}"
+
+
+def _write(out: Path, name: str, prof: profiler.Profile) -> None:
+    for suffix, write in ((".csv", lambda p: prof.table.to_csv(p, index=False)),
+                          (".json", lambda p: p.write_text(json.dumps(prof.meta, indent=1, default=str)))):
+        tmp = out / (name + suffix + ".part")
+        write(tmp)
+        os.replace(tmp, out / (name + suffix))
+
+
+def _estimate(done: dict, model: str, mode: str, batch: int, tiny: bool) -> float:
+    """Seconds a profile should take: the same model and mode at another batch, scaled; else a guess."""
+    same = [(b, s) for (m, md, b), s in done.items() if m == model and md == mode]
+    if same:
+        b, s = max(same, key=lambda bs: bs[0])
+        return s * max(1.0, (batch / b) ** 0.3)
+    return 2.0 if tiny else 25.0
+
+
+def run(args) -> int:
+    started = time.monotonic()
+    deadline = started + args.budget_s
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    device = torch.device(args.device or ("cuda:0" if torch.cuda.is_available() else "cpu"))
+    if device.type == "cpu" and args.tiny:
+        torch.set_num_threads(1)  # a dry run on a shared machine: one thread times more steadily
+    meter, facts, reason = open_meter(device, energy=not args.no_energy)
+    print(f"ops grid on {facts.get('gpu_name', 'cpu')}: energy {'on' if meter else 'off (' + reason + ')'}", flush=True)
+    items = plan(args.models.split(","), [e for e in args.extra.split(",") if e], args.precisions.split(","),
+                 args.modes.split(","), args.tiny)
+    done: dict = {}
+    log = open(out / "grid.jsonl", "a")
+    counts = {"done": 0, "failed": 0, "skipped": 0}
+    for model, batch, precision, mode, is_extra in items:
+        name = profile_name(model, batch, precision, mode)
+        left = deadline - time.monotonic()
+        need = _estimate(done, model, mode, batch, args.tiny)
+        entry = {"profile": name, "extra": is_extra}
+        if need > left:
+            entry.update(status="skipped", why=f"needs ~{need:.0f} s, {left:.0f} s left")
+            counts["skipped"] += 1
+        else:
+            t0 = time.monotonic()
+            try:
+                net = catalog.build(model, batch, precision, device, tiny=args.tiny)
+                prof = profiler.profile(net, mode, device, meter, window_s=args.window_s, net_window_s=args.net_window_s)
+                prof.meta.update(facts, batch=batch, precision=precision, energy_unavailable=reason,
+                                 command=" ".join(sys.argv))
+                _write(out, name, prof)
+                seconds = time.monotonic() - t0
+                done[(model, mode, batch)] = seconds
+                entry.update(status="done", seconds=round(seconds, 2),
+                             net_ms=round(prof.network(), 4), ops_ms=round(prof.ops_sum(), 4))
+                counts["done"] += 1
+            except (UsageError, RuntimeError, torch.OutOfMemoryError) as exc:
+                entry.update(status="failed", why=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+                counts["failed"] += 1
+                done[(model, mode, batch)] = time.monotonic() - t0
+            finally:
+                net = prof = None  # noqa: F841
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+        log.write(json.dumps(entry) + "\n")
+        log.flush()
+        print(" ".join(f"{k}={v}" for k, v in entry.items()), flush=True)
+    log.close()
+    print(f"ops grid: {counts['done']} done, {counts['failed']} failed, {counts['skipped']} skipped "
+          f"in {time.monotonic() - started:.0f} s", flush=True)
+    if meter is not None:
+        meter.close()
+    return 0 if counts["done"] else 1
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--budget-s", type=float, default=450.0)
+    p.add_argument("--models", default=",".join(MINIMUM))
+    p.add_argument("--extra", default=",".join(EXTRA), help="models profiled only while time is left")
+    p.add_argument("--precisions", default="fp32,bf16")
+    p.add_argument("--modes", default="training,inference")
+    p.add_argument("--window-s", type=float, default=0.1, help="least length of one measurement window")
+    p.add_argument("--net-window-s", type=float, default=0.3)
+    p.add_argument("--device", default=None)
+    p.add_argument("--tiny", action="store_true", help="small inputs and batches (a dry run on the CPU)")
+    p.add_argument("--no-energy", action="store_true")
+    args = p.parse_args(argv)
+    for m in args.models.split(",") + [e for e in args.extra.split(",") if e]:
+        if m not in catalog.MODELS:
+            p.error(f"unknown model {m!r}; choose from {', '.join(catalog.MODELS)}")
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
