@@ -93,8 +93,12 @@ def build_model(torch, width: int = 64, num_classes: int = 10):
     return nn.Sequential(*layers)
 
 
+MODELS = {"cifar-resnet18": "CIFAR ResNet-18 (32×32)", "resnet50": "ResNet-50 (torchvision, 224×224)"}
+
+
 class Trainer:
-    def __init__(self, batch: int, width: int, device: str):
+    def __init__(self, batch: int, width: int, device: str, model: str = "cifar-resnet18",
+                 image_size: int | None = None):
         import torch
 
         from radt_ext.progress import log_progress
@@ -103,11 +107,18 @@ class Trainer:
         torch.manual_seed(0)
         torch.backends.cudnn.benchmark = True
         fmt_ = torch.channels_last if device == "cuda" else torch.contiguous_format
-        self.model = build_model(torch, width).to(device, memory_format=fmt_)
+        if model == "resnet50":  # a steadier, GPU-bound loop: few, long kernels per step
+            import torchvision
+
+            net, classes, size = torchvision.models.resnet50(weights=None), 1000, image_size or 224
+        else:
+            net, classes, size = build_model(torch, width), 10, image_size or 32
+        self.model = net.to(device, memory_format=fmt_)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
-        self.x = torch.randn(batch, 3, 32, 32, device=device).to(memory_format=fmt_)
-        self.y = torch.randint(0, 10, (batch,), device=device)
+        self.x = torch.randn(batch, 3, size, size, device=device).to(memory_format=fmt_)
+        self.y = torch.randint(0, classes, (batch,), device=device)
         self.dtype = torch.bfloat16
+        self.description = f"{MODELS[model].split(' (')[0]} ({size}×{size}"
 
     def step(self) -> None:
         torch = self.torch
@@ -255,6 +266,9 @@ def points_logged(client, run_id: str) -> tuple[int, int, float]:
 def add_trainer_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--width", type=int, default=64, help="channels of the first stage (64 = ResNet-18)")
+    ap.add_argument("--model", choices=sorted(MODELS), default="cifar-resnet18",
+                    help="; ".join(f"{k}: {v}" for k, v in MODELS.items()))
+    ap.add_argument("--image-size", type=int, default=None, help="input side (default 32 for cifar-resnet18, 224 for resnet50)")
     ap.add_argument("--warmup", type=float, default=5.0)
     ap.add_argument("--out", default="benchmark-results")
     ap.add_argument("--seed", type=int, default=0)
@@ -294,7 +308,7 @@ def main(argv=None) -> int:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     client = bench_store("benchmark-overhead")
 
-    trainer = Trainer(args.batch, args.width, device)
+    trainer = Trainer(args.batch, args.width, device, args.model, args.image_size)
     print(f"overhead: {device}, batch {args.batch}, width {args.width}, configs {configs}", flush=True)
     trainer.run_for(args.warmup)  # the first step alone can take seconds (CUDA start, cuDNN autotuning)
     images, seconds = trainer.run_for(min(2.0, args.window))

@@ -119,10 +119,16 @@ def bootstrap_mean_ci(values: list[float], seed: int, resamples: int = 10000) ->
     return means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
 
 
-def run_timestamps(client, run_id: str) -> tuple[int, list[int]]:
-    """(metric keys, every point's timestamp in ms) of a run."""
+def run_timestamps(client, run_id: str) -> tuple[int, list[int], list[int]]:
+    """(metric keys, every point's timestamp in ms, the timestamps stamped by the monitor itself) of a run.
+
+    The power timeline's points carry the driver's own sample times: the driver samples on while
+    the monitor is frozen, and the thawed monitor logs those samples at the times they were taken.
+    """
     keys = list(client.get_run(run_id).data.metrics)
-    return len(keys), [m.timestamp for k in keys for m in client.get_metric_history(run_id, k)]
+    stamps = {k: [m.timestamp for m in client.get_metric_history(run_id, k)] for k in keys}
+    own = [ts for k, v in stamps.items() if not k.endswith("_power_w") for ts in v]
+    return len(keys), [ts for v in stamps.values() for ts in v], own
 
 
 def main(argv=None) -> int:
@@ -144,7 +150,7 @@ def main(argv=None) -> int:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     client = bench_store("benchmark-overhead-paired")
 
-    trainer = Trainer(args.batch, args.width, device)
+    trainer = Trainer(args.batch, args.width, device, args.model, args.image_size)
     print(f"overhead_paired: {device}, batch {args.batch}, width {args.width}, window {args.window:g} s", flush=True)
     windows: list[dict] = []
     started = time.monotonic()
@@ -178,10 +184,10 @@ def main(argv=None) -> int:
             base = (windows[i - 1]["throughput"] + windows[i + 1]["throughput"]) / 2.0
             w["loss_pct"] = 100.0 * (1.0 - w["throughput"] / base)
 
-    keys, stamps = run_timestamps(client, run.info.run_id)
+    keys, stamps, own = run_timestamps(client, run.info.run_id)
     for w in windows:
         if w["kind"] != "on":  # a frozen monitor stamps nothing inside the window
-            w["points_inside"] = sum(1 for ts in stamps if w["start"] * 1000 < ts < int(w["end"] * 1000))
+            w["points_inside"] = sum(1 for ts in own if w["start"] * 1000 < ts < int(w["end"] * 1000))
     info = client.get_run(run.info.run_id).info
     run_s = ((info.end_time or info.start_time) - info.start_time) / 1000.0
     on = [w for w in windows if w["kind"] == "on"]
@@ -193,7 +199,8 @@ def main(argv=None) -> int:
         lo, hi = bootstrap_mean_ci(losses, args.seed)
         summary[kind] = {"windows": len(losses), "median_pct": statistics.median(losses) if losses else float("nan"),
                          "mean_pct": statistics.fmean(losses) if losses else float("nan"),
-                         "ci95_mean_pct": [lo, hi], "spread_pct": spread(losses)}
+                         "ci95_mean_pct": [lo, hi], "ci95_half_width_pct": (hi - lo) / 2,
+                         "spread_pct": spread(losses)}
     result = {
         "device": device, "args": vars(args), "stopped_by_sigterm": stopped, "run_id": run.info.run_id,
         "run_status": info.status, "metric_keys": keys, "metric_points": len(stamps), "run_s": run_s,
@@ -208,10 +215,13 @@ def main(argv=None) -> int:
     }
 
     rows = [[kind, s["windows"], fmt(s["median_pct"]), fmt(s["mean_pct"]),
-             f"{fmt(s['ci95_mean_pct'][0])} .. {fmt(s['ci95_mean_pct'][1])}"] for kind, s in summary.items()]
+             f"{fmt(s['ci95_mean_pct'][0])} .. {fmt(s['ci95_mean_pct'][1])}", fmt(s["ci95_half_width_pct"])]
+            for kind, s in summary.items()]
     md = [f"### Overhead, paired: radt-ext at {1 / args.interval:g} Hz (every available listener) thawed/frozen, "
-          f"CIFAR ResNet-18 (batch {args.batch}, {device}), {args.window:g} s windows", "",
-          table(["windows", "n", "median loss %", "mean loss %", "95 % CI of the mean (bootstrap) %"], rows), "",
+          f"{trainer.description}, batch {args.batch}, {device}), {args.window:g} s windows, "
+          f"{sum(1 for w in windows if w['kind'] == 'on')} cycles", "",
+          table(["windows", "n", "median loss %", "mean loss %", "95 % CI of the mean (bootstrap) %",
+                 "CI half-width %"], rows), "",
           f"- on = monitor running, null = monitor frozen like off (the noise floor); off windows: median "
           f"{fmt(result['off_throughput_img_s']['median'], 0)} img/s over {result['off_throughput_img_s']['n']}",
           f"- the run ({info.status}): {keys} metric keys, {len(stamps)} points, "
@@ -219,7 +229,8 @@ def main(argv=None) -> int:
           f"- monitor process tree CPU while on: {fmt(result['monitor_cpu_pct_while_on'], 1)} % of one core",
           f"- frozen check over {len(frozen_windows)} off/null windows: not stopped "
           f"{result['frozen_windows_not_stopped']}, with monitor CPU {result['frozen_windows_with_monitor_cpu']}, "
-          f"with points stamped inside {result['frozen_windows_with_points']}"]
+          f"with points stamped inside {result['frozen_windows_with_points']} (power samples, stamped by the driver, "
+          "left out)"]
     if stopped:
         md.append("- stopped early by SIGTERM")
     write_results(args.out, "overhead_paired", result, "\n".join(md))

@@ -42,7 +42,7 @@ def power_energy_listener(interval: float):
 
     lst = NvmlListener(Target(), interval)
     lst.open()
-    lst._readers = [(n, r) for n, r in lst._readers if n.endswith(("_power_w", "_energy_j", "_fields"))]
+    lst._readers = [r for r in lst._readers if r.name.endswith(("_power_w", "_energy_j", "_fields"))]
     return lst
 
 

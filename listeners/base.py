@@ -7,6 +7,7 @@ thread per listener:
     listener = cls(target, interval)
     listener.open()
     while running: readings = listener.sample(); sleep(interval)
+    readings = listener.sample(); readings += listener.closing_sample()
     listener.close()
 
 `sample()` returns a list of `Reading`s. Each reading carries the wall-clock time
@@ -76,6 +77,11 @@ class Listener:
         now = time.time()
         values = self.read()
         return [Reading(now, values)] if values else []
+
+    def closing_sample(self) -> list[Reading]:
+        """Readings taken once more right before close(), even just after a sample: a counter read
+        only now and then (the NVML energy counter) reads here, so the run's total is exact."""
+        return []
 
     def close(self) -> None:
         pass

@@ -1,6 +1,13 @@
 """`nvml` listener: power, energy, temperatures, clocks, utilization, memory, PCIe and
 clock-event (throttle) reasons of every GPU the workload sees, read through pynvml.
 
+Each reading is taken at a rate that fits its cost (CPU in the driver per call, measured in
+docs/benchmarks): power comes from the driver's own sample buffer (about 50 samples a second,
+each logged as its own point at its own time), drained about once a second in one call; the
+energy counter (~5 ms a call) is read at open, at close and every ENERGY_EVERY_S in between;
+everything else (µs a call) every interval. Where the sample buffer cannot be read, power is
+read point by point every interval and the tag `gpu.{i}.power_source` says why.
+
 Names carry the workload's GPU index (`gpu0_power_w`). For a MIG device the
 device-wide readings (power, energy, temperature, clocks, PCIe, throttle) come from its
 physical GPU, since NVML reports them only there; memory use is the MIG instance's own.
@@ -9,12 +16,14 @@ A reading the GPU does not support is dropped after its first failure.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from listeners.base import Target
+from listeners.base import Reading, Target
 from listeners.devices import GpuDevice, describe, resolve
 from listeners.nvml_backend import nvml
 from listeners.nvml_listener import NvmlListenerBase
+from listeners.power_samples import PowerSamples
 
 # clock-event reason bit → name in `gpu{i}_throttle_<name>_bool` (pynvml nvmlClocksEventReason*)
 THROTTLE_REASONS = {
@@ -30,15 +39,18 @@ THROTTLE_REASONS = {
 }
 
 MIB = 1024 * 1024
-# nvmlDeviceGetFieldValues ids (pynvml attribute names) → metric name, read in one call
+# nvmlDeviceGetFieldValues ids (pynvml attribute names) → metric name, read in one call. The energy
+# field is not among them: reading the energy counter costs ~5 ms of driver CPU (H100, driver 580),
+# the other readings a few µs (docs/benchmarks).
 FIELD_IDS = {
     "NVML_FI_DEV_POWER_INSTANT": "power_w",
     "NVML_FI_DEV_POWER_AVERAGE": "power_avg_w",
-    "NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION": "energy_j",
     "NVML_FI_DEV_MEMORY_TEMP": "mem_temp_c",
 }
-# NVML measures PCIe throughput over a ~20 ms window inside each call: read it at most
-# this often so power and energy can still be sampled at 20 Hz and faster.
+# Each reading at a rate that fits its cost: the energy counter at open, at close and at most this
+# often in between (the summary's joules come from open and close, so they stay exact);
+ENERGY_EVERY_S = 5.0
+# NVML measures PCIe throughput over a ~20 ms window inside each call: at most this often.
 PCIE_EVERY_S = 1.0
 
 
@@ -57,21 +69,42 @@ def field_value(nv, field: Any) -> float:
     return float(getattr(field.value, attr))
 
 
+def energy_mj(nv, gpu) -> float:
+    """The energy counter (mJ since the driver loaded): its field, else nvmlDeviceGetTotalEnergyConsumption."""
+    try:
+        return field_value(nv, nv.nvmlDeviceGetFieldValues(gpu, [nv.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION])[0])
+    except (AttributeError, nv.NVMLError_NotSupported, nv.NVMLError_FunctionNotFound):
+        return float(nv.nvmlDeviceGetTotalEnergyConsumption(gpu))
+
+
 # Errors after which a reading is never asked for again on that GPU.
 def _permanent(nv) -> tuple:
     return (nv.NVMLError_NotSupported, nv.NVMLError_FunctionNotFound, nv.NVMLError_NoPermission)
 
 
+@dataclass
+class _Reader:
+    """One reading of one GPU and how often it is taken (`every_s`; 0: every sample)."""
+
+    name: str
+    read: Callable[[], Mapping[str, float]]
+    every_s: float = 0.0
+    last: float = float("-inf")  # time.monotonic() of the last read
+
+
 class NvmlListener(NvmlListenerBase):
     name = "nvml"
-    description = "GPU power, energy, temperature, clocks, utilization, memory, PCIe, throttle reasons (NVML)"
+    description = "GPU power (50 Hz driver samples), energy, temperature, clocks, utilization, memory, PCIe, throttle reasons (NVML)"
     default_interval = 0.1
 
     def __init__(self, target: Target, interval: float | None = None):
         super().__init__(target, interval)
+        self.requested_interval = self.interval
         self.devices: list[GpuDevice] = []
-        self._readers: list[tuple[str, Callable[[], Mapping[str, float]]]] = []
-        self._energy_start: dict[int, float] = {}
+        self._readers: list[_Reader] = []
+        self._power: dict[int, tuple[str, PowerSamples, _Reader]] = {}  # index → (prefix, buffer, its reader)
+        self._energy: dict[int, tuple[str, Any, float]] = {}  # index → (prefix, handle, counter at open in mJ)
+        self._pending: list[Reading] = []  # energy 0 J at the moment of open, handed out by the first sample
         self._tags: dict[str, str] = {}
         self.dropped: list[str] = []  # readings this GPU does not support, as `gpu{i}_<name>`
 
@@ -80,17 +113,52 @@ class NvmlListener(NvmlListenerBase):
         self._tags = describe(self.devices)
         for d in self.devices:
             self._readers.extend(self._device_readers(nv, d))
+        # the monitor calls sample() every `interval`: often enough for the buffers' drain rate too;
+        # the cheap readings (every_s 0: each sample) then keep the requested interval
+        drains = [r.every_s for _, _, r in self._power.values()]
+        self.interval = min([self.requested_interval, *drains])
+        if self.interval < self.requested_interval:
+            for reader in self._readers:
+                reader.every_s = reader.every_s or self.requested_interval
 
-    def _device_readers(self, nv, d: GpuDevice) -> list[tuple[str, Callable[[], Mapping[str, float]]]]:
+    def _device_readers(self, nv, d: GpuDevice) -> list[_Reader]:
         p = f"gpu{d.index}_"
         gpu = d.parent_handle if d.parent_handle is not None else d.handle
-        one = lambda name, fn, scale=1.0: (  # noqa: E731
+        every = self.requested_interval
+        slow = lambda period: max(period, every)  # noqa: E731
+        one = lambda name, fn, scale=1.0: _Reader(  # noqa: E731
             p + name, lambda: {p + name: float(fn()) * scale})
+        readers: list[_Reader] = []
 
-        def energy():
-            mj = float(nv.nvmlDeviceGetTotalEnergyConsumption(gpu))
-            start = self._energy_start.setdefault(d.index, mj)
-            return {p + "energy_j": (mj - start) / 1000.0}
+        buffer = PowerSamples(gpu)
+        reason = buffer.open(nv, time.time())
+        if reason is None:
+            drain = _Reader(p + "power_w", lambda: {}, buffer.drain_every_s)
+            drain.last = time.monotonic()
+            self._power[d.index] = (p, buffer, drain)
+            self._tags[f"gpu.{d.index}.power_source"] = (
+                f"driver power samples (nvmlDeviceGetSamples), drained every {buffer.drain_every_s:g} s; "
+                f"{buffer.backlog} samples over {buffer.backlog_span_s:.2f} s in the buffer at open")
+        fields = self._fields_reader(nv, gpu, p, want_power=reason is not None)
+        if fields:
+            readers.append(_Reader(p + "fields", fields))
+        if reason is not None:
+            if fields and "power_w" in fields.names:
+                source = "instantaneous power field (nvmlDeviceGetFieldValues)"
+            else:  # no instantaneous power field: NVML's averaged reading
+                readers.append(one("power_w", lambda: nv.nvmlDeviceGetPowerUsage(gpu), 1e-3))
+                source = "averaged power (nvmlDeviceGetPowerUsage)"
+            self._tags[f"gpu.{d.index}.power_source"] = f"point reads every {every:g} s, {source}: {reason}"
+
+        try:
+            now = time.time()
+            self._energy[d.index] = (p, gpu, energy_mj(nv, gpu))
+            self._pending.append(Reading(now, {p + "energy_j": 0.0}))
+            energy = _Reader(p + "energy_j", lambda: self._read_energy(nv, d.index), slow(ENERGY_EVERY_S))
+            energy.last = time.monotonic()
+            readers.append(energy)
+        except nv.NVMLError:
+            self.dropped.append(p + "energy_j")
 
         def utilization():
             u = nv.nvmlDeviceGetUtilizationRates(d.handle)
@@ -103,64 +171,50 @@ class NvmlListener(NvmlListenerBase):
                 mask = nv.nvmlDeviceGetCurrentClocksThrottleReasons(gpu)
             return decode_throttle(p, int(mask))
 
-        last_pcie = [float("-inf")]
-
         def pcie():
-            now = time.monotonic()
-            if now - last_pcie[0] < PCIE_EVERY_S:
-                return {}
-            last_pcie[0] = now
             return {
                 p + "pcie_tx_kibps": float(nv.nvmlDeviceGetPcieThroughput(gpu, nv.NVML_PCIE_UTIL_TX_BYTES)),
                 p + "pcie_rx_kibps": float(nv.nvmlDeviceGetPcieThroughput(gpu, nv.NVML_PCIE_UTIL_RX_BYTES)),
             }
 
-        fields = self._fields_reader(nv, d, gpu, p)
-        have = fields.names if fields else set()
-        readers = [(p + "fields", fields)] if fields else []
-        if "power_w" not in have:  # no instantaneous power field: NVML's averaged reading
-            readers.append(one("power_w", lambda: nv.nvmlDeviceGetPowerUsage(gpu), 1e-3))
-        if "energy_j" not in have:
-            try:
-                self._energy_start[d.index] = float(nv.nvmlDeviceGetTotalEnergyConsumption(gpu))
-            except nv.NVMLError:
-                pass  # no energy counter: the reader fails once and is dropped
-            readers.append((p + "energy_j", energy))
         return readers + [
             one("temp_c", lambda: nv.nvmlDeviceGetTemperature(gpu, nv.NVML_TEMPERATURE_GPU)),
             one("sm_clock_mhz", lambda: nv.nvmlDeviceGetClockInfo(gpu, nv.NVML_CLOCK_SM)),
             one("mem_clock_mhz", lambda: nv.nvmlDeviceGetClockInfo(gpu, nv.NVML_CLOCK_MEM)),
-            (p + "util_pct", utilization),
+            _Reader(p + "util_pct", utilization),
             one("mem_used_mib", lambda: nv.nvmlDeviceGetMemoryInfo(d.handle).used, 1.0 / MIB),
             one("pstate_num", lambda: nv.nvmlDeviceGetPerformanceState(gpu)),
-            (p + "pcie", pcie),
-            (p + "throttle", throttle),
+            _Reader(p + "pcie", pcie, slow(PCIE_EVERY_S)),
+            _Reader(p + "throttle", throttle),
         ]
 
-    def _fields_reader(self, nv, d: GpuDevice, gpu, p: str):
-        """One nvmlDeviceGetFieldValues call for power, average power, energy and memory temperature.
+    def _read_energy(self, nv, index: int) -> dict[str, float]:
+        p, gpu, start = self._energy[index]
+        return {p + "energy_j": (energy_mj(nv, gpu) - start) / 1000.0}
 
-        One driver call instead of four keeps sampling cheap, and the instantaneous power
-        field follows load changes that nvmlDeviceGetPowerUsage (a ~1 s average on Hopper)
-        lags behind. The same ids are asked every time; fields this GPU did not answer at
-        open() are ignored for good (and listed in `dropped`).
+    def _fields_reader(self, nv, gpu, p: str, want_power: bool):
+        """One nvmlDeviceGetFieldValues call for average power, memory temperature and, when the
+        driver's power samples cannot be read, instantaneous power.
+
+        The instantaneous power field follows load changes that nvmlDeviceGetPowerUsage (a ~1 s
+        average on Hopper) lags behind. The same ids are asked every time; fields this GPU did not
+        answer at open() are ignored for good (and listed in `dropped`).
         """
+        wanted = {k: v for k, v in FIELD_IDS.items() if want_power or v != "power_w"}
         try:
-            ids = [getattr(nv, name) for name in FIELD_IDS]
+            ids = [getattr(nv, name) for name in wanted]
             first = nv.nvmlDeviceGetFieldValues(gpu, ids)
         except (AttributeError, nv.NVMLError):
             return None
         kept: dict[int, str] = {}
-        for name, fid, f in zip(FIELD_IDS.values(), ids, first):
+        for name, fid, f in zip(wanted.values(), ids, first):
             try:
-                value = field_value(nv, f)
+                field_value(nv, f)
             except nv.NVMLError:
-                if name not in ("power_w", "energy_j"):  # those two fall back to their own calls
+                if name != "power_w":  # that one falls back to its own call
                     self.dropped.append(p + name)
                 continue
             kept[fid] = name
-            if name == "energy_j":
-                self._energy_start[d.index] = value
         if not kept:
             return None
 
@@ -174,33 +228,77 @@ class NvmlListener(NvmlListenerBase):
                     value = field_value(nv, f)
                 except nv.NVMLError:
                     continue  # this entry failed this time; the others still count
-                if name == "energy_j":
-                    out[p + name] = (value - self._energy_start.setdefault(d.index, value)) / 1000.0
-                elif name.endswith("_w"):
-                    out[p + name] = value / 1000.0  # NVML reports mW
-                else:
-                    out[p + name] = value
+                out[p + name] = value / 1000.0 if name.endswith("_w") else value  # NVML reports mW
             return out
 
         read.names = set(kept.values())
         return read
 
+    def sample(self) -> list[Reading]:
+        now = time.time()
+        readings, self._pending = self._pending, []
+        values = self._read_due(time.monotonic())
+        if values:
+            readings.append(Reading(now, values))
+        return readings + self._drain(time.monotonic())
+
     def read(self) -> Mapping[str, float]:
+        return self._read_due(time.monotonic())
+
+    def closing_sample(self) -> list[Reading]:
+        """The counter once more (the summary's exact joules) and the power samples not yet drained."""
+        nv = nvml()
+        readings = []
+        for index in list(self._energy):
+            now = time.time()
+            try:
+                readings.append(Reading(now, self._read_energy(nv, index)))
+            except nv.NVMLError:
+                pass
+        return readings + self._drain(float("inf"))
+
+    def _due(self, reader: _Reader, now: float) -> bool:
+        # half a tick of slack: a reader as slow as the tick is taken every tick despite jitter
+        return not reader.every_s or now - reader.last >= reader.every_s - self.interval / 2
+
+    def _read_due(self, now: float) -> dict[str, float]:
         nv = nvml()
         permanent = _permanent(nv)
         values: dict[str, float] = {}
         dropped = []
-        for i, (name, reader) in enumerate(self._readers):
+        for i, reader in enumerate(self._readers):
+            if not self._due(reader, now):
+                continue
+            reader.last = now
             try:
-                values.update(reader())
+                values.update(reader.read())
             except permanent:
                 dropped.append(i)
-                self.dropped.append(name)
+                self.dropped.append(reader.name)
             except nv.NVMLError:
                 pass  # a passing failure (timeout, busy): skip this reading this time
         for i in reversed(dropped):
             del self._readers[i]
         return values
+
+    def _drain(self, now: float) -> list[Reading]:
+        """Each new driver power sample as its own reading, at its own time."""
+        nv = nvml()
+        readings = []
+        for index, (p, buffer, reader) in list(self._power.items()):
+            if not self._due(reader, now):
+                continue
+            reader.last = time.monotonic()
+            try:
+                samples = buffer.drain(nv)
+            except _permanent(nv):
+                del self._power[index]
+                self.dropped.append(reader.name)
+                continue
+            except nv.NVMLError:
+                continue
+            readings.extend(Reading(t, {p + "power_w": watts}) for t, watts in samples)
+        return readings
 
     def tags(self) -> Mapping[str, str]:
         return dict(self._tags)

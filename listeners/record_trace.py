@@ -27,7 +27,7 @@ import time
 from typing import Any
 
 from listeners import nvml_backend
-from listeners.replay import FORMAT, Replay, call_key, encode
+from listeners.replay import FORMAT, SAMPLES, Replay, call_key, encode, encode_samples
 
 READ_ONLY = re.compile(
     r"^nvml(Init|InitWithFlags|Shutdown|ErrorString|DeviceGet\w+|SystemGet\w+|"
@@ -85,7 +85,7 @@ class RecordingNvml:
             except self._real.NVMLError as exc:
                 self._store(name, key, {"nvml_error": int(exc.value)})
                 raise
-            self._store(name, key, encode(result, self.label_of))
+            self._store(name, key, encode_samples(result) if name == SAMPLES else encode(result, self.label_of))
             return result
 
         call.__name__ = name
@@ -97,12 +97,15 @@ class RecordingNvml:
 
 
 def _run_listener(listener, seconds: float, stop: threading.Event, out: list, errors: list) -> None:
+    """Sample like the monitor does; `out` gets one list of readings per sample() call."""
     try:
         listener.open()
         end = time.time() + seconds
         while time.time() < end and not stop.is_set():
-            out.extend(listener.sample())
+            out.append(listener.sample())
             time.sleep(listener.interval)
+        out.append(listener.sample())
+        out.append(listener.closing_sample())
     except Exception as exc:  # recorded as a fact of this machine, not a crash of the recorder
         errors.append(f"{listener.name}: {type(exc).__name__}: {exc}")
     finally:
@@ -209,7 +212,13 @@ def record(seconds: float, interval: float, gpm_interval: float, load: bool, rea
             t.join(timeout=seconds + 60)
         stop.set()
         meta["listener_errors"] = errors
-        meta["sample_counts"] = {name: len(s) for name, s in samples.items()}
+        meta["sample_counts"] = {name: max(0, len(s) - 1) for name, s in samples.items()}  # sample() calls
+        meta["reading_counts"] = {name: sum(len(r) for r in s) for name, s in samples.items()}
+        power = sorted(r.time for s in samples["nvml"] for r in s if any(k.endswith("_power_w") for k in r.values))
+        meta["power_points"] = len(power)
+        if len(power) > 1:
+            gaps = sorted(b - a for a, b in zip(power, power[1:]))
+            meta["power_point_spacing_s_median"] = round(gaps[len(gaps) // 2], 4)
         meta["tags"] = listeners[0].tags()
         meta["nvml_dropped"] = listeners[0].dropped
         meta["gpm_skipped"] = listeners[1].skipped
@@ -246,7 +255,7 @@ def self_check(path: str) -> list[str]:
             cls.probe(Target(cuda_visible_devices=cvd))  # the recorder probed first too
             listener = cls(Target(cuda_visible_devices=cvd))
             listener.open()
-            readings = [listener.sample() for _ in range(n)]
+            readings = [listener.sample() for _ in range(n)] + [listener.closing_sample()]
             listener.close()
         values: dict[str, list[float]] = {}
         for batch in readings:

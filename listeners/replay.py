@@ -8,11 +8,15 @@ A trace is recorded at the pynvml-call level by `listeners.record_trace` on a re
 Every call's arguments are turned into a key (device handles and GPM samples become
 labels such as "dev0" / "gpm0"); the key maps to the results in the order the real calls
 returned them. A result is plain JSON; a ctypes struct becomes a dict with a "struct"
-entry, a handle {"ref": label}, an NVMLError {"nvml_error": code}.
+entry, a handle {"ref": label}, an NVMLError {"nvml_error": code}. nvmlDeviceGetSamples answers
+are stored compactly, {"value_type": t, "samples": [[µs, value], ...]}, and replayed as a timeline
+with the driver's last-seen semantics (`SampleTimeline`); a trace without them replays the
+buffer as not supported.
 
 `Replay` has the same interface as the pynvml functions the listeners call. Each call
 key answers its recorded results in order (deterministic); past the end it keeps
-answering the last one. A recorded error is raised as `pynvml.NVMLError(code)`, which
+answering the last one. A field-values call whose ids are among those of a recorded call is
+answered from that call's entries (each field is its own entry). A recorded error is raised as `pynvml.NVMLError(code)`, which
 pynvml maps to its subclass (e.g. NVMLError_NotSupported). Constants and error classes
 come from the real pynvml module. A call the trace never saw raises `TraceMissing`,
 so a listener that changed its calls fails loudly in tests instead of reading nothing.
@@ -27,10 +31,14 @@ from typing import Any
 
 import pynvml
 
+from listeners.power_samples import VALUE_ATTR, sample_value
+
 FORMAT = "radt-ext-nvml-trace/1"
 
 # Arguments left out of the call key because they change from run to run.
-KEY_IGNORED_ARGS = {"nvmlDeviceGetProcessUtilization": (1,)}  # the "since" timestamp
+KEY_IGNORED_ARGS = {"nvmlDeviceGetProcessUtilization": (1,),  # the "since" timestamp
+                    "nvmlDeviceGetSamples": (2,)}  # the last-seen timestamp
+SAMPLES = "nvmlDeviceGetSamples"
 
 
 class TraceMissing(LookupError):
@@ -107,6 +115,16 @@ def encode(obj: Any, label_of) -> Any:
     raise TypeError(f"cannot record {type(obj).__name__} in an NVML trace")
 
 
+def encode_samples(result: Any) -> dict:
+    """nvmlDeviceGetSamples' (value type, samples) → {"value_type": t, "samples": [[µs, value], ...]}."""
+    value_type, samples = result
+    out = []
+    for s in samples:
+        v = sample_value(value_type, s.sampleValue)
+        out.append([int(s.timeStamp), int(v) if v == int(v) else v])
+    return {"value_type": int(value_type), "samples": out}
+
+
 def encode_gpm_metric(metric: Any) -> dict:
     # metricInfo holds C string pointers owned by NVML; the id, status and value are what matter.
     return {"struct": "c_nvmlGpmMetric_t",
@@ -163,6 +181,68 @@ class ReplayGpmMetricsGet:
         self.metrics = [_GpmMetric() for _ in range(pynvml.NVML_GPM_METRIC_MAX)]
 
 
+class SampleTimeline:
+    """Replays one nvmlDeviceGetSamples key with the driver's last-seen semantics.
+
+    The recorded answers, joined, are the buffer's timeline. The i-th call sees the buffer as the
+    i-th recorded call saw it (up to that answer's newest sample) and gets every sample newer than
+    the `last_seen` it passes: the first call with 0 gets the backlog, a drain gets what came since.
+    Past the recorded calls the timeline repeats (whole recorded cycles, timestamps moved on by the
+    cycle's length), one recorded drain's worth of time per call. Nothing is made up: every value
+    is a recorded sample.
+    """
+
+    def __init__(self, answers: list):
+        self.value_type = 1
+        self.error: int | None = None
+        stamps: dict[int, float] = {}
+        self.cuts: list[int] = []  # newest sample each recorded call saw
+        for raw in answers:
+            if isinstance(raw, dict) and "nvml_error" in raw:
+                if raw["nvml_error"] != pynvml.NVML_ERROR_NOT_FOUND and self.error is None:
+                    self.error = raw["nvml_error"]
+                if self.cuts:
+                    self.cuts.append(self.cuts[-1])
+                continue
+            self.value_type = raw["value_type"]
+            for ts, v in raw["samples"]:
+                stamps[int(ts)] = v
+            if raw["samples"]:
+                self.cuts.append(max(self.cuts[-1:] + [int(ts) for ts, _ in raw["samples"]]))
+        # the driver's buffer holds a fixed number of samples: no answer holds more than the largest recorded
+        self.capacity = max([len(raw["samples"]) for raw in answers if isinstance(raw, dict) and "samples" in raw],
+                            default=0)
+        self.times = sorted(stamps)
+        self.values = [stamps[t] for t in self.times]
+        if self.times:
+            gaps = sorted(b - a for a, b in zip(self.times, self.times[1:]))
+            step = gaps[len(gaps) // 2] if gaps else 20_000
+            self.period = self.times[-1] - self.times[0] + step
+            drains = len(self.cuts) - 1
+            self.drain = (self.cuts[-1] - self.cuts[0]) // drains if drains and self.cuts[-1] > self.cuts[0] \
+                else self.period
+        self.calls = 0
+
+    def answer(self, last_seen: int) -> tuple[int, list]:
+        if not self.times:
+            raise pynvml.NVMLError(self.error if self.error is not None else pynvml.NVML_ERROR_NOT_SUPPORTED)
+        i, self.calls = self.calls, self.calls + 1
+        cut = self.cuts[i] if i < len(self.cuts) else self.cuts[-1] + (i - len(self.cuts) + 1) * self.drain
+        out = []
+        t0 = self.times[0]
+        cycle = max(0, (int(last_seen) - t0) // self.period)
+        while t0 + cycle * self.period <= cut:
+            shift = cycle * self.period
+            for t, v in zip(self.times, self.values):
+                if last_seen < t + shift <= cut:
+                    out.append(Record("c_nvmlSample_t", {
+                        "timeStamp": t + shift, "sampleValue": Record("c_nvmlValue_t", {VALUE_ATTR[self.value_type]: v})}))
+            cycle += 1
+        if not out:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        return self.value_type, out[-self.capacity:]
+
+
 def load_trace(path: str | Path) -> dict:
     with open(path) as fh:
         trace = json.load(fh)
@@ -185,6 +265,7 @@ class Replay:
         self.meta = trace.get("meta", {})
         self._calls: dict[str, dict[str, list]] = trace["calls"]
         self._next: dict[tuple[str, str], int] = {}
+        self._timelines: dict[str, SampleTimeline] = {}
         self._lock = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:
@@ -197,13 +278,26 @@ class Replay:
 
     def _answer(self, fn: str, args: tuple) -> Any:
         key = call_key(fn, args, _label_of_ref)
+        if fn == SAMPLES:
+            # a trace recorded before the sample buffer was read has none: the buffer is "not supported"
+            with self._lock:
+                timeline = self._timelines.get(key)
+                if timeline is None:
+                    timeline = self._timelines[key] = SampleTimeline(self._calls.get(fn, {}).get(key, []))
+                self._next[(fn, key)] = self._next.get((fn, key), 0) + 1
+                return timeline.answer(args[2])
         results = self._calls.get(fn, {}).get(key)
+        pick = None
+        if not results and fn == "nvmlDeviceGetFieldValues":
+            results, pick = self._field_subset(args)
         if not results:
             raise TraceMissing(f"{self.path}: no recorded answer for {fn}{key}")
         with self._lock:
             i = self._next.get((fn, key), 0)
             self._next[(fn, key)] = i + 1
         raw = results[min(i, len(results) - 1)]
+        if pick is not None and isinstance(raw, list):
+            raw = [raw[j] for j in pick]
         value = decode(raw)
         if isinstance(value, pynvml.NVMLError):
             raise value
@@ -217,6 +311,16 @@ class Replay:
         if fn in ("nvmlGpmSampleGet", "nvmlGpmMigSampleGet"):
             return args[-1]
         return value
+
+    def _field_subset(self, args: tuple) -> tuple[list | None, list[int] | None]:
+        """A field-values call whose ids a recorded call asked among others: that call's answers,
+        and where each asked id sits in them (each entry is a field of its own)."""
+        handle, ids = args[0], [int(i) for i in args[1]]
+        for recorded, results in self._calls.get("nvmlDeviceGetFieldValues", {}).items():
+            r_handle, r_ids = json.loads(recorded)
+            if decode(r_handle) == handle and set(ids) <= set(r_ids):
+                return results, [r_ids.index(i) for i in ids]
+        return None, None
 
     def calls_made(self, fn: str) -> int:
         """How many answers `fn` has given (all keys); for tests."""

@@ -78,6 +78,8 @@ class Monitor:
             gap = min(self.final_gap, listener.interval / 2)
             if not state.gave_up and time.monotonic() - state.last_sample_at >= gap:
                 self._sample_once(state)
+            if not state.gave_up:
+                self._sample_once(state, closing=True)
             try:
                 listener.close()
             except Exception as exc:
@@ -100,9 +102,9 @@ class Monitor:
             tick = max(tick + 1, int((time.monotonic() - start) / interval) + 1)
             self._stop.wait(max(0.0, start + tick * interval - time.monotonic()))
 
-    def _sample_once(self, state: ListenerState) -> bool:
+    def _sample_once(self, state: ListenerState, closing: bool = False) -> bool:
         try:
-            readings = state.listener.sample()
+            readings = state.listener.closing_sample() if closing else state.listener.sample()
         except Exception as exc:
             self._fail(state, "sample", exc)
             return False

@@ -18,9 +18,11 @@ def _pointer(ptype, address: int):
 
 
 class FakeNvml:
-    def __init__(self, gpus: int = 1, mem_temp: bool = False):
+    def __init__(self, gpus: int = 1, mem_temp: bool = False, power_samples: bool = True):
         self.gpus = gpus
         self.mem_temp = mem_temp
+        self.power_samples = power_samples
+        self._buffer_calls = 0
         self._handles = [_pointer(pynvml.c_nvmlDevice_t, 0x1000 + 0x10 * i) for i in range(gpus)]
         self._samples = itertools.count(0x9000, 0x10)
         self._ticks = {}
@@ -96,6 +98,25 @@ class FakeNvml:
             else:
                 values[i].nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
         return values
+
+    def nvmlDeviceGetSamples(self, h, sampling_type, last_seen):
+        """A buffer of 20 ms power samples: 100 (2 s) there at the first call, 50 (1 s) more by each
+        later call, the newest 120 kept (mW, µs stamps)."""
+        if not self.power_samples or sampling_type != pynvml.NVML_TOTAL_POWER_SAMPLES:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        self._buffer_calls += 1
+        newest = 100 + 50 * (self._buffer_calls - 1)
+        out = []
+        for k in range(max(0, newest - 120), newest):
+            ts = 1_700_000_000_000_000 + 20_000 * k
+            if ts > last_seen:
+                s = pynvml.c_nvmlSample_t()
+                s.timeStamp = ts
+                s.sampleValue.uiVal = 100_000 + 1000 * (k % 7)
+                out.append(s)
+        if not out:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        return pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, out
 
     def nvmlDeviceGetClockInfo(self, h, clock):
         return 1980 if clock == pynvml.NVML_CLOCK_SM else 2619

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The nvml listener's 50 Hz power timeline (the driver's power sample buffer) on one GPU, most important first:
+#   a) record an NVML trace with the sample buffer (idle, bf16 matmul load, idle) for the replay backend
+#   b) CPU per NVML call of every GPU listener, idle and under load (and smi's nvidia-smi child)
+#   c) energy fidelity, steady and bursty: the listener's power timeline against the energy counter
+#   d) monitor CPU at 10 Hz: nvml alone, every available listener (idle and under load)
+#   e) paired overhead (monitor thawed/frozen) on ResNet-50 224² bf16 batch 128, then the CIFAR ResNet-18
+#      loop, each with a share of the time left
+# Run from the repository root: OUT=<dir> bash scripts/gpu/power_sampling.sh  (LIMIT=540 s for the whole script)
+# Writes $OUT/power_sampling.tar.gz (every log, JSON, markdown table, the trace and the MLflow store).
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
+set -u
+export PYTHONUNBUFFERED=1
+: "${OUT:?set OUT to the output directory}"
+LIMIT=${LIMIT:-540}
+# DRY=<trace.json>: a tiny run on the replay backend, without a GPU, to prove commands, arguments and paths
+CALLS=200 SMI_S=3 FID_S=12 MON_S=8 SETTLE=2 REC_S=24 WARM50=8 WARM18=5 EXTRA50="" EXTRA18=""
+if [ -n "${DRY:-}" ]; then
+  CALLS=3 SMI_S=0.5 FID_S=1 MON_S=1 SETTLE=0.5 REC_S=2 WARM50=0.5 WARM18=0.5
+  EXTRA50="--image-size 32 --batch 2 --cycles 1" EXTRA18="--batch 8 --cycles 1"
+fi
+W=/tmp/power_sampling; rm -rf $W; mkdir -p $W/trace $W/calls $W/fidelity $W/monitor $W/paired_resnet50 $W/paired_resnet18
+export MLFLOW_TRACKING_URI=sqlite:///$W/mlflow.db RADT_EXT_SPOOL_DIR=$W/spool
+unset RADT_EXT_NVML_REPLAY
+[ -n "${DRY:-}" ] && export RADT_EXT_NVML_REPLAY=$DRY
+
+part() {  # part NAME TIMEOUT_S command...: one part, under its own timeout; a failure never stops the others
+  local name=$1 limit=$2; shift 2
+  echo "== $name at ${SECONDS}s (timeout ${limit}s): $*"
+  timeout -k 10 "$limit" "$@" > "$W/$name.log" 2>&1
+  echo "== $name exited $? at ${SECONDS}s"
+}
+
+{ nvidia-smi; nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv
+  python3 -c "import torch, torchvision, mlflow, pynvml, psutil; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'torchvision', torchvision.__version__, 'mlflow', mlflow.__version__, 'psutil', psutil.__version__)"
+  pip list 2>/dev/null | grep -i nvidia-ml; nproc; git log -1 --format='commit %H %s' 2>/dev/null; } > $W/env.txt 2>&1
+
+part a_record_trace 90 python3 -m listeners.record_trace --out $W/trace/h100_power_samples.json --seconds $REC_S \
+  --interval 0.1 --gpm-interval 0.2 --load --note "idle 6 s, bf16 8192^2 matmul 12 s, idle; nvml listener with the driver's power sample buffer"
+tail -n 45 $W/a_record_trace.log
+
+part b_call_cost 110 python3 -m benchmarks.nvml_call_cost --calls $CALLS --smi-seconds $SMI_S --phases idle,load --out $W/calls
+tail -n 45 $W/b_call_cost.log
+
+part c_energy_fidelity 110 python3 -m benchmarks.energy_fidelity --seconds $FID_S --loads steady,bursty --out $W/fidelity
+tail -n 30 $W/c_energy_fidelity.log
+
+part d_monitor_cost 150 python3 -m benchmarks.monitor_cost --seconds $MON_S --settle $SETTLE --rate 10 --listeners nvml,all \
+  --phases idle,load --out $W/monitor
+tail -n 15 $W/d_monitor_cost.log
+
+# e) what is left, less ~25 s for packing: 55 % to ResNet-50, the rest to ResNet-18; each run needs ~40 s
+#    beyond its budget (start, warm-up, ending the run) and stops measuring on SIGTERM with what it has
+LEFT=$(( LIMIT - 25 - SECONDS ))
+B50=$(( (LEFT - 80) * 55 / 100 ))
+if [ $B50 -ge 30 ]; then
+  part e1_paired_resnet50 $(( B50 + 40 )) python3 -m benchmarks.overhead_paired --model resnet50 --batch 128 \
+    --budget-s $B50 --window 1 --settle 0.1 --warmup $WARM50 $EXTRA50 --out $W/paired_resnet50
+  tail -n 14 $W/e1_paired_resnet50.log
+else
+  echo "== e1 skipped: $LEFT s left"
+fi
+B18=$(( LIMIT - 25 - SECONDS - 40 ))
+if [ $B18 -ge 30 ]; then
+  part e2_paired_resnet18 $(( B18 + 35 )) python3 -m benchmarks.overhead_paired --model cifar-resnet18 --batch 128 \
+    --budget-s $B18 --window 1 --settle 0.1 --warmup $WARM18 $EXTRA18 --out $W/paired_resnet18
+  tail -n 14 $W/e2_paired_resnet18.log
+else
+  echo "== e2 skipped: $(( LIMIT - 25 - SECONDS )) s left"
+fi
+
+echo "== summary at ${SECONDS}s"
+for f in $W/calls/nvml_call_cost.md $W/fidelity/energy_fidelity.md $W/monitor/monitor_cost.md \
+         $W/paired_resnet50/overhead_paired.md $W/paired_resnet18/overhead_paired.md; do
+  [ -f "$f" ] && { echo "--- $f"; head -n 40 "$f"; }
+done
+ls -la $W/trace
+tar -czf $OUT/power_sampling.tar.gz -C $W . && ls -la $OUT
+echo "== done at ${SECONDS}s"
