@@ -273,6 +273,9 @@ class GroupRunner:
                 metrics = energy_split.child_metrics(r.name, parts, samples[r.name], t0)
                 for i in range(0, len(metrics), 1000):
                     self.client.log_batch(r.run_id, metrics=metrics[i:i + 1000])
+                # the window the split used, so it can be recomputed from the store
+                span = {"collocation.started_s": f"{r.started:.3f}", "collocation.ended_s": f"{r.ended or 0:.3f}"}
+                self.client.log_batch(r.run_id, tags=[RunTag(k, v) for k, v in span.items()])
                 r.summary.update({m.key[len("summary/"):]: m.value for m in metrics if m.key.startswith("summary/")})
         except Exception as exc:
             return f"{type(exc).__name__}: {exc}"
