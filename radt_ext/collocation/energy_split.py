@@ -62,7 +62,12 @@ def split(devices: list[str], parent_series: dict[str, list[tuple[float, float]]
                 points, scale = activity(c)
                 work.append(WorkloadActivity(c.name, c.start, c.end, points, scale))
         if work:
-            out[i] = attribute(power, work, energy)
+            split_i = attribute(power, work, energy)
+            before = energy[0][1] if energy else 0.0
+            if before > 0:  # the counter counts from the listener's start: its first value came before any sample
+                split_i.unattributed_j += before
+                split_i.total_j += before
+            out[i] = split_i
     return out
 
 

@@ -22,14 +22,14 @@ export CUDA_MPS_PIPE_DIRECTORY="$W/mps/pipe" CUDA_MPS_LOG_DIRECTORY="$W/mps/log"
 LOG=$W/log.txt
 say() { echo "[$SECONDS s] $*" | tee -a "$LOG"; }
 
-COMMON="python3 -m radt_ext.workloads.torch_train --recipe cnn_amp --variant amp --precision bf16 --infer-iters 1"
-if [ "$DRY" = 1 ]; then
+COMMON="python3 -m radt_ext.workloads.torch_train --infer-iters 1"
+if [ "$DRY" = 1 ]; then  # fp32: bf16 autocast crawls on a CPU without bf16 instructions
   export RADT_EXT_NVML_REPLAY=${RADT_EXT_NVML_REPLAY:-$REPO/listeners/traces/h200_matmul.json}
-  LIGHT="$COMMON --device cpu --model resnet18 --dataset synthetic32 --batch-size 32 --epochs 1 --train-samples 64 --val-samples 32"
-  HEAVY="$COMMON --device cpu --model resnet50 --dataset synthetic32 --batch-size 16 --epochs 1 --train-samples 32 --val-samples 16"
+  LIGHT="$COMMON --recipe cnn_baseline --variant baseline --precision fp32 --device cpu --model resnet18 --dataset synthetic32 --batch-size 32 --epochs 1 --train-samples 64 --val-samples 32"
+  HEAVY="$COMMON --recipe cnn_baseline --variant baseline --precision fp32 --device cpu --model resnet50 --dataset synthetic32 --batch-size 16 --epochs 1 --train-samples 32 --val-samples 16"
 else
-  LIGHT="$COMMON --model resnet18 --dataset synthetic32 --batch-size 128 --epochs 3 --train-samples 24576 --val-samples 512"
-  HEAVY="$COMMON --model resnet50 --dataset synthetic224 --batch-size 128 --epochs 3 --train-samples 4096 --val-samples 256"
+  LIGHT="$COMMON --recipe cnn_amp --variant amp --precision bf16 --model resnet18 --dataset synthetic32 --batch-size 128 --epochs 3 --train-samples 24576 --val-samples 512"
+  HEAVY="$COMMON --recipe cnn_amp --variant amp --precision bf16 --model resnet50 --dataset synthetic224 --batch-size 128 --epochs 3 --train-samples 4096 --val-samples 256"
 fi
 echo "LIGHT=$LIGHT" > "$W/commands.txt"; echo "HEAVY=$HEAVY" >> "$W/commands.txt"
 
