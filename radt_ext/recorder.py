@@ -5,6 +5,7 @@ the separate monitor process that `radt_ext.track()` starts.
 """
 from __future__ import annotations
 
+import re
 import time
 
 from listeners import registry
@@ -54,8 +55,11 @@ def select_listeners(spec: str | None, interval: float | None, target: Target) -
 
 
 class Recorder:
-    def __init__(self, client, run_id: str, tracking_uri: str, listeners: list[Listener], t0: float | None = None):
+    def __init__(self, client, run_id: str, tracking_uri: str, listeners: list[Listener], t0: float | None = None,
+                 keep: re.Pattern | None = None):
         self.t0 = time.time() if t0 is None else t0
+        self.keep = keep  # metric names whose (t, value) series stay in memory (collocation's energy split)
+        self.series: dict[str, list[tuple[float, float]]] = {}
         self.summaries = Summaries()
         self.writer = MetricWriter(client, run_id, tracking_uri)
         self.monitor = Monitor(listeners, self._sink)
@@ -72,6 +76,8 @@ class Recorder:
                 continue
             self.writer.add(PREFIX + name, value, ts, step)
             self.summaries.add(name, reading.time, value)
+            if self.keep is not None and self.keep.match(name):
+                self.series.setdefault(name, []).append((reading.time, value))
 
     def start(self) -> "Recorder":
         self.started = time.time()

@@ -116,6 +116,8 @@ def exit_code(returncode: int) -> int:
 
 
 class WorkloadSession:
+    keep_series = None  # a compiled pattern: metric series the recorder keeps in memory (see Recorder)
+
     def __init__(self, spec: WorkloadSpec):
         if not spec.command:
             raise UsageError("no command to run; write it after `--`, e.g. radt-ext run -- python train.py")
@@ -202,7 +204,8 @@ class WorkloadSession:
         # listeners open while the workload starts up (imports take far longer than NVML init)
         self.target.pid = self.proc.pid
         self.tree = ProcessTree(self.proc.pid, (ENV_ACTIVE, self.run_id)).start()  # catches setsid() escapes
-        self.recorder = Recorder(self.client, self.run_id, self.uri, self._listeners, t0=self.spec.t0).start()
+        self.recorder = Recorder(self.client, self.run_id, self.uri, self._listeners, t0=self.spec.t0,
+                                 keep=self.keep_series).start()
         if self.killed_by is not None:  # stopped while it was being spawned
             self.terminate(self.killed_by)
         return self

@@ -18,6 +18,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
 from listeners import registry
 from listeners.base import Target
 from radt_ext import machine
+from radt_ext.collocation import energy_split
 from radt_ext.collocation import mig as mig_mod
 from radt_ext.collocation.modes import CPU, Group, Workload, check, metric_name
 from radt_ext.collocation.mps import MpsDaemon
@@ -154,6 +155,7 @@ class GroupRunner:
                             env={**w.env, **env}, cwd=w.cwd)
         session = _Session(spec)
         session.unset = unset
+        session.keep_series = energy_split.CHILD_SERIES
         session.target.cuda_visible_devices = watch
         return session
 
@@ -231,7 +233,8 @@ class GroupRunner:
                 self.client.set_terminated(self.parent_run_id, "FAILED")
             raise
         t0 = time.time()
-        recorder = Recorder(self.client, self.parent_run_id, self.uri, listeners, t0=t0).start()
+        recorder = Recorder(self.client, self.parent_run_id, self.uri, listeners, t0=t0,
+                            keep=energy_split.PARENT_SERIES).start()
         try:
             if g.mode == "exclusive":
                 for s, r in zip(self.sessions, self.results):
@@ -254,6 +257,29 @@ class GroupRunner:
             for daemon in self.daemons.values():
                 daemon.quit()  # before the parent's last tags, so they carry its answer
         return self._close(recorder, t0)
+
+    def _split_energy(self, recorder: Recorder, t0: float, summary: dict[str, float]) -> str | None:
+        """Each child's share of the GPU energy onto its run, the group's side into `summary`;
+        returns why it failed (never raises: the group's own results come first)."""
+        g = self.group
+        try:
+            kids = [energy_split.Child(r.name, w.device, r.started, r.ended,
+                                       s.recorder.series if s.recorder is not None else {}, w.mig)
+                    for w, s, r in zip(g.workloads, self.sessions, self.results)]
+            parts = energy_split.split(g.devices, recorder.series, kids)
+            samples = {r.name: r.summary.get("samples", 0.0) for r in self.results}
+            summary.update(energy_split.parent_summary(parts, samples))
+            for r in self.results:
+                metrics = energy_split.child_metrics(r.name, parts, samples[r.name], t0)
+                for i in range(0, len(metrics), 1000):
+                    self.client.log_batch(r.run_id, metrics=metrics[i:i + 1000])
+                # the window the split used, so it can be recomputed from the store
+                span = {"collocation.started_s": f"{r.started:.3f}", "collocation.ended_s": f"{r.ended or 0:.3f}"}
+                self.client.log_batch(r.run_id, tags=[RunTag(k, v) for k, v in span.items()])
+                r.summary.update({m.key[len("summary/"):]: m.value for m in metrics if m.key.startswith("summary/")})
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return None
 
     def _fail_unstarted(self, status: str) -> None:
         for s, r in zip(self.sessions, self.results):
@@ -294,6 +320,7 @@ class GroupRunner:
         if slowdowns:
             summary["avg_slowdown_ratio"] = sum(slowdowns) / len(slowdowns)
             summary["max_slowdown_ratio"] = max(slowdowns)
+        split_error = self._split_energy(recorder, t0, summary)
         statuses = [r.status for r in self.results]
         if self.stopping or "KILLED" in statuses:
             status = "KILLED"
@@ -311,6 +338,8 @@ class GroupRunner:
         if status != "FINISHED" and not code:
             code = 1
         tags = recorder.listener_tags()
+        if split_error:
+            tags["radt_ext.attribution_error"] = split_error[:4000]
         tags["collocation.status"] = ",".join(f"{r.name}={r.status}" for r in self.results)
         for device, daemon in self.daemons.items():
             log = daemon.control_log()

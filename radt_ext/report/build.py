@@ -51,6 +51,7 @@ def group_html(client, parent, kids) -> str:
     return document(f"radt-ext report: {title}", [
         _info(parent_data),
         figures.group_timelines(runs, f"{len(runs)} workloads, stacked on one time axis"),
+        figures.energy_split(parent_data, runs),
         figures.run_timelines(parent_data, title="group-level metrics") if parent_data.system else None,
         figures.slowdown_heatmap(runs),
         _summary_table(runs + ([parent_data] if parent_data.summary else [])),

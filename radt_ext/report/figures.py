@@ -148,6 +148,50 @@ def group_timelines(children: list[RunData], title: str) -> go.Figure | None:
     return fig
 
 
+ATTRIBUTED = re.compile(r"^gpu\d+_power_attributed_w$")
+
+
+def energy_split(parent: RunData, children: list[RunData]) -> go.Figure | None:
+    """Each workload's share of the group's GPU energy: the attributed power stacked over time
+    (with the GPU's own power as a line) and the energy by workload, active and idle parts."""
+    kids = [c for c in children if "gpu_energy_attributed_j" in c.summary]
+    if not kids:
+        return None
+    palette = ["#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880"]
+    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.12, row_heights=[0.65, 0.35],
+                        subplot_titles=["GPU power by workload (stacked)", "GPU energy by workload"])
+    for ci, child in enumerate(kids):
+        color = palette[ci % len(palette)]
+        for name, s in child.system.items():
+            if ATTRIBUTED.match(name):
+                s = downsample(s)
+                fig.add_trace(go.Scatter(x=s.t, y=s.v, mode="lines", stackgroup="power", name=child.name,
+                                         legendgroup=child.run_id, line=dict(color=color, width=0.5),
+                                         hovertemplate=f"{child.name}: %{{y:.4g}} W<extra></extra>"), row=1, col=1)
+    for name, s in parent.system.items():
+        if re.fullmatch(r"gpu\d+_power_w", name):
+            s = downsample(s)
+            fig.add_trace(go.Scatter(x=s.t, y=s.v, mode="lines", name=f"GPU {name}", line=dict(color="black", width=1),
+                                     hovertemplate=f"{name}: %{{y:.4g}} W<extra></extra>"), row=1, col=1)
+    names = [c.name for c in kids]
+    active = [c.summary.get("gpu_energy_active_attributed_j", c.summary["gpu_energy_attributed_j"]) for c in kids]
+    idle = [c.summary.get("gpu_energy_idle_attributed_j", 0.0) for c in kids]
+    rest = parent.summary.get("gpu_energy_unattributed_j")
+    if rest is not None:
+        names, active, idle = names + ["group (no workload running)"], active + [rest], idle + [0.0]
+    fig.add_trace(go.Bar(y=names, x=active, orientation="h", name="active", marker_color="#636efa",
+                         hovertemplate="%{y}: %{x:.4g} J active<extra></extra>"), row=2, col=1)
+    fig.add_trace(go.Bar(y=names, x=idle, orientation="h", name="idle share", marker_color="#b6b6b6",
+                         hovertemplate="%{y}: %{x:.4g} J of idle power<extra></extra>"), row=2, col=1)
+    fig.update_yaxes(title_text="W", row=1, col=1)
+    fig.update_xaxes(title_text="seconds since the group started", row=1, col=1)
+    fig.update_xaxes(title_text="J", row=2, col=1)
+    total = parent.summary.get("gpu_energy_j")
+    title = "Each workload's share of the GPU energy" + (f" (counter: {total:.4g} J)" if total else "")
+    fig.update_layout(title=title, barmode="stack", height=700, margin=dict(l=60, r=20, t=80, b=40))
+    return fig
+
+
 # ---- sweeps ---------------------------------------------------------------------------------
 
 def _label(run: RunData) -> str:

@@ -1,0 +1,220 @@
+"""The energy-share validation, read back from the store that scripts/gpu/collocation_energy.sh filled.
+
+    python benchmarks/collocation_energy.py --store sqlite:///mlflow.db [--samples proc_samples.jsonl] \
+        --out collocation_energy          # writes collocation_energy.md and .json
+
+For every group (parent run) of the experiment: the GPU counter energy, the children's attributed
+energy as the group runner logged it, and the same split recomputed here from the store (the
+parent's power/energy series, the children's per-process SM %) and, with --samples, from NVML's raw
+per-process samples (every sample, matched to runs by the process's RADT_EXT_ACTIVE). Then:
+- identical workloads (group names starting `same-`): the gap between the two shares;
+- a workload's share beside another (`mixed-*`) against its energy alone (the `alone` exclusive group).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from mlflow.tracking import MlflowClient
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from radt_ext.collocation.attribution import WorkloadActivity, attribute  # noqa: E402
+
+EXPERIMENT = "collocation-energy"
+
+
+def series(client, run_id: str, key: str) -> list[tuple[float, float]]:
+    return sorted((m.timestamp / 1000.0, m.value) for m in client.get_metric_history(run_id, key))
+
+
+def raw_activity(path: str | None) -> dict[str, list[tuple[float, float]]]:
+    """{run id: [(t, SM % summed over its processes' samples at t)]} from the raw sample file."""
+    if not path or not os.path.exists(path):
+        return {}
+    owner: dict[int, str] = {}
+    by_run: dict[str, dict[float, float]] = {}
+    rows = []
+    with open(path) as fh:
+        for line in fh:
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                continue
+    for row in rows:
+        if row.get("kind") == "proc" and row.get("run_id"):
+            owner[int(row["pid"])] = row["run_id"]
+    for row in rows:
+        if row.get("kind") == "util" and int(row["pid"]) in owner:
+            points = by_run.setdefault(owner[int(row["pid"])], {})
+            points[row["t"]] = points.get(row["t"], 0.0) + float(row["sm"])
+    return {run: sorted(points.items()) for run, points in by_run.items()}
+
+
+def raw_unowned(path: str | None) -> dict[str, int]:
+    """Samples of processes that belong to no run (an MPS server, say): {name: count}."""
+    if not path or not os.path.exists(path):
+        return {}
+    names, owned, counts = {}, set(), {}
+    with open(path) as fh:
+        rows = [json.loads(line) for line in fh if line.strip()]
+    for row in rows:
+        if row.get("kind") == "proc":
+            names[int(row["pid"])] = row.get("name") or str(row["pid"])
+            if row.get("run_id"):
+                owned.add(int(row["pid"]))
+    for row in rows:
+        if row.get("kind") == "util" and int(row["pid"]) not in owned and row.get("sm", 0) > 0:
+            name = names.get(int(row["pid"]), str(row["pid"]))
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def group_rows(client, uri_samples: str | None) -> list[dict]:
+    exp = client.get_experiment_by_name(EXPERIMENT)
+    if exp is None:
+        return []
+    runs = client.search_runs([exp.experiment_id], max_results=1000, order_by=["attributes.start_time ASC"])
+    raw = raw_activity(uri_samples)
+    out = []
+    for parent in [r for r in runs if "mlflow.parentRunId" not in r.data.tags]:
+        kids = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+        kids.sort(key=lambda r: int(r.data.tags.get("collocation.index", 0)))
+        m = parent.data.metrics
+        power = series(client, parent.info.run_id, "system/gpu0_power_w")
+        energy = series(client, parent.info.run_id, "system/gpu0_energy_j")
+        work_store, work_raw = [], []
+        for k in kids:
+            start = float(k.data.tags.get("collocation.started_s", k.info.start_time / 1000.0))
+            end = float(k.data.tags.get("collocation.ended_s", 0) or (k.info.end_time or 0) / 1000.0) or None
+            name = k.data.tags.get("collocation.workload", k.info.run_name)
+            work_store.append(WorkloadActivity(name, start, end, series(client, k.info.run_id, "system/gpu0_proc_sm_pct")))
+            work_raw.append(WorkloadActivity(name, start, end, raw.get(k.info.run_id, [])))
+        store = attribute(power, work_store, energy) if power else None
+        offline = attribute(power, work_raw, energy) if power and raw else None
+        row = {"group": parent.info.run_name, "mode": parent.data.tags.get("collocation.mode"),
+               "status": parent.info.status, "run_id": parent.info.run_id,
+               "makespan_s": m.get("summary/makespan_s"), "gpu_energy_j": m.get("summary/gpu_energy_j"),
+               "idle_j": m.get("summary/gpu_energy_idle_j"), "unattributed_j": m.get("summary/gpu_energy_unattributed_j"),
+               "idle_power_w": m.get("summary/gpu_idle_power_w"), "even_split_s": m.get("summary/attribution_even_split_s"),
+               "attribution_error": parent.data.tags.get("radt_ext.attribution_error"),
+               "store_even_split_s": store.even_split_s if store else None,
+               "raw_even_split_s": offline.even_split_s if offline else None, "children": []}
+        for k, ws in zip(kids, work_store):
+            km = k.data.metrics
+            child = {"name": ws.name, "status": k.info.status, "run_id": k.info.run_id,
+                     "duration_s": km.get("summary/duration_s"), "samples": km.get("summary/samples"),
+                     "attributed_j": km.get("summary/gpu_energy_attributed_j"),
+                     "active_j": km.get("summary/gpu_energy_active_attributed_j"),
+                     "idle_share_j": km.get("summary/gpu_energy_idle_attributed_j"),
+                     "per_sample_j": km.get("summary/energy_per_sample_attributed_j"),
+                     "avg_proc_sm_pct": _mean(series(client, k.info.run_id, "system/gpu0_proc_sm_pct")),
+                     "store_j": store.shares[ws.name].energy_j if store else None,
+                     "store_active_j": store.shares[ws.name].active_j if store else None,
+                     "raw_j": offline.shares[ws.name].energy_j if offline else None,
+                     "raw_active_j": offline.shares[ws.name].active_j if offline else None}
+            row["children"].append(child)
+        parts = [c["attributed_j"] for c in row["children"]]
+        if row["gpu_energy_j"] and all(p is not None for p in parts):
+            row["sum_gap_pct"] = 100.0 * abs(sum(parts) + (row["unattributed_j"] or 0.0) - row["gpu_energy_j"]) / row["gpu_energy_j"]
+        out.append(row)
+    return out
+
+
+def _mean(points):
+    return sum(v for _, v in points) / len(points) if points else None
+
+
+def _pct(a, b):
+    return None if a is None or not b else 100.0 * (a - b) / b
+
+
+def validation(groups: list[dict]) -> dict:
+    by_name = {g["group"]: g for g in groups}
+    out = {"identical": [], "versus_alone": []}
+    for g in groups:
+        if g["group"].startswith("same-") and len(g["children"]) == 2:
+            a, b = g["children"]
+            for key in ("attributed_j", "store_j", "raw_j"):
+                if a.get(key) and b.get(key):
+                    gap = 100.0 * abs(a[key] - b[key]) / ((a[key] + b[key]) / 2)
+                    out["identical"].append({"group": g["group"], "mode": g["mode"], "source": key,
+                                             "a_j": a[key], "b_j": b[key], "gap_pct": gap, "within_10pct": gap <= 10.0})
+    alone = {c["name"]: c for c in by_name.get("alone", {}).get("children", [])}
+    for g in groups:
+        if not g["group"].startswith("mixed-"):
+            continue
+        for c in g["children"]:
+            base = alone.get(c["name"])
+            if not base:
+                continue
+            out["versus_alone"].append({
+                "group": g["group"], "mode": g["mode"], "workload": c["name"],
+                "attributed_j": c["attributed_j"], "alone_j": base["attributed_j"],
+                "error_pct": _pct(c["attributed_j"], base["attributed_j"]),
+                "active_j": c["active_j"], "alone_active_j": base["active_j"],
+                "active_error_pct": _pct(c["active_j"], base["active_j"]),
+                "raw_j": c["raw_j"], "raw_error_pct": _pct(c["raw_j"], base["raw_j"] or base["attributed_j"]),
+                "per_sample_j": c["per_sample_j"], "alone_per_sample_j": base["per_sample_j"]})
+    return out
+
+
+def _f(v, d=1):
+    return "–" if v is None else (f"{v:.{d}f}" if isinstance(v, float) else str(v))
+
+
+def markdown(groups: list[dict], val: dict, unowned: dict) -> str:
+    lines = ["| group | mode | status | makespan s | GPU energy J (counter) | idle W | idle J | group's J | "
+             "even-split s | workload | attributed J | active J | recomputed J (store / raw samples) | "
+             "J/sample | avg proc SM % | parts vs counter |",
+             "|" + "---|" * 16]
+    for g in groups:
+        for i, c in enumerate(g["children"]):
+            head = [g["group"], g["mode"], g["status"], _f(g["makespan_s"]), _f(g["gpu_energy_j"]),
+                    _f(g["idle_power_w"]), _f(g["idle_j"]), _f(g["unattributed_j"]), _f(g["even_split_s"])] if i == 0 \
+                else [""] * 9
+            tail = [_f(g.get("sum_gap_pct"), 3) + " %" if i == 0 and g.get("sum_gap_pct") is not None else ""]
+            lines.append("| " + " | ".join(head + [c["name"], _f(c["attributed_j"]), _f(c["active_j"]),
+                                                   f"{_f(c['store_j'])} / {_f(c['raw_j'])}", _f(c["per_sample_j"], 4),
+                                                   _f(c["avg_proc_sm_pct"])] + tail) + " |")
+    lines += ["", "Identical workloads (gap between the two shares, of their mean):", "",
+              "| group | mode | source | a J | b J | gap % | within 10 % |", "|---|---|---|---|---|---|---|"]
+    for r in val["identical"]:
+        lines.append(f"| {r['group']} | {r['mode']} | {r['source']} | {_f(r['a_j'])} | {_f(r['b_j'])} | "
+                     f"{_f(r['gap_pct'], 2)} | {'yes' if r['within_10pct'] else 'no'} |")
+    lines += ["", "Share beside another workload against the energy alone (exclusive):", "",
+              "| group | mode | workload | attributed J | alone J | error % | active J | alone active J | active error % | "
+              "J/sample (shared / alone) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in val["versus_alone"]:
+        lines.append(f"| {r['group']} | {r['mode']} | {r['workload']} | {_f(r['attributed_j'])} | {_f(r['alone_j'])} | "
+                     f"{_f(r['error_pct'])} | {_f(r['active_j'])} | {_f(r['alone_active_j'])} | "
+                     f"{_f(r['active_error_pct'])} | {_f(r['per_sample_j'], 4)} / {_f(r['alone_per_sample_j'], 4)} |")
+    if unowned:
+        lines += ["", "Raw per-process samples with SM > 0 from processes of no run: "
+                  + ", ".join(f"{k}: {v}" for k, v in sorted(unowned.items()))]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--store", required=True, help="tracking URI, e.g. sqlite:///mlflow.db")
+    ap.add_argument("--samples", default=None, help="raw per-process samples (listeners.record_proc_samples)")
+    ap.add_argument("--out", required=True, help="output path without extension")
+    args = ap.parse_args(argv)
+    client = MlflowClient(args.store)
+    groups = group_rows(client, args.samples)
+    val = validation(groups)
+    unowned = raw_unowned(args.samples)
+    with open(args.out + ".json", "w") as fh:
+        json.dump({"groups": groups, "validation": val, "unowned_samples": unowned}, fh, indent=1)
+    text = markdown(groups, val, unowned)
+    with open(args.out + ".md", "w") as fh:
+        fh.write(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

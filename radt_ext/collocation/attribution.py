@@ -1,0 +1,229 @@
+"""Each collocated workload's share of the GPU's energy, from what the listeners logged.
+
+Pure functions: no NVML, no MLflow. Inputs are (time s, value) series:
+
+- the GPU's power (`gpu{i}_power_w` of the group's parent, any sample rate) and, where
+  present, its energy counter (`gpu{i}_energy_j`), which fixes the total: each counter
+  interval's energy is spread over the power samples inside it by their shape;
+- per workload, its activity on that GPU (`gpu{i}_proc_sm_pct` of its child run, or under
+  MIG its instance's GPM `sm_active_pct` times the instance's fraction of the GPU). A value
+  logged at time t describes the period before t (NVML's per-process samples do).
+
+Each interval between two samples is split in two parts:
+
+- idle: the GPU's floor power x the interval. It is the price of holding the GPU, which
+  every workload present pays: it is split evenly among the workloads running then
+  (a workload alone pays all of it, as in an exclusive run, so the two compare like for like);
+- active: the rest, split in proportion to the workloads' activity in that interval. When no
+  workload reports any activity (samples missing, start-up, copies only, MPS clients that
+  NVML does not sample) it is split evenly among the workloads running then, and counted in
+  `even_split_s`.
+
+Energy in intervals where no workload runs (before the first starts, after the last ends)
+is the group's, `unattributed_j`. Workloads' shares plus `unattributed_j` add up to the
+counter's energy (or the power integral where no counter was logged).
+"""
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass, field
+
+IDLE_QUANTILE = 0.05  # the GPU's floor power: this time-weighted quantile of the group's power
+MIN_GAP_S = 1.0  # an activity sample counts for at most max(this, 3 x its median spacing)
+
+Points = list[tuple[float, float]]
+
+
+@dataclass
+class WorkloadActivity:
+    name: str
+    start: float  # s since the epoch, when it was started
+    end: float | None  # when it ended (None: still running at the group's end)
+    activity: Points  # (t, SM %) samples
+    scale: float = 1.0  # MIG: its instance's fraction of the GPU's SMs
+
+
+@dataclass
+class Share:
+    energy_j: float = 0.0  # active + idle
+    active_j: float = 0.0
+    idle_j: float = 0.0
+    timeline: Points = field(default_factory=list)  # (interval end, attributed W)
+
+
+@dataclass
+class Attribution:
+    total_j: float
+    idle_power_w: float
+    idle_j: float  # the idle part of every interval, workloads' and the group's
+    unattributed_j: float  # intervals with no workload running: the group's
+    even_split_s: float  # seconds where no workload reported activity and the active part was split evenly
+    power_integral_j: float  # trapezoid of the power samples alone, for comparison with the counter
+    shares: dict[str, Share]
+
+    def check(self) -> float:
+        """Relative gap between the parts and the total (0 when they add up)."""
+        parts = sum(s.energy_j for s in self.shares.values()) + self.unattributed_j
+        return abs(parts - self.total_j) / self.total_j if self.total_j else 0.0
+
+
+def _clean(points: Points) -> Points:
+    """Sorted by time, finite values only, one value per time (the last)."""
+    out: dict[float, float] = {}
+    for t, v in points:
+        if t is not None and v is not None and math.isfinite(t) and math.isfinite(v):
+            out[float(t)] = float(v)
+    return sorted(out.items())
+
+
+def _interp(points: Points, times: list[float], t: float) -> float:
+    i = bisect.bisect_left(times, t)
+    if i < len(times) and times[i] == t:
+        return points[i][1]
+    if i == 0:
+        return points[0][1]
+    if i == len(points):
+        return points[-1][1]
+    (t0, v0), (t1, v1) = points[i - 1], points[i]
+    return v0 + (v1 - v0) * (t - t0) / (t1 - t0)
+
+
+def segments(power: Points, energy: Points | None = None) -> tuple[list[float], list[float], float]:
+    """(grid times, energy J of each interval between consecutive grid times, power integral J).
+
+    The grid is every power and counter sample time. Without a counter an interval's energy is
+    the trapezoid of power; with one, each counter interval's energy is spread over the intervals
+    inside it in proportion to their power integral (evenly in time when power is missing there).
+    A counter that goes backwards (reset) leaves that interval to the power integral.
+    """
+    power, energy = _clean(power), _clean(energy or [])
+    grid = sorted({t for t, _ in power} | {t for t, _ in energy})
+    if len(grid) < 2:
+        return grid, [], 0.0
+    ptimes = [t for t, _ in power]
+    raw = []
+    for a, b in zip(grid, grid[1:]):
+        if len(power) >= 1 and power[0][0] <= a and b <= power[-1][0]:
+            raw.append((b - a) * (_interp(power, ptimes, a) + _interp(power, ptimes, b)) / 2.0)
+        else:
+            raw.append(math.nan)  # outside the power samples
+    integral = sum(e for e in raw if not math.isnan(e))
+    out = [0.0 if math.isnan(e) else e for e in raw]
+    for (c0, e0), (c1, e1) in zip(energy, energy[1:]):
+        delta = e1 - e0
+        if delta < 0:
+            continue
+        i, j = bisect.bisect_left(grid, c0), bisect.bisect_left(grid, c1)
+        inside = range(i, j)  # intervals [grid[k], grid[k+1]] within [c0, c1]
+        known = [raw[k] for k in inside if not math.isnan(raw[k])]
+        if len(known) == len(inside) and sum(known) > 0:
+            scale = delta / sum(known)
+            for k in inside:
+                out[k] = raw[k] * scale
+        else:
+            for k in inside:
+                out[k] = delta * (grid[k + 1] - grid[k]) / (c1 - c0)
+    return grid, out, integral
+
+
+def idle_power(grid: list[float], energy: list[float], quantile: float = IDLE_QUANTILE) -> float:
+    """The time-weighted `quantile` of the intervals' mean power: the GPU's floor in this group."""
+    rows = sorted(((e / (b - a), b - a) for a, b, e in zip(grid, grid[1:], energy) if b > a))
+    if not rows:
+        return 0.0
+    total = sum(dt for _, dt in rows)
+    seen = 0.0
+    for power, dt in rows:
+        seen += dt
+        if seen >= quantile * total:
+            return max(0.0, power)
+    return max(0.0, rows[-1][0])
+
+
+class _Lookup:
+    """A workload's activity at a time: the first sample at or after it (samples look back),
+    else the last one before it, if within the gap; None when there is none that close."""
+
+    def __init__(self, points: Points):
+        self.points = _clean(points)
+        self.times = [t for t, _ in self.points]
+        gaps = sorted(b - a for a, b in zip(self.times, self.times[1:]) if b > a)
+        self.max_gap = max(MIN_GAP_S, 3 * gaps[len(gaps) // 2]) if gaps else MIN_GAP_S
+
+    def at(self, t: float) -> float | None:
+        i = bisect.bisect_left(self.times, t)
+        if i < len(self.times) and self.times[i] - t <= self.max_gap:
+            return max(0.0, self.points[i][1])
+        if i > 0 and t - self.times[i - 1] <= self.max_gap:
+            return max(0.0, self.points[i - 1][1])
+        return None
+
+
+def attribute(power: Points, workloads: list[WorkloadActivity], energy: Points | None = None,
+              idle_power_w: float | None = None) -> Attribution:
+    """Split one GPU's energy among the workloads that shared it (see the module's docstring)."""
+    grid, seg, integral = segments(power, energy)
+    idle_w = idle_power(grid, seg) if idle_power_w is None else max(0.0, idle_power_w)
+    shares = {w.name: Share() for w in workloads}
+    lookups = {w.name: _Lookup(w.activity) for w in workloads}
+    idle_total = unattributed = even = 0.0
+    for a, b, e in zip(grid, grid[1:], seg):
+        dt = b - a
+        mid = (a + b) / 2.0
+        present = [w for w in workloads if w.start <= mid and (w.end is None or mid < w.end)]
+        idle = min(e, idle_w * dt) if e > 0 else 0.0
+        idle_total += idle
+        if not present:
+            unattributed += e
+            for s in shares.values():
+                s.timeline.append((b, 0.0))
+            continue
+        active = e - idle
+        weights = {}
+        for w in present:
+            value = lookups[w.name].at(mid)
+            weights[w.name] = 0.0 if value is None else value * w.scale
+        busy = sum(weights.values())
+        if busy <= 0:
+            weights = {w.name: 1.0 for w in present}
+            busy = float(len(present))
+            even += dt
+        for w in workloads:
+            s = shares[w.name]
+            if w.name in weights:
+                part_active = active * weights[w.name] / busy
+                part_idle = idle / len(present)
+                s.active_j += part_active
+                s.idle_j += part_idle
+                s.energy_j += part_active + part_idle
+                s.timeline.append((b, (part_active + part_idle) / dt if dt > 0 else 0.0))
+            else:
+                s.timeline.append((b, 0.0))
+    total = sum(seg)
+    return Attribution(total_j=total, idle_power_w=idle_w, idle_j=idle_total, unattributed_j=unattributed,
+                       even_split_s=even, power_integral_j=integral, shares=shares)
+
+
+def binned(timeline: Points, start: float, width_s: float) -> Points:
+    """A per-interval power timeline as bins of `width_s` (energy-weighted mean W, at each bin's end);
+    keeps a logged timeline small when power comes at tens of Hz."""
+    if width_s <= 0 or not timeline:
+        return list(timeline)
+    out: Points = []
+    prev = start
+    acc_e = acc_t = 0.0
+    edge = start + width_s
+    for t, w in timeline:
+        dt = t - prev
+        if dt > 0:
+            acc_e += w * dt
+            acc_t += dt
+        prev = t
+        if t >= edge:
+            out.append((t, acc_e / acc_t if acc_t > 0 else 0.0))
+            acc_e = acc_t = 0.0
+            edge = t + width_s
+    if acc_t > 0:
+        out.append((prev, acc_e / acc_t))
+    return out

@@ -1,0 +1,122 @@
+"""The energy split at the end of a real group: real CPU stand-in children, a real SQLite store, NVML
+answered by the H200 recording (from the start of its matmul load). The recorded matmul process is
+answered as one stand-in's own pid, so that child's gpu_procs reads the recorded SM activity."""
+from __future__ import annotations
+
+import json
+import os
+
+import psutil
+import pytest
+from mlflow.tracking import MlflowClient
+
+from listeners import nvml_backend
+from listeners.replay import Replay
+from radt_ext.collocation import Group, Workload, run_group
+from radt_ext.report import ARTIFACT
+from tests.radt_ext.collocation.support import cpu_command
+
+TRACE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "listeners", "traces", "h200_matmul.json")
+BUSY_BATCH = 8  # the stand-in that is answered as the recorded matmul process
+
+
+class OwnedByStandIn:
+    """The recording from its load on, with the recorded workload's pid answered as the pid of this
+    test's child that runs with `--batch-size 8`."""
+
+    def __init__(self):
+        with open(TRACE) as fh:
+            trace = json.load(fh)
+        self.recorded_pid = trace["meta"]["load"]["pid"]
+        for calls in trace["calls"].values():  # skip the 5 idle seconds: 10 Hz calls by 50, 5 Hz GPM by 25
+            for key, answers in calls.items():
+                if len(answers) >= 150:
+                    calls[key] = answers[50:]
+                elif len(answers) >= 40:
+                    calls[key] = answers[25:]
+        self.replay = Replay(trace)
+
+    def __getattr__(self, name):
+        return getattr(self.replay, name)
+
+    def _busy_pid(self) -> int:
+        for p in psutil.Process().children(recursive=True):
+            try:
+                if f"--batch-size {BUSY_BATCH} " in " ".join(p.cmdline()) + " ":
+                    return p.pid
+            except psutil.Error:
+                continue
+        return -1
+
+    def _owned(self, answer):
+        pid = self._busy_pid()
+        for entry in answer:
+            if int(entry.pid) == self.recorded_pid:
+                entry.pid = pid
+        return answer
+
+    def nvmlDeviceGetProcessUtilization(self, handle, since):
+        return self._owned(self.replay.nvmlDeviceGetProcessUtilization(handle, since))
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        return self._owned(self.replay.nvmlDeviceGetComputeRunningProcesses(handle))
+
+
+@pytest.fixture
+def recorded_gpu(monkeypatch):
+    monkeypatch.setenv(nvml_backend.REPLAY_ENV, TRACE)  # listeners see NVML as available
+    nvml_backend.reset()
+    with nvml_backend.use(OwnedByStandIn()) as backend:
+        yield backend
+    nvml_backend.reset()
+
+
+def _runs(uri, result):
+    client = MlflowClient(uri)
+    return client, client.get_run(result.parent_run_id), {c.name: client.get_run(c.run_id) for c in result.children}
+
+
+def test_children_get_their_share_and_the_parts_add_up(tracking_uri, recorded_gpu):
+    g = Group(mode="naive", experiment_name="split", interval=0.1, listeners="nvml", child_listeners="gpu_procs",
+              workloads=[Workload("busy", cpu_command(2.0, BUSY_BATCH)), Workload("quiet", cpu_command(2.0, 32))])
+    result = run_group(g, echo=lambda m: None)
+    assert result.status == "FINISHED"
+    client, parent, kids = _runs(tracking_uri, result)
+    assert "radt_ext.attribution_error" not in parent.data.tags
+    p = parent.data.metrics
+    busy, quiet = kids["busy"].data.metrics, kids["quiet"].data.metrics
+    parts = busy["summary/gpu_energy_attributed_j"] + quiet["summary/gpu_energy_attributed_j"]
+    assert parts + p["summary/gpu_energy_unattributed_j"] == pytest.approx(p["summary/gpu_energy_j"], rel=0.01)
+    # the child whose process the GPU saw busy gets the active energy; idle power is shared
+    assert busy["summary/gpu_energy_active_attributed_j"] > 3 * quiet["summary/gpu_energy_active_attributed_j"]
+    assert busy["summary/gpu_energy_idle_attributed_j"] == pytest.approx(
+        quiet["summary/gpu_energy_idle_attributed_j"], rel=0.2)
+    for m in (busy, quiet):
+        assert m["summary/energy_per_sample_attributed_j"] == pytest.approx(
+            m["summary/gpu_energy_attributed_j"] / m["summary/samples"])
+    assert p["summary/busy_gpu_energy_attributed_j"] == pytest.approx(busy["summary/gpu_energy_attributed_j"])
+    for c in result.children:
+        history = client.get_metric_history(c.run_id, "system/gpu0_power_attributed_w")
+        assert len(history) > 3 and all(h.value >= 0 for h in history)
+    timeline = [h.value for h in client.get_metric_history(result.children[0].run_id, "system/gpu0_power_attributed_w")]
+    assert max(timeline) > p["summary/gpu_idle_power_w"]  # the busy child draws more than an idle share
+    with open(client.download_artifacts(result.parent_run_id, ARTIFACT), encoding="utf-8") as fh:
+        assert "GPU energy by workload" in fh.read()  # the report shows the split
+
+
+def test_without_activity_the_split_is_even_and_still_adds_up(tracking_uri, recorded_gpu):
+    """No gpu_procs on the children (nothing reports activity) and one workload ends early."""
+    g = Group(mode="naive", experiment_name="split", interval=0.1, listeners="nvml", child_listeners="top",
+              workloads=[Workload("long", cpu_command(2.0, 16)), Workload("short", cpu_command(0.5, 16))])
+    result = run_group(g, echo=lambda m: None)
+    client, parent, kids = _runs(tracking_uri, result)
+    p = parent.data.metrics
+    long, short = kids["long"].data.metrics, kids["short"].data.metrics
+    parts = long["summary/gpu_energy_attributed_j"] + short["summary/gpu_energy_attributed_j"]
+    assert parts + p["summary/gpu_energy_unattributed_j"] == pytest.approx(p["summary/gpu_energy_j"], rel=0.01)
+    assert p["summary/attribution_even_split_s"] > 1.0
+    assert long["summary/gpu_energy_attributed_j"] > short["summary/gpu_energy_attributed_j"]
+    ended = float(kids["short"].data.tags["collocation.ended_s"])
+    after = [h for h in client.get_metric_history(kids["short"].info.run_id, "system/gpu0_power_attributed_w")
+             if h.timestamp / 1000.0 > ended + 0.5]
+    assert all(h.value == 0.0 for h in after)
