@@ -1,1 +1,1 @@
-"""Benchmark scripts (issue 6); run from the repository root as `python -m benchmarks.<name>`."""
+"""Benchmark scripts; run from the repository root as `python -m benchmarks.<name>`."""

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 6, GPU parts (1 overhead, 2 sampling capacity, 4 energy fidelity) on the lent H100/H200.
+# The benchmarks' GPU parts (1 overhead, 2 sampling capacity, 4 energy fidelity) on one H100/H200.
 # Run from the repository root with $OUT set; needs .whl/ (MLflow's client) and .whl-extra/ (radT's wheel).
 # Parts run in the order of $PARTS (default "4 2 1"); the overhead part takes the time left up to ~8 minutes.
 # About 8 minutes; writes 8 files to $OUT: {overhead,sampling,energy_fidelity}.{json,md}, gpu_benchmarks.log, env.txt

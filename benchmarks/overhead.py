@@ -337,7 +337,7 @@ def main(argv=None) -> int:
             try:
                 with monitor(config, f"{config}-r{len(rounds) - 1}", info):
                     # every window, the baseline's too, starts `settle` s after a pause: the loop runs
-                    # faster just after one (batch 2 on the H200: none-b, settled, read 7 % below none)
+                    # faster just after one (an H200 run without the settle: none-b read 7 % below none)
                     trainer.run_for(args.settle)
                     images, seconds = trainer.run_for(args.window)
             except Stop:

@@ -139,7 +139,7 @@ def test_anonymous_request_is_refused(mlflow_auth_server):
 
 
 def test_server_goes_away_and_comes_back_with_its_data(mlflow_sqlite_server):
-    """The helper issue 7 uses: stop a real server, then start it again on the same port and store."""
+    """Stop a real server, then start it again on the same port and store: its runs are still there."""
     import urllib.error
     import urllib.request
 
@@ -212,7 +212,7 @@ def test_radt_ext_run_wrong_credentials_fails_before_workload(mlflow_auth_server
     assert "MLFLOW_TRACKING_USERNAME" in lines[0] and "MLFLOW_TRACKING_PASSWORD" in lines[0], lines[0]
 
 
-@pytest.mark.skipif(not _radt_has("sweep"), reason="`radt-ext sweep` does not exist yet (issue 4)")
+@pytest.mark.skipif(not _radt_has("sweep"), reason="this radt-ext has no `sweep` command")
 def test_radt_ext_sweep_over_http(mlflow_auth_server, user, monkeypatch, tmp_path):
     experiment = f"team-sweep-{uuid.uuid4().hex[:6]}"
     spec = tmp_path / "sweep.yaml"

@@ -10,6 +10,7 @@ from radt_ext.collocation import Group, Workload, run_group
 from radt_ext.report import ARTIFACT
 from tests.radt_ext.collocation.support import cpu_command
 from tests.radt_ext.helpers import radt
+from tests.radt_ext.report import page as shown
 
 
 def _family(uri, parent_run_id):
@@ -46,11 +47,12 @@ def test_parent_logs_a_report_with_the_children_stacked(tracking_uri):
     assert "radt_ext.report_error" not in parent.data.tags
     with open(client.download_artifacts(result.parent_run_id, ARTIFACT), encoding="utf-8") as fh:
         page = fh.read()
-    assert "collocation group naive:w0+w1 (naive)" in page
-    assert "2 workloads, stacked on one time axis" in page
+    assert "collocation group naive:w0+w1 (naive)" in shown.text(page)
+    stacked = shown.figures(page)[0]
+    assert shown.titles(stacked)[0] == "2 workloads, stacked on one time axis"
     for child in children:  # one legend entry per child, from its own `top` timeline
-        assert f"{child.info.run_name} ({child.info.run_id[:8]})" in page
-    assert "CPU" in page
+        assert f"{child.info.run_name} ({child.info.run_id[:8]})" in shown.trace_names(stacked)
+    assert any(t.startswith("CPU") for t in shown.titles(stacked)), shown.titles(stacked)
 
 
 def test_collocate_cli_children_in_the_named_experiment(tracking_uri):

@@ -7,6 +7,7 @@ import sys
 
 from mlflow.tracking import MlflowClient
 
+from tests.radt_ext.report import page as shown
 from tests.radt_ext.report.store import store  # noqa: F401
 
 
@@ -40,7 +41,8 @@ def test_filter_with_explicit_baseline_and_html(store, tmp_path):
     assert "chosen by --baseline" in proc.stdout
     assert "loss" in proc.stdout and "throughput_samples_per_s" not in proc.stdout
     page = html.read_text(encoding="utf-8")
-    assert store.baseline in page and "Pareto front" in page and "<table>" in page
+    assert store.baseline in shown.text(page) and "<table>" in page
+    assert any("Pareto front" in shown.trace_names(fig) for fig in shown.figures(page))
 
 
 def test_run_ids_in_the_order_given(store):

@@ -12,6 +12,7 @@ from radt_ext.report import ARTIFACT, figures, log_report
 from radt_ext.report.build import run_html, sweep_id_html
 from radt_ext.report.data import RunData, Series, load_run
 from radt_ext.report.pareto import pareto_front
+from tests.radt_ext.report import page as shown
 from tests.radt_ext.report.store import WORKLOAD, _radt, store  # noqa: F401
 
 PANEL_TITLES = ["Power (W)", "Cumulative energy (J)", "Temperature (°C)", "SM and tensor activity (%)",
@@ -27,10 +28,10 @@ def _artifact_text(client, run_id, path=ARTIFACT) -> str:
 def test_every_run_logs_its_report_with_all_panels_and_epoch_markers(store):
     client = MlflowClient(store.uri)
     page = _artifact_text(client, store.baseline)
-    for title in PANEL_TITLES:
-        assert title in page, title
-    assert page.count("epoch 0") >= 1 and "epoch 2" in page  # the workload's own epoch bounds
-    assert page.count("plotly.js v") == 1  # plotly.js embedded once: opens offline
+    (fig,) = shown.figures(page)
+    assert set(PANEL_TITLES) <= set(shown.titles(fig)), shown.titles(fig)
+    assert {"epoch 0", "epoch 2"} <= set(shown.trace_texts(fig))  # the workload's own epoch bounds
+    assert shown.plotlyjs_copies(page) == 1  # plotly.js embedded once: opens offline
     assert len(page) < 6_000_000
     assert "radt_ext.report_error" not in client.get_run(store.baseline).data.tags
 
@@ -51,20 +52,25 @@ def test_run_timelines_come_from_the_stored_history(store):
 def test_collocation_parent_report_stacks_the_children(store):
     client = MlflowClient(store.uri)
     page = run_html(client, store.parent)
-    assert "collocation group" in page and "2 workloads, stacked on one time axis" in page
+    figs = shown.figures(page)
+    assert "collocation group" in shown.text(page)
+    assert "2 workloads, stacked on one time axis" in shown.titles(figs[0])
     kids = {r.info.run_name for r in client.search_runs(
         [e.experiment_id for e in client.search_experiments()],
         f"tags.`mlflow.parentRunId` = '{store.parent}'")}
     assert kids == {"small", "large"}
+    legend = " ".join(shown.trace_names(figs[0]))
     for name in kids:
-        assert f"{name} (" in page
+        assert f"{name} (" in legend
 
 
 def test_sweep_report_has_pareto_front_and_per_variant_bars(store):
     page = sweep_id_html(MlflowClient(store.uri), "s1")
-    assert "2 runs" in page
-    assert "Pareto front" in page and "Throughput and energy per sample" in page
-    assert "J per sample" in page
+    assert "2 runs" in shown.text(page)
+    scatter, bars = shown.figures(page)[:2]
+    assert "Pareto front" in shown.trace_names(scatter)
+    assert "Throughput and energy per sample, per variant and mode" in shown.titles(bars)
+    assert "J per sample" in shown.titles(bars)
 
 
 def test_a_failing_report_never_fails_the_run(store, tmp_path):

@@ -15,6 +15,7 @@ from mlflow.tracking import MlflowClient
 
 from tests.radt_ext.collocation.support import WORKLOAD
 from tests.radt_ext.helpers import radt
+from tests.radt_ext.report import page as shown
 
 TRACE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "listeners", "traces", "h200_matmul.json")
 
@@ -89,10 +90,12 @@ def test_sweep_logs_its_report_on_one_run_of_its_own(tmp_path, tracking_uri):
     assert f"report radt_ext_sweep_report.html on run {report.info.run_id}" in " ".join(done.stderr.split())
     with open(client.download_artifacts(report.info.run_id, "radt_ext_sweep_report.html"), encoding="utf-8") as fh:
         page = fh.read()
-    assert "radt-ext sweep rep: 5 runs" in page  # 2 parents + 3 children; not the report run itself
-    assert "Time vs energy per collocation group (makespan)" in page and "Pareto front" in page
-    assert "Collocation slowdown" in page and '"type":"heatmap"' in page
-    assert "Throughput and energy per sample" in page
+    assert "radt-ext sweep rep: 5 runs" in shown.text(page)  # 2 parents + 3 children; not the report run itself
+    scatter, bars, heat = shown.figures(page)[:3]
+    assert shown.titles(scatter)[0] == "Time vs energy per collocation group (makespan)"
+    assert "Pareto front" in shown.trace_names(scatter)
+    assert shown.titles(heat)[0].startswith("Collocation slowdown") and heat["data"][0]["type"] == "heatmap"
+    assert shown.titles(bars)[0].startswith("Throughput and energy per sample")
     # a resume (nothing left to run) rebuilds the report on the same run
     again = radt("sweep", str(spec), env=env)
     assert again.returncode == 0, again.stderr

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# GPU batch 2: re-record the NVML/GPM traces with the nvml listener reading power, energy and memory
+# Re-record the NVML/GPM traces with the nvml listener reading power, energy and memory
 # temperature through one nvmlDeviceGetFieldValues call (instantaneous power), check the field units
 # against nvmlDeviceGetPowerUsage, re-run the energy-fidelity benchmark and the GPU tests.
 set -u
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
-W=/tmp/batch2; rm -rf $W; mkdir -p $W/traces $W/fidelity $W/tests
+W=/tmp/record_traces_field_values; rm -rf $W; mkdir -p $W/traces $W/fidelity $W/tests
 python3 - <<'PY' > $W/power_fields.txt 2>&1
 import time, subprocess, sys, pynvml as nv
 nv.nvmlInit(); h = nv.nvmlDeviceGetHandleByIndex(0)
@@ -23,4 +23,4 @@ timeout 60 python3 -m listeners.record_trace --out $W/traces/h200_idle.json --se
 timeout 120 python3 -m benchmarks.energy_fidelity --seconds 12 --out $W/fidelity > $W/fidelity/log.txt 2>&1; cat $W/fidelity/*.md
 export MLFLOW_TRACKING_URI=sqlite:///$W/tests/mlflow.db
 timeout 240 python3 -m pytest -q -p no:cacheprovider -m gpu tests/listeners tests/radt_ext/test_gpu_proof.py > $W/tests/pytest_gpu.log 2>&1; tail -n 15 $W/tests/pytest_gpu.log
-tar -czf $OUT/batch2.tar.gz -C $W .
+tar -czf $OUT/record_traces_field_values.tar.gz -C $W .

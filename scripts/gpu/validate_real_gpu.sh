@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# GPU batch 1 (run on the lent H100/H200 from the repo root, $OUT set by the device tool):
-# NVML/GPM trace recordings, nvidia-smi fixtures, the issue-2 GPU proof, MPS smoke check.
-# Everything lands in $OUT/batch1.tar.gz (the device tool brings back few files).
+# Validation on a real GPU (run from the repository root with $OUT set):
+# NVML/GPM trace recordings, nvidia-smi fixtures, the end-to-end GPU proof, MPS smoke check.
+# Everything lands in $OUT/validate_real_gpu.tar.gz.
 set -u
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
-W=/tmp/batch1; mkdir -p $W/h1 $W/smi $W/proof
+W=/tmp/validate_real_gpu; mkdir -p $W/traces $W/smi $W/proof
 nvidia-smi; python3 -c "import torch, pynvml, mlflow; print('torch', torch.__version__, 'pynvml', pynvml.__version__ if hasattr(pynvml,'__version__') else '', 'mlflow', mlflow.__version__)"
 
-echo "== H1 traces"; (
-  OUT=$W/h1
+echo "== NVML/GPM traces"; (
+  OUT=$W/traces
   GPU=$(python3 -c "import pynvml as p; p.nvmlInit(); n=str(p.nvmlDeviceGetName(p.nvmlDeviceGetHandleByIndex(0))); print('h200' if 'H200' in n else 'h100' if 'H100' in n else 'gpu')")
   timeout 120 python3 -m listeners.record_trace --out $OUT/${GPU}_matmul.json --seconds 20 --interval 0.1 --gpm-interval 0.2 --load > $OUT/${GPU}_matmul.log 2>&1
   timeout 60 python3 -m listeners.record_trace --out $OUT/${GPU}_idle.json --seconds 4 --interval 0.1 --gpm-interval 0.2 > $OUT/${GPU}_idle.log 2>&1
@@ -17,9 +17,9 @@ echo "== H1 traces"; (
   timeout 300 python3 -m pytest -q -p no:cacheprovider -m gpu tests/listeners/test_nvml.py tests/listeners/test_gpm.py tests/listeners/test_devices.py tests/listeners/test_replay.py > $OUT/${GPU}_pytest_gpu.log 2>&1
   tail -3 $OUT/*.log
 )
-echo "== H2 smi fixtures"; OUT=$W/smi timeout 120 bash tests/listeners/fixtures/record_smi.sh; ls $W/smi
+echo "== nvidia-smi fixtures"; OUT=$W/smi timeout 120 bash tests/listeners/fixtures/record_smi.sh; ls $W/smi
 
-echo "== issue 2 GPU proof"; (
+echo "== GPU proof"; (
   cd $W/proof
   timeout 300 python3 -m pytest -v -s -p no:cacheprovider -m gpu --rootdir=$OLDPWD $OLDPWD/tests/radt_ext/test_gpu_proof.py > pytest_gpu_proof.log 2>&1; tail -30 pytest_gpu_proof.log
   export MLFLOW_TRACKING_URI=sqlite:///$W/proof/mlflow.db
@@ -33,5 +33,5 @@ echo "== MPS smoke"; (
   python3 -c "import torch; x=torch.ones(1000,device='cuda'); print('mps client ok', x.sum().item())"
   echo get_server_list | nvidia-cuda-mps-control; echo quit | nvidia-cuda-mps-control; sleep 1; ls $CUDA_MPS_LOG_DIRECTORY; cat $CUDA_MPS_LOG_DIRECTORY/control.log | tail -5
 ) > $W/mps.log 2>&1; cat $W/mps.log
-tar -czf $OUT/batch1.tar.gz -C $W .
+tar -czf $OUT/validate_real_gpu.tar.gz -C $W .
 ls -la $OUT
