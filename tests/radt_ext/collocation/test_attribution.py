@@ -156,3 +156,23 @@ def test_binned_timeline_keeps_the_energy(recorded):
 def test_no_samples_at_all_is_an_empty_split():
     split = attribute([], [WorkloadActivity("a", 0.0, None, [])])
     assert split.total_j == 0.0 and split.shares["a"].energy_j == 0.0 and split.check() == 0.0
+
+
+def test_under_mig_the_instances_gpm_is_the_activity(recorded):
+    """Children on MIG instances have no per-process SM % (NVML does not sample it there): their
+    instance's GPM sm_active, weighted by the profile's slices, is what splits the GPU's energy."""
+    from radt_ext.collocation.energy_split import Child, split
+
+    r = recorded
+    busy = [t for t, v in r["sm"][1:] if v > 0]
+    lo, hi = busy[0] + 0.5, busy[-1] - 0.5
+    inside = lambda points: [p for p in points if lo <= p[0] <= hi]  # noqa: E731
+    parent = {"gpu0_power_w": inside(r["power"]), "gpu0_energy_j": inside(r["energy"])}
+    kids = [Child("big", "0", lo, None, {"gpu0_mig1_sm_active_pct": r["sm"]}, mig="4g.71gb"),
+            Child("small", "0", lo, None, {"gpu0_mig2_sm_active_pct": list(r["sm"])}, mig="1g.18gb"),
+            Child("elsewhere", "cpu", lo, None, {})]
+    parts = split(["0", "cpu"], parent, kids)
+    assert list(parts) == [0]
+    shares = parts[0].shares
+    assert set(shares) == {"big", "small"}
+    assert shares["big"].active_j == pytest.approx(4 * shares["small"].active_j, rel=1e-6)
