@@ -197,11 +197,49 @@ def markdown(groups: list[dict], val: dict, unowned: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def figure(client, groups: list[dict], val: dict, path: str) -> None:
+    """One plotly page (plotly.js from its CDN, so the file stays small): each group's attributed
+    power stacked under the GPU's power, and the shares against the energy alone."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    shown = [g for g in groups if g["group"] != "alone" and g["children"]]
+    rows = len(shown) + 1
+    fig = make_subplots(rows=rows, cols=1, vertical_spacing=0.06,
+                        subplot_titles=[f"{g['group']} ({g['mode']}): GPU power by workload, stacked" for g in shown]
+                        + ["Attributed energy beside another workload vs the energy alone"])
+    colors = ["#636efa", "#ef553b", "#00cc96", "#ab63fa"]
+    for row, g in enumerate(shown, start=1):
+        origin = None
+        power = series(client, g["run_id"], "system/gpu0_power_w")
+        if power:
+            origin = power[0][0]
+        for ci, c in enumerate(g["children"]):
+            pts = series(client, c["run_id"], "system/gpu0_power_attributed_w")
+            origin = origin if origin is not None else (pts[0][0] if pts else 0.0)
+            fig.add_trace(go.Scatter(x=[t - origin for t, _ in pts], y=[v for _, v in pts], stackgroup=f"g{row}",
+                                     name=f"{g['group']}: {c['name']}", line=dict(width=0.5, color=colors[ci % 4])),
+                          row=row, col=1)
+        if power:
+            fig.add_trace(go.Scatter(x=[t - origin for t, _ in power], y=[v for _, v in power], name=f"{g['group']}: GPU",
+                                     line=dict(width=1, color="black")), row=row, col=1)
+        fig.update_yaxes(title_text="W", row=row, col=1)
+    labels = [f"{r['workload']} ({r['group']})" for r in val["versus_alone"]]
+    fig.add_trace(go.Bar(x=labels, y=[r["attributed_j"] for r in val["versus_alone"]], name="attributed (shared)"),
+                  row=rows, col=1)
+    fig.add_trace(go.Bar(x=labels, y=[r["alone_j"] for r in val["versus_alone"]], name="alone (exclusive)"),
+                  row=rows, col=1)
+    fig.update_yaxes(title_text="J", row=rows, col=1)
+    fig.update_layout(height=320 * rows, barmode="group", title="Each collocated workload's GPU energy")
+    fig.write_html(path, include_plotlyjs="cdn")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--store", required=True, help="tracking URI, e.g. sqlite:///mlflow.db")
     ap.add_argument("--samples", default=None, help="raw per-process samples (listeners.record_proc_samples)")
     ap.add_argument("--out", required=True, help="output path without extension")
+    ap.add_argument("--figure", default=None, help="also write this plotly HTML page")
     args = ap.parse_args(argv)
     client = MlflowClient(args.store)
     groups = group_rows(client, args.samples)
@@ -209,6 +247,8 @@ def main(argv=None) -> int:
     unowned = raw_unowned(args.samples)
     with open(args.out + ".json", "w") as fh:
         json.dump({"groups": groups, "validation": val, "unowned_samples": unowned}, fh, indent=1)
+    if args.figure:
+        figure(client, groups, val, args.figure)
     text = markdown(groups, val, unowned)
     with open(args.out + ".md", "w") as fh:
         fh.write(text)
