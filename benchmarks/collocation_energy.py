@@ -93,6 +93,13 @@ def group_rows(client, uri_samples: str | None) -> list[dict]:
             work_store.append(WorkloadActivity(name, start, end, series(client, k.info.run_id, "system/gpu0_proc_sm_pct")))
             work_raw.append(WorkloadActivity(name, start, end, raw.get(k.info.run_id, [])))
         store = attribute(power, work_store, energy) if power else None
+        overlap, lo, hi = None, 0.0, 0.0
+        if power and len(work_store) > 1 and all(w.end for w in work_store):
+            # the split where every workload ran: what it gives apart from how long each one ran
+            lo, hi = max(w.start for w in work_store), min(w.end for w in work_store)
+            inside = lambda points: [p for p in points if lo <= p[0] <= hi]  # noqa: E731
+            if hi > lo:
+                overlap = attribute(inside(power), work_store, inside(energy))
         offline = attribute(power, work_raw, energy) if power and raw else None
         row = {"group": parent.info.run_name, "mode": parent.data.tags.get("collocation.mode"),
                "status": parent.info.status, "run_id": parent.info.run_id,
@@ -101,7 +108,9 @@ def group_rows(client, uri_samples: str | None) -> list[dict]:
                "idle_power_w": m.get("summary/gpu_idle_power_w"), "even_split_s": m.get("summary/attribution_even_split_s"),
                "attribution_error": parent.data.tags.get("radt_ext.attribution_error"),
                "store_even_split_s": store.even_split_s if store else None,
-               "raw_even_split_s": offline.even_split_s if offline else None, "children": []}
+               "raw_even_split_s": offline.even_split_s if offline else None,
+               "overlap_s": hi - lo if overlap else None, "overlap_even_split_s": overlap.even_split_s if overlap else None,
+               "children": []}
         for k, ws in zip(kids, work_store):
             km = k.data.metrics
             child = {"name": ws.name, "status": k.info.status, "run_id": k.info.run_id,
@@ -114,7 +123,9 @@ def group_rows(client, uri_samples: str | None) -> list[dict]:
                      "store_j": store.shares[ws.name].energy_j if store else None,
                      "store_active_j": store.shares[ws.name].active_j if store else None,
                      "raw_j": offline.shares[ws.name].energy_j if offline else None,
-                     "raw_active_j": offline.shares[ws.name].active_j if offline else None}
+                     "raw_active_j": offline.shares[ws.name].active_j if offline else None,
+                     "overlap_j": overlap.shares[ws.name].energy_j if overlap else None,
+                     "start_s": ws.start, "end_s": ws.end}
             row["children"].append(child)
         parts = [c["attributed_j"] for c in row["children"]]
         if row["gpu_energy_j"] and all(p is not None for p in parts):
@@ -137,10 +148,13 @@ def validation(groups: list[dict]) -> dict:
     for g in groups:
         if g["group"].startswith("same-") and len(g["children"]) == 2:
             a, b = g["children"]
-            for key in ("attributed_j", "store_j", "raw_j"):
+            for key in ("attributed_j", "store_j", "raw_j", "overlap_j"):
                 if a.get(key) and b.get(key):
                     gap = 100.0 * abs(a[key] - b[key]) / ((a[key] + b[key]) / 2)
                     out["identical"].append({"group": g["group"], "mode": g["mode"], "source": key,
+                                             "even_split_s": g["overlap_even_split_s" if key == "overlap_j" else
+                                                             "even_split_s"],
+                                             "end_gap_s": abs(a["end_s"] - b["end_s"]) if a["end_s"] and b["end_s"] else None,
                                              "a_j": a[key], "b_j": b[key], "gap_pct": gap, "within_10pct": gap <= 10.0})
     alone = {c["name"]: c for c in by_name.get("alone", {}).get("children", [])}
     for g in groups:
@@ -180,10 +194,14 @@ def markdown(groups: list[dict], val: dict, unowned: dict) -> str:
                                                    f"{_f(c['store_j'])} / {_f(c['raw_j'])}", _f(c["per_sample_j"], 4),
                                                    _f(c["avg_proc_sm_pct"])] + tail) + " |")
     lines += ["", "Identical workloads (gap between the two shares, of their mean):", "",
-              "| group | mode | source | a J | b J | gap % | within 10 % |", "|---|---|---|---|---|---|---|"]
+              "| group | mode | source | a J | b J | gap % | within 10 % | ends apart s | even-split s |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    sources = {"attributed_j": "as logged by the run", "store_j": "recomputed from the store",
+               "raw_j": "recomputed from raw NVML samples", "overlap_j": "while both ran (from the store)"}
     for r in val["identical"]:
-        lines.append(f"| {r['group']} | {r['mode']} | {r['source']} | {_f(r['a_j'])} | {_f(r['b_j'])} | "
-                     f"{_f(r['gap_pct'], 2)} | {'yes' if r['within_10pct'] else 'no'} |")
+        lines.append(f"| {r['group']} | {r['mode']} | {sources[r['source']]} | {_f(r['a_j'])} | {_f(r['b_j'])} | "
+                     f"{_f(r['gap_pct'], 2)} | {'yes' if r['within_10pct'] else 'no'} | {_f(r['end_gap_s'], 2)} | "
+                     f"{_f(r['even_split_s'])} |")
     lines += ["", "Share beside another workload against the energy alone (exclusive):", "",
               "| group | mode | workload | attributed J | alone J | error % | active J | alone active J | active error % | "
               "J/sample (shared / alone) |", "|---|---|---|---|---|---|---|---|---|---|"]
