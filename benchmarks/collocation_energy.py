@@ -92,15 +92,15 @@ def group_rows(client, uri_samples: str | None) -> list[dict]:
             name = k.data.tags.get("collocation.workload", k.info.run_name)
             work_store.append(WorkloadActivity(name, start, end, series(client, k.info.run_id, "system/gpu0_proc_sm_pct")))
             work_raw.append(WorkloadActivity(name, start, end, raw.get(k.info.run_id, [])))
-        store = attribute(power, work_store, energy) if power else None
+        store = attribute(power, work_store, energy, one_per_tick=True) if power else None
         overlap, lo, hi = None, 0.0, 0.0
         if power and len(work_store) > 1 and all(w.end for w in work_store):
             # the split where every workload ran: what it gives apart from how long each one ran
             lo, hi = max(w.start for w in work_store), min(w.end for w in work_store)
             inside = lambda points: [p for p in points if lo <= p[0] <= hi]  # noqa: E731
             if hi > lo:
-                overlap = attribute(inside(power), work_store, inside(energy))
-        offline = attribute(power, work_raw, energy) if power and raw else None
+                overlap = attribute(inside(power), work_store, inside(energy), one_per_tick=True)
+        offline = attribute(power, work_raw, energy, one_per_tick=True) if power and raw else None
         row = {"group": parent.info.run_name, "mode": parent.data.tags.get("collocation.mode"),
                "status": parent.info.status, "run_id": parent.info.run_id,
                "makespan_s": m.get("summary/makespan_s"), "gpu_energy_j": m.get("summary/gpu_energy_j"),
@@ -152,8 +152,10 @@ def validation(groups: list[dict]) -> dict:
                 if a.get(key) and b.get(key):
                     gap = 100.0 * abs(a[key] - b[key]) / ((a[key] + b[key]) / 2)
                     out["identical"].append({"group": g["group"], "mode": g["mode"], "source": key,
-                                             "even_split_s": g["overlap_even_split_s" if key == "overlap_j" else
-                                                             "even_split_s"],
+                                             "even_split_s": g[{"attributed_j": "even_split_s",
+                                                                "store_j": "store_even_split_s",
+                                                                "raw_j": "raw_even_split_s",
+                                                                "overlap_j": "overlap_even_split_s"}[key]],
                                              "end_gap_s": abs(a["end_s"] - b["end_s"]) if a["end_s"] and b["end_s"] else None,
                                              "a_j": a[key], "b_j": b[key], "gap_pct": gap, "within_10pct": gap <= 10.0})
     alone = {c["name"]: c for c in by_name.get("alone", {}).get("children", [])}
@@ -164,14 +166,19 @@ def validation(groups: list[dict]) -> dict:
             base = alone.get(c["name"])
             if not base:
                 continue
+            # the split as this code computes it from the store (the runs' own values may come from an
+            # earlier version of it: `logged_j`)
+            share, alone_j = c["store_j"], base["store_j"]
+            samples, alone_samples = c.get("samples"), base.get("samples")
             out["versus_alone"].append({
                 "group": g["group"], "mode": g["mode"], "workload": c["name"],
-                "attributed_j": c["attributed_j"], "alone_j": base["attributed_j"],
-                "error_pct": _pct(c["attributed_j"], base["attributed_j"]),
-                "active_j": c["active_j"], "alone_active_j": base["active_j"],
-                "active_error_pct": _pct(c["active_j"], base["active_j"]),
-                "raw_j": c["raw_j"], "raw_error_pct": _pct(c["raw_j"], base["raw_j"] or base["attributed_j"]),
-                "per_sample_j": c["per_sample_j"], "alone_per_sample_j": base["per_sample_j"]})
+                "attributed_j": share, "alone_j": alone_j, "error_pct": _pct(share, alone_j),
+                "active_j": c["store_active_j"], "alone_active_j": base["store_active_j"],
+                "active_error_pct": _pct(c["store_active_j"], base["store_active_j"]),
+                "logged_j": c["attributed_j"], "logged_alone_j": base["attributed_j"],
+                "raw_j": c["raw_j"], "raw_error_pct": _pct(c["raw_j"], base["raw_j"]),
+                "per_sample_j": share / samples if share and samples else None,
+                "alone_per_sample_j": alone_j / alone_samples if alone_j and alone_samples else None})
     return out
 
 
@@ -202,13 +209,15 @@ def markdown(groups: list[dict], val: dict, unowned: dict) -> str:
         lines.append(f"| {r['group']} | {r['mode']} | {sources[r['source']]} | {_f(r['a_j'])} | {_f(r['b_j'])} | "
                      f"{_f(r['gap_pct'], 2)} | {'yes' if r['within_10pct'] else 'no'} | {_f(r['end_gap_s'], 2)} | "
                      f"{_f(r['even_split_s'])} |")
-    lines += ["", "Share beside another workload against the energy alone (exclusive):", "",
+    lines += ["", "Share beside another workload against the energy alone (exclusive), split recomputed from the "
+              "store; the runs' own logged values in the last column:", "",
               "| group | mode | workload | attributed J | alone J | error % | active J | alone active J | active error % | "
-              "J/sample (shared / alone) |", "|---|---|---|---|---|---|---|---|---|---|"]
+              "J/sample (shared / alone) | raw samples error % | logged J (alone) |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in val["versus_alone"]:
         lines.append(f"| {r['group']} | {r['mode']} | {r['workload']} | {_f(r['attributed_j'])} | {_f(r['alone_j'])} | "
                      f"{_f(r['error_pct'])} | {_f(r['active_j'])} | {_f(r['alone_active_j'])} | "
-                     f"{_f(r['active_error_pct'])} | {_f(r['per_sample_j'], 4)} / {_f(r['alone_per_sample_j'], 4)} |")
+                     f"{_f(r['active_error_pct'])} | {_f(r['per_sample_j'], 4)} / {_f(r['alone_per_sample_j'], 4)} | "
+                     f"{_f(r['raw_error_pct'])} | {_f(r['logged_j'])} ({_f(r['logged_alone_j'])}) |")
     if unowned:
         lines += ["", "Raw per-process samples with SM > 0 from processes of no run: "
                   + ", ".join(f"{k}: {v}" for k, v in sorted(unowned.items()))]
@@ -224,7 +233,7 @@ def figure(client, groups: list[dict], val: dict, path: str) -> None:
     shown = [g for g in groups if g["group"] != "alone" and g["children"]]
     rows = len(shown) + 1
     fig = make_subplots(rows=rows, cols=1, vertical_spacing=0.06,
-                        subplot_titles=[f"{g['group']} ({g['mode']}): GPU power by workload, stacked" for g in shown]
+                        subplot_titles=[f"{g['group']} ({g['mode']}): GPU power by workload, stacked (as the run logged it)" for g in shown]
                         + ["Attributed energy beside another workload vs the energy alone"])
     colors = ["#636efa", "#ef553b", "#00cc96", "#ab63fa"]
     for row, g in enumerate(shown, start=1):
@@ -252,12 +261,29 @@ def figure(client, groups: list[dict], val: dict, path: str) -> None:
     fig.write_html(path, include_plotlyjs="cdn")
 
 
+def export_series(client, groups: list[dict], path: str, meta: dict) -> None:
+    """The inputs of every group's split (GPU power and counter, each workload's window and SM
+    samples) as one JSON file: what the tests replay."""
+    out = {"meta": meta, "groups": {}}
+    for g in groups:
+        out["groups"][g["group"]] = {
+            "mode": g["mode"],
+            "power_w": series(client, g["run_id"], "system/gpu0_power_w"),
+            "energy_j": series(client, g["run_id"], "system/gpu0_energy_j"),
+            "workloads": [{"name": c["name"], "start": c["start_s"], "end": c["end_s"],
+                           "sm_pct": series(client, c["run_id"], "system/gpu0_proc_sm_pct")} for c in g["children"]]}
+    with open(path, "w") as fh:
+        json.dump(out, fh, separators=(",", ":"))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--store", required=True, help="tracking URI, e.g. sqlite:///mlflow.db")
     ap.add_argument("--samples", default=None, help="raw per-process samples (listeners.record_proc_samples)")
     ap.add_argument("--out", required=True, help="output path without extension")
     ap.add_argument("--figure", default=None, help="also write this plotly HTML page")
+    ap.add_argument("--series", default=None, help="also write the split's inputs per group as JSON")
+    ap.add_argument("--note", default="", help="provenance for --series (machine, command)")
     args = ap.parse_args(argv)
     client = MlflowClient(args.store)
     groups = group_rows(client, args.samples)
@@ -267,6 +293,8 @@ def main(argv=None) -> int:
         json.dump({"groups": groups, "validation": val, "unowned_samples": unowned}, fh, indent=1)
     if args.figure:
         figure(client, groups, val, args.figure)
+    if args.series:
+        export_series(client, groups, args.series, {"note": args.note})
     text = markdown(groups, val, unowned)
     with open(args.out + ".md", "w") as fh:
         fh.write(text)
