@@ -2,6 +2,8 @@
 
     python benchmarks/collocation_energy.py --store sqlite:///mlflow.db [--samples proc_samples.jsonl] \
         --out collocation_energy          # writes collocation_energy.md and .json
+        [--figure page.html]              # plotly page: stacked attributed power, shares vs alone
+        [--series inputs.json --note ...] # the split's inputs per group (the tests' H100 fixture)
 
 For every group (parent run) of the experiment: the GPU counter energy, the children's attributed
 energy as the group runner logged it, and the same split recomputed here from the store (the
@@ -9,6 +11,7 @@ parent's power/energy series, the children's per-process SM %) and, with --sampl
 per-process samples (every sample, matched to runs by the process's RADT_EXT_ACTIVE). Then:
 - identical workloads (group names starting `same-`): the gap between the two shares;
 - a workload's share beside another (`mixed-*`) against its energy alone (the `alone` exclusive group).
+The comparisons use the split as this code computes it from the store; the runs' logged values sit beside.
 """
 from __future__ import annotations
 
