@@ -7,7 +7,9 @@ Pure functions: no NVML, no MLflow. Inputs are (time s, value) series:
   interval's energy is spread over the power samples inside it by their shape;
 - per workload, its activity on that GPU (`gpu{i}_proc_sm_pct` of its child run, or under
   MIG its instance's GPM `sm_active_pct` times the instance's fraction of the GPU). A value
-  logged at time t describes the period before t (NVML's per-process samples do).
+  logged at time t describes the period before t (NVML's per-process samples do). NVML names
+  one process per sampling tick (~200 ms on an H100), so with per-process samples an interval
+  goes to the workloads whose sample covers it (`one_per_tick`).
 
 Each interval between two samples is split in two parts:
 
@@ -30,6 +32,7 @@ import math
 from dataclasses import dataclass, field
 
 IDLE_QUANTILE = 0.05  # the GPU's floor power: this time-weighted quantile of the group's power
+TICK_SLACK = 1.5  # one_per_tick: a sample covers this x the median spacing of all workloads' samples
 MIN_GAP_S = 1.0  # an activity sample counts for at most max(this, 3 x its median spacing)
 
 Points = list[tuple[float, float]]
@@ -151,6 +154,13 @@ class _Lookup:
         gaps = sorted(b - a for a, b in zip(self.times, self.times[1:]) if b > a)
         self.max_gap = max(MIN_GAP_S, 3 * gaps[len(gaps) // 2]) if gaps else MIN_GAP_S
 
+    def fresh(self, t: float, tick: float) -> float | None:
+        """The sample that covers t: the first one at or after t, within one tick."""
+        i = bisect.bisect_left(self.times, t)
+        if i < len(self.times) and self.times[i] - t <= tick:
+            return max(0.0, self.points[i][1])
+        return None
+
     def at(self, t: float) -> float | None:
         i = bisect.bisect_left(self.times, t)
         if i < len(self.times) and self.times[i] - t <= self.max_gap:
@@ -161,12 +171,22 @@ class _Lookup:
 
 
 def attribute(power: Points, workloads: list[WorkloadActivity], energy: Points | None = None,
-              idle_power_w: float | None = None) -> Attribution:
-    """Split one GPU's energy among the workloads that shared it (see the module's docstring)."""
+              idle_power_w: float | None = None, one_per_tick: bool = False) -> Attribution:
+    """Split one GPU's energy among the workloads that shared it (see the module's docstring).
+
+    `one_per_tick`: the samples are NVML's per-process ones, where each driver tick names a single
+    process (with two busy workloads they alternate). An interval then goes by the sample that covers
+    it: a workload another one's sample covers and its own does not was not the one running then.
+    Without a covering sample, and for concurrent samples (MIG instances' GPM), each workload's own
+    latest sample holds.
+    """
     grid, seg, integral = segments(power, energy)
     idle_w = idle_power(grid, seg) if idle_power_w is None else max(0.0, idle_power_w)
     shares = {w.name: Share() for w in workloads}
     lookups = {w.name: _Lookup(w.activity) for w in workloads}
+    every = sorted(t for lk in lookups.values() for t in lk.times)
+    gaps = sorted(b - a for a, b in zip(every, every[1:]) if b > a)
+    tick = TICK_SLACK * gaps[len(gaps) // 2] if gaps and one_per_tick else 0.0
     idle_total = unattributed = even = 0.0
     for a, b, e in zip(grid, grid[1:], seg):
         dt = b - a
@@ -181,9 +201,14 @@ def attribute(power: Points, workloads: list[WorkloadActivity], energy: Points |
             continue
         active = e - idle
         weights = {}
-        for w in present:
-            value = lookups[w.name].at(mid)
-            weights[w.name] = 0.0 if value is None else value * w.scale
+        fresh = {w.name: lookups[w.name].fresh(mid, tick) for w in present} if tick > 0 else {}
+        if any(v is not None for v in fresh.values()):
+            for w in present:
+                weights[w.name] = (fresh[w.name] or 0.0) * w.scale
+        else:
+            for w in present:
+                value = lookups[w.name].at(mid)
+                weights[w.name] = 0.0 if value is None else value * w.scale
         busy = sum(weights.values())
         if busy <= 0:
             weights = {w.name: 1.0 for w in present}

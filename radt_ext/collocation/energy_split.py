@@ -36,16 +36,17 @@ class Child:
     mig: str | None = None  # a MIG profile such as "3g.71gb"
 
 
-def activity(child: Child) -> tuple[list[tuple[float, float]], float]:
-    """(SM activity samples, scale): per-process SM % where logged, else MIG instance GPM SM active %."""
+def activity(child: Child) -> tuple[list[tuple[float, float]], float, bool]:
+    """(SM activity samples, scale, per-process?): per-process SM % where logged, else the MIG
+    instance's GPM SM active %."""
     procs = child.series.get("gpu0_proc_sm_pct")
     if procs:
-        return procs, 1.0
+        return procs, 1.0, True
     for name, points in child.series.items():
         if _MIG_SM.match(name) and points:
             m = _SLICES.match(child.mig or "")
-            return points, (int(m.group(1)) / FULL_GPU_SLICES if m else 1.0)
-    return [], 1.0
+            return points, (int(m.group(1)) / FULL_GPU_SLICES if m else 1.0), False
+    return [], 1.0, True
 
 
 def split(devices: list[str], parent_series: dict[str, list[tuple[float, float]]],
@@ -56,13 +57,14 @@ def split(devices: list[str], parent_series: dict[str, list[tuple[float, float]]
         power, energy = parent_series.get(f"gpu{i}_power_w", []), parent_series.get(f"gpu{i}_energy_j", [])
         if device == CPU or (len(power) < 2 and len(energy) < 2):
             continue
-        work = []
+        work, per_process = [], True
         for c in children:
             if c.device == device and c.start:
-                points, scale = activity(c)
+                points, scale, procs = activity(c)
                 work.append(WorkloadActivity(c.name, c.start, c.end, points, scale))
+                per_process = per_process and procs
         if work:
-            split_i = attribute(power, work, energy)
+            split_i = attribute(power, work, energy, one_per_tick=per_process)
             before = energy[0][1] if energy else 0.0
             if before > 0:  # the counter counts from the listener's start: its first value came before any sample
                 split_i.unattributed_j += before

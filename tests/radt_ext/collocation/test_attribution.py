@@ -156,3 +156,82 @@ def test_binned_timeline_keeps_the_energy(recorded):
 def test_no_samples_at_all_is_an_empty_split():
     split = attribute([], [WorkloadActivity("a", 0.0, None, [])])
     assert split.total_j == 0.0 and split.shares["a"].energy_j == 0.0 and split.check() == 0.0
+
+
+def test_under_mig_the_instances_gpm_is_the_activity(recorded):
+    """Children on MIG instances have no per-process SM % (NVML does not sample it there): their
+    instance's GPM sm_active, weighted by the profile's slices, is what splits the GPU's energy."""
+    from radt_ext.collocation.energy_split import Child, split
+
+    r = recorded
+    busy = [t for t, v in r["sm"][1:] if v > 0]
+    lo, hi = busy[0] + 0.5, busy[-1] - 0.5
+    inside = lambda points: [p for p in points if lo <= p[0] <= hi]  # noqa: E731
+    parent = {"gpu0_power_w": inside(r["power"]), "gpu0_energy_j": inside(r["energy"])}
+    kids = [Child("big", "0", lo, None, {"gpu0_mig1_sm_active_pct": r["sm"]}, mig="4g.71gb"),
+            Child("small", "0", lo, None, {"gpu0_mig2_sm_active_pct": list(r["sm"])}, mig="1g.18gb"),
+            Child("elsewhere", "cpu", lo, None, {})]
+    parts = split(["0", "cpu"], parent, kids)
+    assert list(parts) == [0]
+    shares = parts[0].shares
+    assert set(shares) == {"big", "small"}
+    assert shares["big"].active_j == pytest.approx(4 * shares["small"].active_j, rel=1e-6)
+
+
+# ---- the H100 groups (what scripts/gpu/collocation_energy.sh logged; see the fixture's meta) ----
+
+H100 = os.path.join(os.path.dirname(__file__), "fixtures", "h100_collocation_series.json")
+
+
+@pytest.fixture(scope="module")
+def h100():
+    with open(H100) as fh:
+        return json.load(fh)["groups"]
+
+
+def _h100_split(group, one_per_tick=True, window=None):
+    power, energy = [tuple(p) for p in group["power_w"]], [tuple(e) for e in group["energy_j"]]
+    if window:
+        power = [p for p in power if window[0] <= p[0] <= window[1]]
+        energy = [e for e in energy if window[0] <= e[0] <= window[1]]
+    work = [WorkloadActivity(w["name"], w["start"], w["end"], [tuple(p) for p in w["sm_pct"]])
+            for w in group["workloads"]]
+    return attribute(power, work, energy, one_per_tick=one_per_tick), work
+
+
+def test_h100_identical_trainings_split_evenly_while_both_run(h100):
+    group = h100["same-naive"]
+    _, work = _h100_split(group)
+    window = (max(w.start for w in work), min(w.end for w in work))
+    split, _ = _h100_split(group, window=window)
+    a, b = (s.energy_j for s in split.shares.values())
+    assert abs(a - b) / ((a + b) / 2) < 0.02
+    whole, _ = _h100_split(group)
+    assert whole.check() < 0.01
+    # the whole runs differ: the one that ended later had the GPU to itself and pays for it
+    later = max(work, key=lambda w: w.end).name
+    assert whole.shares[later].energy_j == max(s.energy_j for s in whole.shares.values())
+
+
+def test_h100_a_workload_nvml_stops_naming_gets_no_active_energy(h100):
+    """NVML names one process per tick: once r18a's samples stop while r18b's go on, the active
+    energy is r18b's (holding r18a's last busy sample would hand it half of r18b's)."""
+    group = h100["same-naive"]
+    split, work = _h100_split(group)
+    held, _ = _h100_split(group, one_per_tick=False)
+    first = min(work, key=lambda w: w.end)
+    last_sample = first.activity[-1][0]
+    idle_half = split.idle_power_w / 2
+    after = [w for t, w in split.shares[first.name].timeline if last_sample + 0.5 < t < first.end]
+    assert after and all(w <= idle_half + 1e-6 for w in after)  # its idle share at most
+    after_held = [w for t, w in held.shares[first.name].timeline if last_sample + 0.5 < t < first.end]
+    assert max(after_held) > idle_half + 10  # the hold rule charged it for the other's work
+
+
+def test_h100_mps_clients_have_no_samples_so_the_split_is_even(h100):
+    group = h100["same-mps"]
+    assert all(not w["sm_pct"] for w in group["workloads"])  # NVML named only the MPS server
+    split, work = _h100_split(group)
+    both = min(w.end for w in work) - max(w.start for w in work)
+    assert split.even_split_s >= both
+    assert split.check() < 0.01
