@@ -1,7 +1,8 @@
 """Time and energy of a callable over one measurement window.
 
 A window repeats the call until it lasts at least `min_window_s` (long enough for the GPU's
-energy counter to resolve it), split into `chunks` timed chunks: time per call is the median
+energy counter to resolve it; chunks are added when calibration guessed short), split into
+timed chunks of equal size (at least `chunks`): time per call is the median
 chunk time divided by its calls (CUDA events on a GPU, the wall clock on the CPU); energy per
 call is the counter's difference over the whole window divided by every call in it.
 """
@@ -80,8 +81,15 @@ def measure(fn: Callable[[], object], clock: Clock, meter: Meter | None, min_win
     pending = [clock.chunk_ms(fn, per_chunk) for _ in range(chunks)]
     clock.sync()
     wall = time.perf_counter() - t0
+    while wall < min_window_s and len(pending) < 200 * chunks:
+        # calibration over-estimated a call (a slow first batch): add chunks for what is missing
+        rate = wall / (len(pending) * per_chunk)
+        more = max(1, math.ceil((min_window_s - wall) / max(rate, 1e-9) / per_chunk))
+        pending += [clock.chunk_ms(fn, per_chunk) for _ in range(more)]
+        clock.sync()
+        wall = time.perf_counter() - t0
     e1 = meter.read_j() if meter else math.nan
-    reps = per_chunk * chunks
+    reps = per_chunk * len(pending)
     time_ms = statistics.median(p() for p in pending) / per_chunk
     energy_j = e1 - e0
     return Window(time_ms=time_ms, energy_mj=energy_j * 1e3 / reps, power_w=energy_j / wall if wall > 0 else math.nan,
