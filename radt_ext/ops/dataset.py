@@ -8,7 +8,7 @@ import pandas as pd
 
 from radt_ext.errors import UsageError
 from radt_ext.ops.gpus import SPECS
-from radt_ext.ops.profiler import COLUMNS, Profile
+from radt_ext.ops.profiler import COLUMNS, Profile, read_table
 
 KEYS = ["gpu", "model", "batch", "precision", "mode"]
 FACTS = ["gpu_name", "driver", "power_limit_w", "sm_count", "sm_clock_max_mhz", "mem_bandwidth_gbs"]
@@ -47,7 +47,7 @@ def load(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"no dataset at {path}; build one with radt-ext ops dataset")
-    df = pd.read_csv(path)
+    df = read_table(path)
     missing = [c for c in KEYS + COLUMNS if c not in df.columns]
     if missing:
         raise UsageError(f"{path} is not an ops dataset: columns {', '.join(missing)} are missing")

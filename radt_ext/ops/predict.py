@@ -127,7 +127,7 @@ def predict(models: OpModels, rows: pd.DataFrame, source: str, target: str) -> P
     if net.empty:
         raise UsageError("the profile has no whole-network rows to scale")
     if src == tgt:
-        return Prediction(tgt.short, float(net.time_ms.sum()), float(net.energy_mj.sum()), measured=True)
+        return Prediction(tgt.short, *_net(rows), measured=True)
     ops = operation_rows(rows)
     ratio_t = 10 ** (models.log_time_ms(ops, tgt) - models.log_time_ms(ops, src))
     ratio_p = 10 ** (models.log_power_w(ops, tgt) - models.log_power_w(ops, src)) if models.power else np.ones(len(ops))
@@ -204,7 +204,7 @@ def _unit(metric: str) -> str:
 
 def _net(rows: pd.DataFrame) -> tuple[float, float]:
     net = rows[rows.op == "network"]
-    return float(net.time_ms.sum()), float(net.energy_mj.sum())
+    return float(net.time_ms.sum(min_count=1)), float(net.energy_mj.sum(min_count=1))
 
 
 def best_gpu_accuracy(res: pd.DataFrame, by: str, tolerance: float) -> dict:

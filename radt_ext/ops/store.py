@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from radt_ext.errors import UsageError
-from radt_ext.ops.profiler import COLUMNS, Profile
+from radt_ext.ops.profiler import COLUMNS, Profile, read_table
 
 TAG = "radt_ext.ops"  # marks profile runs
 PARAMS = ("model", "batch", "precision", "mode", "gpu_name", "driver", "device", "window_s", "torch",
@@ -28,7 +28,7 @@ def read(csv: str | Path) -> Profile:
     meta_path = csv.with_suffix(".json")
     if not csv.is_file() or not meta_path.is_file():
         raise UsageError(f"{csv} is not a profile: it needs {csv.name} and {meta_path.name} side by side")
-    table = pd.read_csv(csv)
+    table = read_table(csv)
     missing = [c for c in COLUMNS if c not in table.columns]
     if missing:
         raise UsageError(f"{csv} is not a profile table: columns {', '.join(missing)} are missing")
@@ -95,7 +95,7 @@ def load_run(client, run_id: str) -> Profile:
                          "make one with radt-ext ops profile")
     with tempfile.TemporaryDirectory() as tmp:
         client.download_artifacts(run_id, "", tmp)
-        table = pd.read_csv(Path(tmp) / "ops.csv")
+        table = read_table(Path(tmp) / "ops.csv")
         meta = json.loads((Path(tmp) / "profile.json").read_text())
     meta["run_id"] = run_id
     return Profile(table, meta)
