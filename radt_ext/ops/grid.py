@@ -91,7 +91,7 @@ def run(args) -> int:
                 net = catalog.build(model, batch, precision, device, tiny=args.tiny)
                 prof = profiler.profile(net, mode, device, meter, window_s=args.window_s, net_window_s=args.net_window_s)
                 prof.meta.update(facts, batch=batch, precision=precision, energy_unavailable=reason,
-                                 command=" ".join(sys.argv))
+                                 command="python -m radt_ext.ops.grid " + " ".join(sys.argv[1:]))
                 _write(out, name, prof)
                 seconds = time.monotonic() - t0
                 done[(model, mode, batch)] = seconds
@@ -126,7 +126,7 @@ def main(argv=None) -> int:
     p.add_argument("--precisions", default="fp32,bf16")
     p.add_argument("--modes", default="training,inference")
     p.add_argument("--window-s", type=float, default=0.1, help="least length of one measurement window")
-    p.add_argument("--net-window-s", type=float, default=0.3)
+    p.add_argument("--net-window-s", type=float, default=0.2)
     p.add_argument("--device", default=None)
     p.add_argument("--tiny", action="store_true", help="small inputs and batches (a dry run on the CPU)")
     p.add_argument("--no-energy", action="store_true")
