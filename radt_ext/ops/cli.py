@@ -165,16 +165,15 @@ def best_gpu(profile, by, gpus, path, tolerance):
     from rich.table import Table
 
     from radt_ext.ops import dataset as ds, predict, store
-    from radt_ext.ops.gpus import lookup
-
     if Path(profile).suffix == ".csv":
         prof = store.read(profile)
     else:
         client, _ = _client(None)
         prof = store.load_run(client, profile)
-    source = lookup(str(prof.meta.get("gpu_name", "cpu"))).short
     data = ds.load(path)
-    targets = [lookup(g).short for g in gpus.split(",")] if gpus else sorted(data.gpu.unique())
+    measured = sorted(data.gpu.unique())
+    source = _measured_gpu(str(prof.meta.get("gpu_name", "cpu")), measured, "the profile comes from")
+    targets = [_measured_gpu(g, measured, "--gpus names") for g in gpus.split(",")] if gpus else measured
     if tolerance is None:
         tolerance = _tolerance(by)
     rows = prof.table.assign(precision=prof.meta.get("precision"))
@@ -187,6 +186,17 @@ def best_gpu(profile, by, gpus, path, tolerance):
         table.add_row(str(r), p.gpu, f"{p.time_ms:.4g}", f"{p.energy_mj / 1e3:.4g}", f"{p.edp / 1e6:.4g}",
                       " ".join(x for x in (note, "measured" if p.measured else "predicted") if x))
     Console(width=140).print(table)
+
+
+def _measured_gpu(name: str, measured: list[str], what: str) -> str:
+    """The short name of a GPU the dataset has profiles from; one line otherwise."""
+    from radt_ext.ops.gpus import lookup
+
+    short = lookup(name).short
+    if short not in measured:
+        raise UsageError(f"{what} {short}, which the dataset has no profiles from: the predictor moves workloads "
+                         f"only between GPUs it has measured ({', '.join(measured)}); profile on {short} first")
+    return short
 
 
 def _tolerance(by: str) -> float:

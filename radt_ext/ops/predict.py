@@ -1,9 +1,10 @@
 """Predict a workload's whole-network time and energy on another GPU from its profile on one GPU.
 
-Per operation type, two scikit-learn regressors: log time over the roofline time (how far from
-the GPU's peak the operation runs) and log mean power, both on the operation's FLOPs, bytes,
-arithmetic intensity, phase and precision and on the GPU's specifications (peak TFLOPs, memory
-bandwidth, power limit, SM count, clock). A profile measured on GPU A moves to GPU B operation by
+Per operation type, two scikit-learn regressors fitted on every operation measured on two GPUs:
+the log ratio of its time on GPU B to its time on GPU A, and the same for its mean power, on the
+operation's FLOPs, bytes, arithmetic intensity, phase, precision, its measured time and power on A,
+and the B/A ratios of the GPUs' specifications (peak TFLOPs, memory bandwidth, power limit, SM
+count, clock, roofline time). A profile measured on GPU A moves to GPU B operation by
 operation: each operation's measured time and energy on A is scaled by the predicted B/A ratio,
 and the network by the count-weighted mean of its operations' ratios (so what the operations
 do not explain — launch gaps, overlap — is carried over from A's measurement).
@@ -26,19 +27,37 @@ MIN_ROWS = 30  # an op type with fewer training rows uses the model of all types
 METRICS = ("time", "energy", "edp")
 
 
-def features(rows: pd.DataFrame, spec: GpuSpec) -> pd.DataFrame:
-    """Feature matrix of operation rows as if they ran on the GPU `spec`."""
+PAIR_KEY = ["model", "batch", "precision", "mode", "order", "phase"]
+
+
+def _roofline_ms(rows: pd.DataFrame, spec: GpuSpec) -> np.ndarray:
+    flops = rows["flops"].astype(float).clip(lower=0).fillna(0).to_numpy() + 1.0
+    nbytes = rows["bytes"].astype(float).clip(lower=1).to_numpy()
+    peak = rows["precision"].map(lambda p: spec.peak_tflops(p)).astype(float).to_numpy()
+    return np.maximum(flops / (peak * 1e12), nbytes / (spec.mem_bandwidth_gbs * 1e9)) * 1e3
+
+
+def features(rows: pd.DataFrame, source: GpuSpec, target: GpuSpec) -> pd.DataFrame:
+    """Features of operation rows measured on `source`, to be moved to `target`: the operation's FLOPs,
+    bytes, arithmetic intensity, phase, precision and measured time and power on the source, and both
+    GPUs' specifications as target/source ratios (peak TFLOPs, bandwidth, power limit, SMs, clock)."""
     flops = rows["flops"].astype(float).clip(lower=0).fillna(0) + 1.0
     nbytes = rows["bytes"].astype(float).clip(lower=1)
-    peak = rows["precision"].map(lambda p: spec.peak_tflops(p)).astype(float)
-    roof_ms = np.maximum(flops / (peak * 1e12), nbytes / (spec.mem_bandwidth_gbs * 1e9)) * 1e3
+    peak_s = rows["precision"].map(lambda p: source.peak_tflops(p)).astype(float)
+    peak_t = rows["precision"].map(lambda p: target.peak_tflops(p)).astype(float)
+    power = (rows["energy_mj"] / rows["time_ms"]).astype(float)
     return pd.DataFrame({
         "log_flops": np.log10(flops), "log_bytes": np.log10(nbytes), "log_ai": np.log10(flops / nbytes),
         "phase": rows["phase"].map(PHASES).astype(float),
         "element_bytes": rows["precision"].map(ELEMENT_BYTES).astype(float),
-        "peak_tflops": peak, "mem_bandwidth_gbs": float(spec.mem_bandwidth_gbs),
-        "power_limit_w": float(spec.power_limit_w), "sm_count": float(spec.sm_count),
-        "sm_clock_mhz": float(spec.sm_clock_max_mhz), "log_roofline_ms": np.log10(roof_ms),
+        "log_time_ms": np.log10(rows["time_ms"].astype(float).clip(lower=1e-6)),
+        "log_power_w": np.log10(power.clip(lower=1.0)).fillna(0.0),
+        "peak_ratio": np.log10(peak_t / peak_s),
+        "bandwidth_ratio": np.log10(target.mem_bandwidth_gbs / source.mem_bandwidth_gbs),
+        "power_limit_ratio": np.log10(target.power_limit_w / source.power_limit_w),
+        "sm_ratio": np.log10(target.sm_count / source.sm_count),
+        "clock_ratio": np.log10(target.sm_clock_max_mhz / source.sm_clock_max_mhz),
+        "roofline_ratio": np.log10(_roofline_ms(rows, target) / _roofline_ms(rows, source)),
     }, index=rows.index)
 
 
@@ -51,27 +70,24 @@ def _regressor():
 
 @dataclass
 class OpModels:
-    """Per-op-type regressors for log time over roofline and log power, and a fallback for all types."""
+    """Per-op-type regressors of log(target/source) for time and for power, and a fallback for all types."""
     time: dict = field(default_factory=dict)
     power: dict = field(default_factory=dict)
-    has_energy: bool = True
 
-    def _pick(self, table: dict, op: str):
-        return table.get(op, table["*"])
-
-    def log_time_ms(self, rows: pd.DataFrame, spec: GpuSpec) -> np.ndarray:
-        x = features(rows, spec)
-        out = np.empty(len(rows))
+    def _apply(self, table: dict, rows: pd.DataFrame, source: GpuSpec, target: GpuSpec) -> np.ndarray:
+        x = features(rows, source, target)
+        out = np.zeros(len(rows))
+        if not table:
+            return out
         for op, idx in _by_op(rows):
-            out[idx] = self._pick(self.time, op).predict(x.iloc[idx]) + x["log_roofline_ms"].to_numpy()[idx]
+            out[idx] = table.get(op, table["*"]).predict(x.iloc[idx])
         return out
 
-    def log_power_w(self, rows: pd.DataFrame, spec: GpuSpec) -> np.ndarray:
-        x = features(rows, spec)
-        out = np.empty(len(rows))
-        for op, idx in _by_op(rows):
-            out[idx] = self._pick(self.power, op).predict(x.iloc[idx])
-        return out
+    def time_ratio(self, rows, source, target) -> np.ndarray:
+        return 10 ** self._apply(self.time, rows, source, target)
+
+    def power_ratio(self, rows, source, target) -> np.ndarray:
+        return 10 ** self._apply(self.power, rows, source, target)
 
 
 def _by_op(rows: pd.DataFrame):
@@ -84,24 +100,39 @@ def operation_rows(df: pd.DataFrame) -> pd.DataFrame:
     return df[(df.op != "network") & (df.time_ms > 0)]
 
 
-def fit(df: pd.DataFrame) -> OpModels:
-    """Fit the per-op-type models on every operation row of the dataset (GPUs from the spec table)."""
+def pairs(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray, np.ndarray]:
+    """Every operation measured on two GPUs, both ways: (features, source rows, log time ratio, log power ratio)."""
     rows = operation_rows(df)
-    if rows.empty:
-        raise UsageError("the dataset holds no operation rows to fit on")
-    specs = {g: lookup(g) for g in rows.gpu.unique()}
-    x = pd.concat([features(r, specs[g]) for g, r in rows.groupby("gpu")]).loc[rows.index]
-    y_time = np.log10(rows.time_ms.to_numpy()) - x["log_roofline_ms"].to_numpy()
-    power = rows.energy_mj.to_numpy() / rows.time_ms.to_numpy()  # mJ/ms = W
-    has_energy = bool(np.isfinite(power).any())
-    models = OpModels(has_energy=has_energy)
-    groups = [("*", np.arange(len(rows)))] + [(op, idx) for op, idx in _by_op(rows) if len(idx) >= MIN_ROWS]
+    gpus = sorted(rows.gpu.unique())
+    xs, srcs, yt, yp = [], [], [], []
+    for a in gpus:
+        for b in gpus:
+            if a == b:
+                continue
+            m = rows[rows.gpu == a].merge(rows[rows.gpu == b][PAIR_KEY + ["time_ms", "energy_mj"]],
+                                          on=PAIR_KEY, suffixes=("", "_b"))
+            if m.empty:
+                continue
+            xs.append(features(m, lookup(a), lookup(b)))
+            srcs.append(m)
+            yt.append(np.log10(m.time_ms_b / m.time_ms).to_numpy())
+            yp.append(np.log10((m.energy_mj_b / m.time_ms_b) / (m.energy_mj / m.time_ms)).to_numpy())
+    if not xs:
+        raise UsageError("the dataset holds no operation measured on two GPUs; profile the same workloads on both")
+    return (pd.concat(xs, ignore_index=True), pd.concat(srcs, ignore_index=True), np.concatenate(yt),
+            np.concatenate(yp))
+
+
+def fit(df: pd.DataFrame) -> OpModels:
+    """Fit the per-op-type models on every pair of GPUs that measured the same operation."""
+    x, src, y_time, y_power = pairs(df)
+    models = OpModels()
+    groups = [("*", np.arange(len(src)))] + [(op, idx) for op, idx in _by_op(src) if len(idx) >= MIN_ROWS]
     for op, idx in groups:
         models.time[op] = _regressor().fit(x.iloc[idx], y_time[idx])
-        if has_energy:
-            ok = idx[np.isfinite(power[idx]) & (power[idx] > 0)]
-            if len(ok) >= (1 if op == "*" else MIN_ROWS):
-                models.power[op] = _regressor().fit(x.iloc[ok], np.log10(power[ok]))
+        ok = idx[np.isfinite(y_power[idx])]
+        if len(ok) >= (1 if op == "*" else MIN_ROWS):
+            models.power[op] = _regressor().fit(x.iloc[ok], y_power[ok])
     return models
 
 
@@ -129,8 +160,8 @@ def predict(models: OpModels, rows: pd.DataFrame, source: str, target: str) -> P
     if src == tgt:
         return Prediction(tgt.short, *_net(rows), measured=True)
     ops = operation_rows(rows)
-    ratio_t = 10 ** (models.log_time_ms(ops, tgt) - models.log_time_ms(ops, src))
-    ratio_p = 10 ** (models.log_power_w(ops, tgt) - models.log_power_w(ops, src)) if models.power else np.ones(len(ops))
+    ratio_t = models.time_ratio(ops, src, tgt)
+    ratio_p = models.power_ratio(ops, src, tgt)
     r_e = ratio_t * ratio_p
     t_src = (ops.time_ms * ops["count"]).to_numpy()
     e_src = (ops.energy_mj * ops["count"]).to_numpy()
