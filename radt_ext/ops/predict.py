@@ -115,8 +115,9 @@ def pairs(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray, np.
                 continue
             xs.append(features(m, lookup(a), lookup(b)))
             srcs.append(m)
-            yt.append(np.log10(m.time_ms_b / m.time_ms).to_numpy())
-            yp.append(np.log10((m.energy_mj_b / m.time_ms_b) / (m.energy_mj / m.time_ms)).to_numpy())
+            with np.errstate(divide="ignore", invalid="ignore"):  # a zero energy reading: no power ratio
+                yt.append(np.log10(m.time_ms_b / m.time_ms).to_numpy())
+                yp.append(np.log10((m.energy_mj_b / m.time_ms_b) / (m.energy_mj / m.time_ms)).to_numpy())
     if not xs:
         raise UsageError("the dataset holds no operation measured on two GPUs; profile the same workloads on both")
     return (pd.concat(xs, ignore_index=True), pd.concat(srcs, ignore_index=True), np.concatenate(yt),
