@@ -52,9 +52,11 @@ def figures(df: pd.DataFrame, res: pd.DataFrame, out: Path) -> list[Path]:
         pair = ops[ops.gpu == a].merge(ops[ops.gpu == b], on=key, suffixes=(f"_{a}", f"_{b}"))
         fig, axes = plt.subplots(1, 2, figsize=(12, 5))
         for ax, col, unit in ((axes[0], "time_ms", "ms"), (axes[1], "energy_mj", "mJ")):
-            for op, g in pair.groupby(f"op_{a}"):
-                ax.scatter(g[f"{col}_{a}"], g[f"{col}_{b}"], s=8, label=op, alpha=0.7)
-            lo = np.nanmin(pair[[f"{col}_{a}", f"{col}_{b}"]].clip(lower=1e-4).to_numpy())
+            colors = plt.get_cmap("tab20")
+            for i, (op, g) in enumerate(pair.groupby(f"op_{a}")):
+                ax.scatter(g[f"{col}_{a}"], g[f"{col}_{b}"], s=8, label=op, alpha=0.7, color=colors(i % 20))
+            v = pair[[f"{col}_{a}", f"{col}_{b}"]].to_numpy()
+            lo = np.nanmin(v[v > 0])
             hi = np.nanmax(pair[[f"{col}_{a}", f"{col}_{b}"]].to_numpy())
             ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
             ax.set(xscale="log", yscale="log", xlabel=f"{a} {col.split('_')[0]} per call ({unit})",
@@ -69,7 +71,7 @@ def figures(df: pd.DataFrame, res: pd.DataFrame, out: Path) -> list[Path]:
     for ax, col, title in ((axes[0], "t", "time"), (axes[1], "e", "energy")):
         piv = share.pivot_table(index=["gpu", "mode"], columns="op", values=col, fill_value=0)
         piv = piv.div(piv.sum(axis=1), axis=0)
-        piv.plot.barh(stacked=True, ax=ax, legend=ax is axes[1], width=0.8)
+        piv.plot.barh(stacked=True, ax=ax, legend=ax is axes[1], width=0.8, colormap="tab20")
         ax.set(xlabel=f"share of summed operation {title}", ylabel="", title=f"{title} by operation type")
     axes[1].legend(fontsize=7, bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()

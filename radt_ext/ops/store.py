@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import tempfile
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -62,7 +63,6 @@ def totals(profile: Profile) -> dict[str, float]:
 def log(profile: Profile, client, experiment_id: str, run_name: str | None = None) -> str:
     """Log one finished profile as a run; returns its id. On failure the run is deleted and the error raised."""
     from mlflow.entities import Metric, Param, RunTag
-    import time
 
     meta = profile.meta
     params = [Param(k, str(meta[k])[:500]) for k in PARAMS if meta.get(k) is not None]
