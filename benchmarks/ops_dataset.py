@@ -103,6 +103,7 @@ def main(argv=None) -> int:
     p.add_argument("--profiles", action="append", required=True, help="LABEL=folder of profiles; repeatable")
     p.add_argument("--out", default="docs/ops")
     p.add_argument("--slice", default="tests/radt_ext/ops/data/slice.csv.gz")
+    p.add_argument("--reuse-validation", action="store_true", help="redraw with OUT/validation.csv as it is")
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -112,7 +113,9 @@ def main(argv=None) -> int:
     check.to_csv(out / "summed_vs_network.csv", index=False, float_format="%.4g")
     ds.write(test_slice(df), args.slice)
     res = pd.DataFrame()
-    if df.gpu.nunique() >= 2:
+    if args.reuse_validation:
+        res = pd.read_csv(out / "validation.csv")
+    elif df.gpu.nunique() >= 2:
         res = predict.validate(df, progress=lambda m: print(f"held out {m}", flush=True))
         summ = predict.summary(res)
         (out / "validation.json").write_text(json.dumps(summ, indent=1) + "\n")

@@ -39,7 +39,8 @@ def from_profiles(profiles: list[Profile]) -> pd.DataFrame:
 def write(df: pd.DataFrame, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    df.to_csv(path, index=False, float_format="%.6g")
+    gz = {"method": "gzip", "mtime": 0} if path.suffix == ".gz" else "infer"  # same data, same bytes
+    df.to_csv(path, index=False, float_format="%.6g", compression=gz)
     return path
 
 
