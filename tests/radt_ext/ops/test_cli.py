@@ -97,3 +97,18 @@ def test_ingest_then_dataset_from_mlflow(tracking_uri, profile_files, tmp_path):
     assert sorted(back.gpu.unique()) == ["H100", "H200"]
     r = cli("check", "--dataset", str(out))
     assert r.exit_code == 0 and "vit" in r.output
+
+
+def test_validate_writes_summary_and_cases(tmp_path):
+    out = tmp_path / "validation.json"
+    r = cli("validate", "--dataset", str(SLICE), "--out", str(out))
+    assert r.exit_code == 0, r.output
+    assert "time: median error" in r.output and "best GPU by edp: right in" in r.output
+    import json
+
+    import pandas as pd
+
+    summary = json.loads(out.read_text())
+    cases = pd.read_csv(out.with_suffix(".csv"))
+    assert summary["cases"] == len(cases) == 32
+    assert summary["time"]["median_error"] == pytest.approx(cases.time_error.median())
