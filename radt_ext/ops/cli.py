@@ -70,7 +70,7 @@ def profile(model, batch, precision, mode, device, window_s, input_shape, no_ene
     prof.meta.update(facts, batch=batch, precision=precision, energy_unavailable=reason)
     if out:
         Path(out).mkdir(parents=True, exist_ok=True)
-        grid._write(Path(out), grid.profile_name(net.name.replace(":", "."), batch, precision, mode), prof)
+        store.write(Path(out), grid.profile_name(net.name.replace(":", "."), batch, precision, mode), prof)
     run_id = store.log(prof, client, experiment_id)
     t = store.totals(prof)
     energy = f", {t['network_mj'] / 1e3:.4g} J" if "network_mj" in t else f" (energy unavailable: {reason})"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 import torch
 
 from radt_ext.errors import UsageError
-from radt_ext.ops import catalog, profiler
+from radt_ext.ops import catalog, profiler, store
 from radt_ext.ops.device import open_meter
 
 MINIMUM = ("small_cnn", "mlp", "resnet18", "resnet50", "vit", "dlrm")
@@ -43,14 +42,6 @@ def plan(models, extra, precisions, modes, tiny: bool) -> list[tuple[str, int, s
 
 def profile_name(model: str, batch: int, precision: str, mode: str) -> str:
     return f"{model}_b{batch}_{precision}_{mode}"
-
-
-def _write(out: Path, name: str, prof: profiler.Profile) -> None:
-    for suffix, write in ((".csv", lambda p: prof.table.to_csv(p, index=False)),
-                          (".json", lambda p: p.write_text(json.dumps(prof.meta, indent=1, default=str)))):
-        tmp = out / (name + suffix + ".part")
-        write(tmp)
-        os.replace(tmp, out / (name + suffix))
 
 
 def _estimate(done: dict, model: str, mode: str, batch: int, tiny: bool) -> float:
@@ -92,7 +83,7 @@ def run(args) -> int:
                 prof = profiler.profile(net, mode, device, meter, window_s=args.window_s, net_window_s=args.net_window_s)
                 prof.meta.update(facts, batch=batch, precision=precision, energy_unavailable=reason,
                                  command="python -m radt_ext.ops.grid " + " ".join(sys.argv[1:]))
-                _write(out, name, prof)
+                store.write(out, name, prof)
                 seconds = time.monotonic() - t0
                 done[(model, mode, batch)] = seconds
                 entry.update(status="done", seconds=round(seconds, 2),

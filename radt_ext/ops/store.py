@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -21,6 +22,17 @@ from radt_ext.ops.profiler import COLUMNS, Profile, read_table
 TAG = "radt_ext.ops"  # marks profile runs
 PARAMS = ("model", "batch", "precision", "mode", "gpu_name", "driver", "device", "window_s", "torch",
           "energy_unavailable", "power_limit_w", "sm_count", "mem_bandwidth_gbs", "gpu_kind")
+
+
+def write(folder: str | Path, name: str, profile: Profile) -> Path:
+    """`<name>.csv` and `<name>.json` in `folder`, each renamed into place once complete."""
+    folder = Path(folder)
+    for suffix, put in ((".csv", lambda p: profile.table.to_csv(p, index=False)),
+                        (".json", lambda p: p.write_text(json.dumps(profile.meta, indent=1, default=str)))):
+        tmp = folder / (name + suffix + ".part")
+        put(tmp)
+        os.replace(tmp, folder / (name + suffix))
+    return folder / (name + ".csv")
 
 
 def read(csv: str | Path) -> Profile:

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
 from radt_ext.cli import main
-from radt_ext.ops import dataset as ds, grid, store
+from radt_ext.ops import dataset as ds, store
 
 SLICE = Path(__file__).with_name("data") / "slice.csv.gz"
 
@@ -63,7 +63,7 @@ def profile_files(tmp_path):
         prof.meta["gpu_name"] = rows.gpu_name.iloc[0]
         folder = tmp_path / gpu
         folder.mkdir()
-        grid._write(folder, "vit_training", prof)
+        store.write(folder, "vit_training", prof)
     return tmp_path
 
 
@@ -79,7 +79,7 @@ def test_best_gpu_bad_input_is_one_line(profile_files, tmp_path):
     cpu.mkdir()
     prof = store.read(profile_files / "H100" / "vit_training.csv")
     prof.meta["gpu_name"] = "cpu"
-    grid._write(cpu, "p", prof)
+    store.write(cpu, "p", prof)
     assert "unknown GPU 'cpu'" in _one_line(cli("best-gpu", str(cpu / "p.csv"), "--dataset", str(SLICE)))
     line = _one_line(cli("best-gpu", str(profile_files / "H100" / "vit_training.csv"), "--dataset", str(SLICE),
                          "--gpus", "A100"))
