@@ -10,7 +10,6 @@ import os
 from typing import Any
 
 from listeners.base import ListenerError
-from listeners.nvml import FIELD_IDS, field_value
 from listeners.nvml_backend import init_error, nvml
 
 
@@ -37,8 +36,6 @@ class EnergyCounter:
                 raise ListenerError("no GPU visible (CUDA_VISIBLE_DEVICES is empty)")
             self.device = visible[0]
             self._handle = self.device.parent_handle if self.device.parent_handle is not None else self.device.handle
-            self._ids = [getattr(nv, name) for name in FIELD_IDS]
-            self._at = list(FIELD_IDS.values()).index("energy_j")
             try:
                 self.read_j()
             except (nv.NVMLError, AttributeError) as exc:
@@ -52,10 +49,8 @@ class EnergyCounter:
             raise
 
     def read_j(self) -> float:
-        """Joules since the driver loaded. Read with the nvml listener's one field-values call
-        (recorded traces replay it), of which the energy entry is used."""
-        nv = nvml()
-        return field_value(nv, nv.nvmlDeviceGetFieldValues(self._handle, self._ids)[self._at]) / 1000.0
+        """Joules since the driver loaded (a cheap call: it may be polled between the counter's updates)."""
+        return nvml().nvmlDeviceGetTotalEnergyConsumption(self._handle) / 1000.0
 
     def facts(self) -> dict[str, Any]:
         """Name, driver, power limit and clocks as NVML reports them; a fact it lacks is left out."""

@@ -95,6 +95,7 @@ _COMMANDS = [
     ("radt_ext.sweep.cli", "sweep"),
     ("radt_ext.compare.cli", "compare"),
     ("radt_ext.collocation.cli", "collocate"),
+    ("radt_ext.ops.cli", "ops"),
 ]
 for _module, _attr in _COMMANDS:
     try:

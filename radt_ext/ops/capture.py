@@ -8,7 +8,7 @@ operation can be replayed alone.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import torch
@@ -30,11 +30,6 @@ class OpCall:
     count: int = 1
     order: int = 0
     needs_grad: bool = False  # some input or parameter takes a gradient
-    extra: dict = field(default_factory=dict)
-
-    @property
-    def key(self) -> tuple:
-        return (self.op, self.params, self.input_shapes, self.module.training)
 
 
 def _signature(value: Any) -> str:

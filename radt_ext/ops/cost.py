@@ -15,7 +15,7 @@ import math
 import torch
 from torch import nn
 
-from radt_ext.ops.capture import OpCall, tensors
+from radt_ext.ops.capture import OpCall
 
 NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.LayerNorm, nn.GroupNorm, nn.InstanceNorm2d)
 CHEAP_ACT = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.Hardtanh, nn.Dropout)
@@ -105,5 +105,3 @@ def counted_flops(fn) -> float:
         fn()
     return float(counter.get_total_flops())
 
-
-__all__ = ["forward_flops", "backward_flops", "forward_bytes", "backward_bytes", "counted_flops", "tensors"]

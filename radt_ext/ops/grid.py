@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 import torch
 
 from radt_ext.errors import UsageError
-from radt_ext.ops import catalog, profiler
+from radt_ext.ops import catalog, profiler, store
 from radt_ext.ops.device import open_meter
 
 MINIMUM = ("small_cnn", "mlp", "resnet18", "resnet50", "vit", "dlrm")
@@ -43,14 +42,6 @@ def plan(models, extra, precisions, modes, tiny: bool) -> list[tuple[str, int, s
 
 def profile_name(model: str, batch: int, precision: str, mode: str) -> str:
     return f"{model}_b{batch}_{precision}_{mode}"
-
-
-def _write(out: Path, name: str, prof: profiler.Profile) -> None:
-    for suffix, write in ((".csv", lambda p: prof.table.to_csv(p, index=False)),
-                          (".json", lambda p: p.write_text(json.dumps(prof.meta, indent=1, default=str)))):
-        tmp = out / (name + suffix + ".part")
-        write(tmp)
-        os.replace(tmp, out / (name + suffix))
 
 
 def _estimate(done: dict, model: str, mode: str, batch: int, tiny: bool) -> float:
@@ -91,8 +82,8 @@ def run(args) -> int:
                 net = catalog.build(model, batch, precision, device, tiny=args.tiny)
                 prof = profiler.profile(net, mode, device, meter, window_s=args.window_s, net_window_s=args.net_window_s)
                 prof.meta.update(facts, batch=batch, precision=precision, energy_unavailable=reason,
-                                 command=" ".join(sys.argv))
-                _write(out, name, prof)
+                                 command="python -m radt_ext.ops.grid " + " ".join(sys.argv[1:]))
+                store.write(out, name, prof)
                 seconds = time.monotonic() - t0
                 done[(model, mode, batch)] = seconds
                 entry.update(status="done", seconds=round(seconds, 2),
@@ -126,7 +117,7 @@ def main(argv=None) -> int:
     p.add_argument("--precisions", default="fp32,bf16")
     p.add_argument("--modes", default="training,inference")
     p.add_argument("--window-s", type=float, default=0.1, help="least length of one measurement window")
-    p.add_argument("--net-window-s", type=float, default=0.3)
+    p.add_argument("--net-window-s", type=float, default=0.2)
     p.add_argument("--device", default=None)
     p.add_argument("--tiny", action="store_true", help="small inputs and batches (a dry run on the CPU)")
     p.add_argument("--no-energy", action="store_true")

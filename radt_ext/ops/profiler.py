@@ -27,6 +27,18 @@ COLUMNS = ["order", "op", "name", "count", "input_shapes", "params", "phase", "f
            "time_ms", "energy_mj", "power_w", "reps", "window_s"]
 
 
+TEXT = ("op", "name", "input_shapes", "params", "phase")
+
+
+def read_table(path) -> pd.DataFrame:
+    """A profile table (or a dataset) from CSV; empty text stays "" rather than NaN."""
+    df = pd.read_csv(path)
+    for c in TEXT:
+        if c in df.columns:
+            df[c] = df[c].fillna("").astype(str)
+    return df
+
+
 @dataclass
 class Profile:
     table: pd.DataFrame
@@ -35,12 +47,12 @@ class Profile:
     def network(self, column: str = "time_ms") -> float:
         """Whole-network value per step (training: forward + backward)."""
         net = self.table[self.table.op == "network"]
-        return float(net[column].sum())
+        return float(net[column].sum(min_count=1))
 
     def ops_sum(self, column: str = "time_ms") -> float:
         """Sum over operations, each weighted by how often the network calls it."""
         ops = self.table[self.table.op != "network"]
-        return float((ops[column] * ops["count"]).sum())
+        return float((ops[column] * ops["count"]).sum(min_count=1))
 
 
 def _backward(outs: list[torch.Tensor], wrt: list[torch.Tensor]):

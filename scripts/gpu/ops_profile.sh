@@ -12,6 +12,7 @@ W=/tmp/ops_profile; rm -rf $W; mkdir -p $W/profiles
 timeout 30 python3 -c "import torch, platform; p = torch.cuda.get_device_properties(0); print(f'torch {torch.__version__} cuda {torch.version.cuda} python {platform.python_version()} {p.name} sm {p.multi_processor_count}')" > $W/env.txt 2>&1
 nproc >> $W/env.txt; head -n 30 /proc/cpuinfo | grep -m1 "model name" >> $W/env.txt; cat $W/env.txt
 timeout 20 python3 -m listeners.energy_counter 2 > $W/energy_counter.json 2>&1; cat $W/energy_counter.json
+timeout 60 python3 -m pytest -q -p no:cacheprovider -m gpu tests/radt_ext/ops/test_gpu.py > $W/pytest_gpu.log 2>&1; tail -n 3 $W/pytest_gpu.log
 LEFT=$((TOTAL_S - SECONDS - 45))
 echo "grid budget ${LEFT} s (started ${SECONDS} s in)"
 timeout $((LEFT + 20)) python3 -m radt_ext.ops.grid --out $W/profiles --budget-s $LEFT ${GRID_ARGS:-} > $W/grid.log 2>&1

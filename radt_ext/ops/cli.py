@@ -1,0 +1,207 @@
+"""`radt-ext ops`: profile networks op by op, build the dataset, check it, validate and use the predictor."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import click
+
+from radt_ext.errors import UsageError
+
+DATASET = "docs/ops/dataset.csv.gz"
+VALIDATION = "docs/ops/validation.json"
+
+
+@click.group()
+def ops():
+    """Per-operation time and energy: profile, dataset, prediction, best GPU."""
+
+
+def _shape(value: str | None) -> tuple[int, ...] | None:
+    if not value:
+        return None
+    try:
+        return tuple(int(v) for v in value.split(","))
+    except ValueError:
+        raise UsageError(f"--input-shape {value!r} is not a list of integers; write e.g. 3,32,32") from None
+
+
+def _client(experiment_name: str | None):
+    from radt_ext.session import connect, experiment_id_for, tracking_uri
+
+    client = connect(tracking_uri())
+    return client, experiment_id_for(client, experiment_name)
+
+
+@ops.command()
+@click.argument("model")
+@click.option("--batch", type=int, default=32, show_default=True)
+@click.option("--precision", default="fp32", show_default=True, help="fp32, bf16 or fp16 (weights and activations)")
+@click.option("--mode", default="training", show_default=True, help="training or inference")
+@click.option("--device", default=None, help="cuda:N or cpu (default: cuda:0 when there is a GPU)")
+@click.option("--window-s", type=float, default=0.1, show_default=True, help="least length of a measurement window")
+@click.option("--input-shape", default=None, help="sample shape for your own module, e.g. 3,32,32")
+@click.option("--no-energy", is_flag=True, help="time only (for a GPU without an energy counter)")
+@click.option("--experiment-name", default=None)
+@click.option("--out", default=None, type=click.Path(file_okay=False), help="also write <name>.csv/.json here")
+def profile(model, batch, precision, mode, device, window_s, input_shape, no_energy, experiment_name, out):
+    """Profile MODEL (a recipe model or package.module:attribute) and log it as one run."""
+    import torch
+
+    from radt_ext.ops import catalog, grid, profiler, store
+    from radt_ext.ops.device import open_meter
+
+    if mode not in profiler.MODES:
+        raise UsageError(f"unknown mode {mode!r}; choose training or inference")
+    dev = torch.device(device or ("cuda:0" if torch.cuda.is_available() else "cpu"))
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError(f"--device {device}: no CUDA GPU here; use --device cpu")
+    net = catalog.build(model, batch, precision, dev, input_shape=_shape(input_shape))
+    client, experiment_id = _client(experiment_name)
+    meter, facts, reason = open_meter(dev, energy=not no_energy)
+    if dev.type == "cuda" and meter is None and not no_energy:
+        raise UsageError(f"{reason}")
+    try:
+        prof = profiler.profile(net, mode, dev, meter, window_s=window_s)
+    finally:
+        if meter is not None:
+            meter.close()
+    prof.meta.update(facts, batch=batch, precision=precision, energy_unavailable=reason)
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        store.write(Path(out), grid.profile_name(net.name.replace(":", "."), batch, precision, mode), prof)
+    run_id = store.log(prof, client, experiment_id)
+    t = store.totals(prof)
+    energy = f", {t['network_mj'] / 1e3:.4g} J" if "network_mj" in t else f" (energy unavailable: {reason})"
+    click.echo(f"radt-ext: ops profile run {run_id}: {net.name} b{batch} {precision} {mode}: "
+               f"{prof.meta['ops_distinct']} distinct of {prof.meta['ops_total']} operations; "
+               f"network {t['network_ms']:.4g} ms/step{energy}; operations sum to "
+               f"{t.get('ops_over_network_ms', math.nan):.0%} of the network time", err=True)
+
+
+@ops.command()
+@click.argument("folders", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--experiment-name", default=None)
+def ingest(folders, experiment_name):
+    """Log every profile in FOLDERS (<name>.csv with <name>.json, as the grid writes them) as runs."""
+    from radt_ext.ops import store
+
+    profiles = [p for f in folders for p in store.read_dir(f)]  # all read before the first run is made
+    client, experiment_id = _client(experiment_name)
+    for p in profiles:
+        store.log(p, client, experiment_id)
+    click.echo(f"radt-ext: {len(profiles)} ops profile runs logged to experiment {experiment_id}", err=True)
+
+
+@ops.command()
+@click.option("--from", "folders", multiple=True, type=click.Path(exists=True, file_okay=False),
+              help="a folder of profiles; repeatable")
+@click.option("--experiment-name", default=None, help="read the profile runs of this experiment instead")
+@click.option("--out", default=DATASET, show_default=True)
+def dataset(folders, experiment_name, out):
+    """Build the dataset file from profile folders or from the profile runs of an experiment."""
+    from radt_ext.ops import dataset as ds, store
+
+    if folders:
+        profiles = [p for f in folders for p in store.read_dir(f)]
+    else:
+        client, experiment_id = _client(experiment_name)
+        profiles = store.load_experiment(client, experiment_id)
+    df = ds.from_profiles(profiles)
+    ds.write(df, out)
+    click.echo(f"{out}: {len(profiles)} profiles, {len(df)} rows, GPUs {', '.join(sorted(df.gpu.unique()))}")
+
+
+@ops.command()
+@click.option("--dataset", "path", default=DATASET, show_default=True)
+def check(path):
+    """Summed operations against the whole network, per model and mode (time and energy)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from radt_ext.ops import dataset as ds
+
+    res = ds.summed_vs_network(ds.load(path))
+    agg = res.groupby(["gpu", "model", "mode"])[["time_ratio", "energy_ratio"]].median().reset_index()
+    table = Table("gpu", "model", "mode", "ops/network time", "ops/network energy", title="median over batches and precisions")
+    for _, r in agg.iterrows():
+        table.add_row(r.gpu, r.model, r["mode"], f"{r.time_ratio:.2f}", f"{r.energy_ratio:.2f}")
+    Console().print(table)
+
+
+@ops.command()
+@click.option("--dataset", "path", default=DATASET, show_default=True)
+@click.option("--out", default=None, help="write the summary JSON here (and the cases as CSV beside it)")
+def validate(path, out):
+    """Leave-one-model-out validation of the predictor: median and worst errors, best-GPU accuracy."""
+    from radt_ext.ops import dataset as ds, predict
+
+    res = predict.validate(ds.load(path), progress=lambda m: click.echo(f"  held out {m}", err=True))
+    summ = predict.summary(res)
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(summ, indent=1) + "\n")
+        res.to_csv(Path(out).with_suffix(".csv"), index=False, float_format="%.6g")
+    for m in ("time", "energy"):
+        s = summ[m]
+        click.echo(f"{m}: median error {s['median_error']:.1%}, worst {s['worst_error']:.1%} ({s['worst_case']}); "
+                   f"assuming no change: median {s['median_error_if_unchanged']:.1%}")
+    for by, b in summ["best_gpu"].items():
+        click.echo(f"best GPU by {by}: right in {b['right']}/{b['cases']} ({b['right_fraction']:.0%}; "
+                   f"{b['predicted_ties']} predicted ties; direction alone {b['strict_fraction']:.0%})")
+
+
+@ops.command(name="best-gpu")
+@click.argument("profile")
+@click.option("--by", type=click.Choice(["time", "energy", "edp"]), default="time", show_default=True)
+@click.option("--gpus", default=None, help="comma-separated GPUs to rank (default: those in the dataset)")
+@click.option("--dataset", "path", default=DATASET, show_default=True)
+@click.option("--tolerance", type=float, default=None,
+              help="relative gap counted as a tie (default: the validated median error)")
+def best_gpu(profile, by, gpus, path, tolerance):
+    """Rank GPUs for the workload of PROFILE (a profile run id, or a <name>.csv from the grid)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from radt_ext.ops import dataset as ds, predict, store
+    if Path(profile).suffix == ".csv":
+        prof = store.read(profile)
+    else:
+        client, _ = _client(None)
+        prof = store.load_run(client, profile)
+    data = ds.load(path)
+    measured = sorted(data.gpu.unique())
+    source = _measured_gpu(str(prof.meta.get("gpu_name", "cpu")), measured, "the profile comes from")
+    targets = [_measured_gpu(g, measured, "--gpus names") for g in gpus.split(",")] if gpus else measured
+    if tolerance is None:
+        tolerance = _tolerance(by)
+    rows = prof.table.assign(precision=prof.meta.get("precision"))
+    models = predict.fit(data)
+    preds = [predict.predict(models, rows, source, t) for t in dict.fromkeys([source, *targets])]
+    table = Table("rank", "gpu", "time ms/step", "energy J/step", "EDP J·s", "",
+                  title=f"{prof.meta.get('model')} b{prof.meta.get('batch')} {prof.meta.get('precision')} "
+                        f"{prof.meta.get('mode')}, profiled on {source}; by {by}, tie within {tolerance:.0%}")
+    for r, p, note in predict.rank(preds, by, tolerance):
+        table.add_row(str(r), p.gpu, f"{p.time_ms:.4g}", f"{p.energy_mj / 1e3:.4g}", f"{p.edp / 1e6:.4g}",
+                      " ".join(x for x in (note, "measured" if p.measured else "predicted") if x))
+    Console(width=140).print(table)
+
+
+def _measured_gpu(name: str, measured: list[str], what: str) -> str:
+    """The short name of a GPU the dataset has profiles from; one line otherwise."""
+    from radt_ext.ops.gpus import lookup
+
+    short = lookup(name).short
+    if short not in measured:
+        raise UsageError(f"{what} {short}, which the dataset has no profiles from: the predictor moves workloads "
+                         f"only between GPUs it has measured ({', '.join(measured)}); profile on {short} first")
+    return short
+
+
+def _tolerance(by: str) -> float:
+    path = Path(__file__).resolve().parents[2] / VALIDATION
+    try:
+        return float(json.loads(path.read_text())["tolerance"][by])
+    except (OSError, KeyError, ValueError):
+        return 0.1

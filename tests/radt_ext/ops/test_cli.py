@@ -1,0 +1,114 @@
+"""`radt-ext ops` end to end in a real SQLite store: runs made only for good input, one line for bad input."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from mlflow.tracking import MlflowClient
+
+from radt_ext.cli import main
+from radt_ext.ops import dataset as ds, store
+
+SLICE = Path(__file__).with_name("data") / "slice.csv.gz"
+
+
+def cli(*args):
+    return CliRunner().invoke(main, ["ops", *args], catch_exceptions=False)
+
+
+def _one_line(result) -> str:
+    assert result.exit_code == 2, result.output
+    lines = [ln for ln in result.output.strip().splitlines() if ln.startswith("Error:")]
+    assert len(lines) == 1, result.output
+    return lines[0]
+
+
+def _profile_runs(uri) -> list:
+    client = MlflowClient(uri)
+    exps = [e.experiment_id for e in client.search_experiments()]
+    return client.search_runs(exps, filter_string=f"tags.`{store.TAG}` = 'profile'", run_view_type=3)
+
+
+def test_profile_on_the_cpu_logs_one_run(tracking_uri, tmp_path):
+    r = cli("profile", "mlp", "--device", "cpu", "--batch", "2", "--mode", "inference", "--window-s", "0.002",
+            "--out", str(tmp_path))
+    assert r.exit_code == 0, r.output
+    assert "energy unavailable: profiled on the CPU" in r.output
+    runs = _profile_runs(tracking_uri)
+    assert len(runs) == 1 and runs[0].data.params["gpu_name"] == "cpu"
+    assert (tmp_path / "mlp_b2_fp32_inference.csv").is_file()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["nosuch"], "unknown model 'nosuch'"),
+    (["mlp", "--precision", "int3"], "unknown precision 'int3'"),
+    (["mlp", "--mode", "serving"], "unknown mode 'serving'"),
+    (["tests.radt_ext.ops.modules:TwoLayer", "--input-shape", "5"], "does not run on these inputs"),
+    (["tests.radt_ext.ops.modules:TwoLayer", "--input-shape", "x"], "is not a list of integers"),
+])
+def test_bad_profile_input_is_one_line_and_no_run(tracking_uri, args, message):
+    line = _one_line(cli("profile", *args, "--device", "cpu", "--batch", "2", "--window-s", "0.002"))
+    assert message in line
+    assert _profile_runs(tracking_uri) == []
+
+
+@pytest.fixture
+def profile_files(tmp_path):
+    """Two profiles of the slice (vit bf16 training on the H100 and on the H200) as the grid writes them."""
+    data = ds.load(SLICE)
+    for gpu in ("H100", "H200"):
+        rows = data[(data.gpu == gpu) & (data.model == "vit") & (data.precision == "bf16") & (data["mode"] == "training")]
+        prof = ds.to_profile(rows)
+        prof.meta["gpu_name"] = rows.gpu_name.iloc[0]
+        folder = tmp_path / gpu
+        folder.mkdir()
+        store.write(folder, "vit_training", prof)
+    return tmp_path
+
+
+def test_best_gpu_ranks_measured_and_predicted(profile_files):
+    r = cli("best-gpu", str(profile_files / "H100" / "vit_training.csv"), "--dataset", str(SLICE), "--by", "edp")
+    assert r.exit_code == 0, r.output
+    assert "profiled on H100; by edp" in r.output
+    assert "measured" in r.output and "predicted" in r.output and "H200" in r.output
+
+
+def test_best_gpu_bad_input_is_one_line(profile_files, tmp_path):
+    cpu = tmp_path / "cpu"
+    cpu.mkdir()
+    prof = store.read(profile_files / "H100" / "vit_training.csv")
+    prof.meta["gpu_name"] = "cpu"
+    store.write(cpu, "p", prof)
+    assert "unknown GPU 'cpu'" in _one_line(cli("best-gpu", str(cpu / "p.csv"), "--dataset", str(SLICE)))
+    line = _one_line(cli("best-gpu", str(profile_files / "H100" / "vit_training.csv"), "--dataset", str(SLICE),
+                         "--gpus", "A100"))
+    assert "A100, which the dataset has no profiles from" in line
+    assert "no dataset at" in _one_line(cli("check", "--dataset", str(tmp_path / "none.csv.gz")))
+
+
+def test_ingest_then_dataset_from_mlflow(tracking_uri, profile_files, tmp_path):
+    r = cli("ingest", str(profile_files / "H100"), str(profile_files / "H200"), "--experiment-name", "ops")
+    assert r.exit_code == 0, r.output
+    out = tmp_path / "from_runs.csv.gz"
+    r = cli("dataset", "--experiment-name", "ops", "--out", str(out))
+    assert r.exit_code == 0, r.output
+    back = ds.load(out)
+    assert sorted(back.gpu.unique()) == ["H100", "H200"]
+    r = cli("check", "--dataset", str(out))
+    assert r.exit_code == 0 and "vit" in r.output
+
+
+def test_validate_writes_summary_and_cases(tmp_path):
+    out = tmp_path / "validation.json"
+    r = cli("validate", "--dataset", str(SLICE), "--out", str(out))
+    assert r.exit_code == 0, r.output
+    assert "time: median error" in r.output and "best GPU by edp: right in" in r.output
+    import json
+
+    import pandas as pd
+
+    summary = json.loads(out.read_text())
+    cases = pd.read_csv(out.with_suffix(".csv"))
+    assert summary["cases"] == len(cases) == 32
+    assert summary["time"]["median_error"] == pytest.approx(cases.time_error.median())

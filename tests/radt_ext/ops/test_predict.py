@@ -1,0 +1,98 @@
+"""The predictor on a slice of the real H100/H200 dataset: fit, move a profile, validate, rank."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from radt_ext.errors import UsageError
+from radt_ext.ops import dataset as ds, predict
+from radt_ext.ops.gpus import lookup
+
+SLICE = Path(__file__).with_name("data") / "slice.csv.gz"
+
+
+@pytest.fixture(scope="module")
+def data():
+    return ds.load(SLICE)
+
+
+@pytest.fixture(scope="module")
+def models(data):
+    return predict.fit(data)
+
+
+def _profile(data, gpu, model="vit", precision="bf16", mode="training"):
+    rows = data[(data.gpu == gpu) & (data.model == model) & (data.precision == precision) & (data["mode"] == mode)]
+    assert not rows.empty
+    return rows
+
+
+def test_slice_is_real_profiles_from_two_gpus(data):
+    assert set(data.gpu) == {"H100", "H200"}
+    assert set(data.model) == {"mlp", "small_cnn", "dlrm", "vit"}
+    assert (data[data.op == "network"].time_ms > 0).all()
+
+
+def test_move_a_profile_to_the_other_gpu(data, models):
+    rows = _profile(data, "H100")
+    same = predict.predict(models, rows, "H100", "H100")
+    assert same.measured and same.time_ms == pytest.approx(rows[rows.op == "network"].time_ms.sum())
+    moved = predict.predict(models, rows, "H100", "H200")
+    assert not moved.measured and moved.gpu == "H200"
+    assert math.isfinite(moved.time_ms) and moved.time_ms > 0
+    assert math.isfinite(moved.energy_mj) and moved.energy_mj > 0
+    # the operations' ratios are what moves the network: no ratio is wild
+    ops = predict.operation_rows(rows)
+    ratios = models.time_ratio(ops, lookup("H100"), lookup("H200"))
+    assert np.all((ratios > 0.2) & (ratios < 5))
+
+
+def test_leave_one_model_out_reports_every_case(data):
+    res = predict.validate(data)
+    # 4 models x 2 precisions x 2 modes at one batch size, each moved both ways
+    assert len(res) == 4 * 2 * 2 * 2
+    assert set(res.source) == {"H100", "H200"} and (res.source != res.target).all()
+    s = predict.summary(res)
+    for m in ("time", "energy"):
+        assert 0 <= s[m]["median_error"] <= s[m]["worst_error"]
+        assert s[m]["worst_case"]
+    for by in predict.METRICS:
+        b = s["best_gpu"][by]
+        assert b["cases"] == len(res) and 0 <= b["right"] <= b["cases"]
+
+
+def test_rank_marks_ties_within_the_tolerance():
+    preds = [predict.Prediction("A", 10.0, 5.0), predict.Prediction("B", 10.5, 4.0), predict.Prediction("C", 20.0, 1.0)]
+    ranked = predict.rank(preds, "time", 0.1)
+    assert [(r, p.gpu, note) for r, p, note in ranked] == [(1, "A", "tie"), (1, "B", "tie"), (3, "C", "")]
+    assert [p.gpu for _, p, _ in predict.rank(preds, "energy", 0.1)] == ["C", "B", "A"]
+    assert [p.gpu for _, p, _ in predict.rank(preds, "edp", 0.1)] == ["C", "B", "A"]
+    with pytest.raises(UsageError, match="unknown ranking"):
+        predict.rank(preds, "cost", 0.1)
+
+
+def test_best_gpu_scoring():
+    res = pd.DataFrame([
+        # source measured 10; target predicted 8, measured 8: right
+        dict(source_time_ms=10, pred_time_ms=8, time_ms=8, source_energy_mj=1, pred_energy_mj=1, energy_mj=1),
+        # predicted faster, measured slower by far: wrong
+        dict(source_time_ms=10, pred_time_ms=8, time_ms=13, source_energy_mj=1, pred_energy_mj=1, energy_mj=1),
+        # predicted a tie, measured much faster: wrong
+        dict(source_time_ms=10, pred_time_ms=9.9, time_ms=5, source_energy_mj=1, pred_energy_mj=1, energy_mj=1),
+        # measured within the tolerance: either answer is right
+        dict(source_time_ms=10, pred_time_ms=5, time_ms=10.2, source_energy_mj=1, pred_energy_mj=1, energy_mj=1),
+    ])
+    acc = predict.best_gpu_accuracy(res, "time", 0.05)
+    assert acc["right"] == 2 and acc["predicted_ties"] == 1 and acc["cases"] == 4
+
+
+def test_unknown_gpu_is_one_line(data, models):
+    with pytest.raises(UsageError, match=r"unknown GPU 'cpu': no specification") as exc:
+        predict.predict(models, _profile(data, "H100"), "cpu", "H200")
+    assert "\n" not in str(exc.value)
+    with pytest.raises(UsageError, match="at least two GPUs"):
+        predict.validate(data[data.gpu == "H100"])

@@ -1,0 +1,140 @@
+"""The profiler on the CPU: operations found and deduplicated, both phases measured, FLOPs as PyTorch counts them."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from radt_ext.errors import UsageError
+from radt_ext.ops import catalog, cost, profiler
+from radt_ext.ops.capture import capture, out_of_place, tensors
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_mlp_training_profile_dedupes_and_measures_both_phases():
+    net = catalog.build("mlp", 4, "fp32", CPU, tiny=True)
+    prof = profiler.profile(net, "training", CPU, None, window_s=0.002)
+    t = prof.table
+    ops = t[t.op != "network"]
+    # Flatten, 4 Linear (two of them hidden→hidden, the same call) and 3 identical ReLUs
+    assert prof.meta["ops_total"] == 7 and prof.meta["ops_distinct"] == 4
+    counts = ops[ops.phase == "forward"].groupby("op")["count"].sum().to_dict()
+    assert counts == {"Linear": 4, "ReLU": 3}
+    assert set(ops.phase) == {"forward", "backward"}
+    assert set(t[t.op == "network"].phase) == {"forward", "backward"}
+    assert (t.time_ms > 0).all() and (t.reps >= 5).all() and (t.window_s > 0).all()
+    assert t.energy_mj.isna().all()  # no meter on the CPU
+    hidden = ops[(ops.op == "Linear") & (ops["count"] == 2) & (ops.phase == "forward")].iloc[0]
+    assert hidden.flops == 2 * 4 * 1024 * 1024 + 4 * 1024  # 2·B·in·out + bias
+    first = ops[(ops.op == "Linear") & (ops.order == 0)]
+    # the first layer's input takes no gradient: its backward is the weight gradient alone
+    assert first[first.phase == "backward"].flops.iloc[0] == first[first.phase == "forward"].flops.iloc[0]
+    net_rows = t[t.op == "network"].set_index("phase")
+    assert net_rows.loc["forward", "flops"] == (ops[ops.phase == "forward"].flops * ops[ops.phase == "forward"]["count"]).sum()
+    assert prof.network() == pytest.approx(net_rows.time_ms.sum())
+
+
+def test_inference_profile_has_one_phase_and_keeps_inplace_relu():
+    net = catalog.build("resnet18", 2, "fp32", CPU, tiny=True)
+    relu = net.module.relu
+    prof = profiler.profile(net, "inference", CPU, None, window_s=0.002)
+    assert set(prof.table.phase) == {"inference"}
+    assert relu.inplace  # replayed out of place, restored afterwards
+    assert {"Conv2d", "BatchNorm2d", "ReLU", "MaxPool2d", "AdaptiveAvgPool2d", "Linear"} <= set(prof.table.op)
+
+
+@pytest.mark.parametrize("name", ["resnet18", "vit", "small_cnn"])
+def test_analytic_flops_agree_with_pytorchs_counter(name):
+    net = catalog.build(name, 2, "fp32", CPU, tiny=True)
+    calls = capture(net.module.train(), net.inputs, grad=True)
+    checked = 0
+    for call in calls:
+        if call.op not in ("Conv2d", "Linear", "MultiheadAttention"):
+            continue
+        fwd = lambda c=call: c.module(*c.args, **c.kwargs)  # noqa: E731
+        # the math attention kernel, whose matmuls the counter sees (it skips the fused CPU kernel)
+        with out_of_place(call.module), sdpa_kernel(SDPBackend.MATH):
+            out = tensors(fwd())
+            analytic = cost.forward_flops(call, out)
+            counted = cost.counted_flops(fwd)
+        bias = sum(t.numel() for t in out) if getattr(call.module, "bias", None) is not None else 0
+        if call.op == "MultiheadAttention":  # counted like the counter: projections and matmuls, no biases
+            bias = 0
+        assert counted == pytest.approx(analytic - bias, rel=1e-6), call.name
+        checked += 1
+    assert checked >= 3
+
+
+def test_backward_flops_agree_with_pytorchs_counter():
+    net = catalog.build("small_cnn", 2, "fp32", CPU, tiny=True)
+    calls = [c for c in capture(net.module.train(), net.inputs, grad=True) if c.op == "Conv2d"]
+    for call in calls:
+        out = tensors(call.module(*call.args))
+        wrt = [t for t in call.args if t.requires_grad] + [call.module.weight]
+        grad = torch.randn_like(out[0])
+        counted = cost.counted_flops(lambda: torch.autograd.grad(out, wrt, [grad], retain_graph=True))
+        fwd = cost.forward_flops(call, out) - out[0].numel()  # without the bias
+        assert counted == pytest.approx(cost.backward_flops(call, fwd), rel=1e-6), call.name
+
+
+def test_bf16_profile_moves_half_the_bytes():
+    rows = {}
+    for precision in ("fp32", "bf16"):
+        net = catalog.build("mlp", 4, precision, CPU, tiny=True)
+        t = profiler.profile(net, "inference", CPU, None, window_s=0.002).table
+        rows[precision] = t[t.op == "Linear"].sort_values("order")
+    assert (rows["fp32"]["bytes"].to_numpy() == 2 * rows["bf16"]["bytes"].to_numpy()).all()
+    assert (rows["fp32"].flops.to_numpy() == rows["bf16"].flops.to_numpy()).all()
+
+
+def test_embedding_moves_the_rows_it_gathers():
+    net = catalog.build("dlrm", 8, "fp32", CPU, tiny=True)
+    t = profiler.profile(net, "inference", CPU, None, window_s=0.002).table
+    emb = t[t.op == "Embedding"].iloc[0]
+    assert emb["count"] == catalog.TINY["dlrm"]["num_tables"]
+    assert emb.flops == 0
+    assert emb["bytes"] == 8 * 8 + 8 * 64 * 4 + 8 * 64 * 4  # indices, gathered rows, output
+
+
+def test_users_module_profiles_and_bad_modules_are_one_line():
+    net = catalog.build("tests.radt_ext.ops.modules:TwoLayer", 3, "fp32", CPU, input_shape=(7,))
+    prof = profiler.profile(net, "training", CPU, None, window_s=0.002)
+    assert set(prof.table.op) == {"network", "Linear", "GELU"}
+    gelu = prof.table[(prof.table.op == "GELU") & (prof.table.phase == "forward")].iloc[0]
+    assert gelu.flops == 8 * 3 * 16
+
+    wrong = catalog.build("tests.radt_ext.ops.modules:TwoLayer", 3, "fp32", CPU, input_shape=(5,))
+    with pytest.raises(UsageError, match=r"does not run on these inputs: RuntimeError: mat1 and mat2") as exc:
+        profiler.profile(wrong, "inference", CPU, None, window_s=0.002)
+    assert "\n" not in str(exc.value)
+    for spec, message in [("nosuch", "unknown model 'nosuch'"),
+                          ("tests.radt_ext.ops.nosuch:X", "cannot load tests.radt_ext.ops.nosuch:X"),
+                          ("tests.radt_ext.ops.modules:NOT_A_MODULE", "is a int, not a torch.nn.Module"),
+                          ("tests.radt_ext.ops.modules:TwoLayer", "give its sample input shape")]:
+        with pytest.raises(UsageError, match=message):
+            catalog.build(spec, 2, "fp32", CPU)
+    with pytest.raises(UsageError, match="unknown precision 'fp8'"):
+        catalog.build("mlp", 2, "fp8", CPU)
+    with pytest.raises(UsageError, match="unknown mode"):
+        profiler.profile(net, "serving", CPU, None)
+
+
+def test_window_is_long_enough_and_split_in_chunks():
+    from radt_ext.ops.measure import Clock, measure
+
+    x = torch.randn(64, 64)
+    w = measure(lambda: x @ x, Clock(CPU), None, min_window_s=0.02, chunks=5)
+    assert w.window_s >= 0.02  # extended with chunks when calibration guessed short
+    assert w.reps >= 5 and w.time_ms > 0
+    assert math.isnan(w.energy_mj) and math.isnan(w.power_w)
