@@ -50,8 +50,9 @@ FIELD_IDS = {
 # Each reading at a rate that fits its cost: the energy counter at open, at close and at most this
 # often in between (the summary's joules come from open and close, so they stay exact);
 ENERGY_EVERY_S = 5.0
-# NVML measures PCIe throughput over a ~20 ms window inside each call: at most this often.
-PCIE_EVERY_S = 1.0
+# NVML measures PCIe throughput over a ~20 ms window inside each call, ~0.8 ms of it CPU (H100): at most
+# this often.
+PCIE_EVERY_S = 5.0
 
 
 def decode_throttle(prefix: str, mask: int) -> dict[str, float]:
