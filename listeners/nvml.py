@@ -302,4 +302,8 @@ class NvmlListener(NvmlListenerBase):
         return readings
 
     def tags(self) -> Mapping[str, str]:
-        return dict(self._tags)
+        tags = dict(self._tags)
+        for index, (_, buffer, _) in self._power.items():
+            if buffer.missed_s:  # drained too late: the timeline has gaps that the integral bridges
+                tags[f"gpu.{index}.power_samples_missed_s"] = f"{buffer.missed_s:.2f}"
+        return tags

@@ -109,3 +109,20 @@ def test_a_recorded_not_supported_is_the_reason():
     answers = next(iter(trace["calls"]["nvmlDeviceGetSamples"].values()))
     assert isinstance(decode(answers[0]), pynvml.NVMLError_NotSupported)
     assert "NotSupported" in PowerSamples(gpu_label(trace)).open(Replay(trace), NOW)
+
+
+def test_a_drain_that_comes_too_late_counts_the_time_the_buffer_lost():
+    backlog = [[1_000_000 + 20_000 * k, 70_000] for k in range(10)]
+    trace = {"format": "radt-ext-nvml-trace/1", "meta": {}, "calls": {"nvmlDeviceGetSamples": {
+        '[{"ref":"dev0"},0,"*"]': [{"value_type": 1, "samples": backlog},
+                                   {"value_type": 1, "samples": [[1_200_000 + 20_000 * k, 70_000] for k in range(3)]},
+                                   # the monitor stalled: the buffer overran, its oldest sample is 1 s later
+                                   {"value_type": 1, "samples": [[2_260_000 + 20_000 * k, 70_000] for k in range(3)]}]}}}
+    nv = Replay(trace)
+    buffer = PowerSamples(Ref("dev0"))
+    buffer.open(nv, NOW)
+    assert buffer.spacing_us == 20_000
+    buffer.drain(nv)
+    assert buffer.missed_s == 0.0
+    buffer.drain(nv)
+    assert buffer.missed_s == pytest.approx(1.0)  # the sample after 1.24 s was due at 1.26 s; it is 2.26 s
