@@ -35,6 +35,8 @@ class PowerSamples:
         self.backlog = 0  # samples in the buffer at open (history before the run, not logged)
         self.backlog_span_s = 0.0  # time those samples covered: a lower bound of what the buffer holds
         self.drain_every_s = DRAIN_EVERY_S
+        self.spacing_us = 20_000  # the driver's sample spacing, learned from the backlog
+        self.missed_s = 0.0  # time the buffer overran between two drains (samples lost, e.g. a stalled monitor)
 
     def open(self, nv, now: float) -> str | None:
         """Read the backlog once; None when the buffer works, else the one-line reason it does not."""
@@ -56,6 +58,9 @@ class PowerSamples:
             self.offset_s = now - stamps[-1] / 1e6
         if self.backlog_span_s > 0:
             self.drain_every_s = min(DRAIN_EVERY_S, self.backlog_span_s / 2)
+        if len(stamps) > 2:
+            gaps = sorted(b - a for a, b in zip(stamps, stamps[1:]))
+            self.spacing_us = max(1, gaps[len(gaps) // 2])
         return None
 
     def drain(self, nv) -> list[tuple[float, float]]:
@@ -68,6 +73,9 @@ class PowerSamples:
                        key=lambda pair: pair[0])
         if not fresh:
             return []
+        gap = fresh[0][0] - self.last_seen
+        if gap > 3 * self.spacing_us:  # the oldest sample in the buffer is newer than the last one handed out
+            self.missed_s += (gap - self.spacing_us) / 1e6
         self.last_seen = fresh[-1][0]
         # NVML reports power samples in mW
         return [(ts / 1e6 + self.offset_s, sample_value(value_type, v) / 1000.0) for ts, v in fresh]

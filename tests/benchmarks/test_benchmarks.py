@@ -19,8 +19,8 @@ TRACE = os.path.join(REPO, "listeners", "traces", "h200_matmul.json")
 pytestmark = pytest.mark.slow
 
 
-def run_script(module: str, out, uri: str, *args: str, timeout: float = 240) -> dict:
-    env = dict(os.environ, RADT_EXT_NVML_REPLAY=TRACE, MLFLOW_TRACKING_URI=uri,
+def run_script(module: str, out, uri: str, *args: str, timeout: float = 240, trace: str = TRACE) -> dict:
+    env = dict(os.environ, RADT_EXT_NVML_REPLAY=trace, MLFLOW_TRACKING_URI=uri,
                PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run([sys.executable, "-m", f"benchmarks.{module}", "--out", str(out), *args],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
@@ -28,8 +28,18 @@ def run_script(module: str, out, uri: str, *args: str, timeout: float = 240) -> 
     name = module
     assert (out / f"{name}.md").read_text().startswith("###")
     result = json.loads((out / f"{name}.json").read_text())
-    assert result["environment"]["nvml_replay"] == TRACE
+    assert result["environment"]["nvml_replay"] == trace
     return result
+
+
+def buffer_trace(tmp_path) -> str:
+    """A hand-made trace with the driver's power sample buffer (the fake NVML, recorded by the real recorder)."""
+    sys.path.insert(0, os.path.join(REPO, "tests", "listeners"))
+    from nvml_fake import record_fake
+
+    path = tmp_path / "buffer.json"
+    path.write_text(json.dumps(record_fake(samples=4)))
+    return str(path)
 
 
 def test_overhead_measures_each_configuration_and_the_monitor_logs(tmp_path, tracking_uri):
@@ -95,6 +105,49 @@ def test_energy_fidelity_runs_both_loads(tmp_path, tracking_uri):
         assert load["base_samples"] > 0
         assert [c["interval_s"] for c in load["by_interval"]] == [0.02, 0.1, 0.5, 1.0]
         assert len(load["by_interval_avg_power"]) == 4
+
+
+def test_energy_fidelity_integrates_the_listeners_timeline_against_the_counter(tmp_path, tracking_uri):
+    result = run_script("energy_fidelity", tmp_path, tracking_uri, "--seconds", "0.5", "--loads", "steady")
+    load = result["loads"][0]
+    # this trace holds no sample buffer: the listener's timeline is its point reads, and says why
+    assert load["timeline_source"].startswith("point reads every 0.1 s")
+    assert load["timeline"]["points"] >= 2 and load["timeline"]["counter_j"] >= 0
+    assert "integrated_j" in load["timeline"] and load["timeline_energy_reads"] >= 2
+
+
+def test_timeline_integral_is_exact_for_a_linear_series():
+    from benchmarks.energy_fidelity import compare_timeline, integrate
+
+    power = [(10.0 + 0.02 * i, 100.0 + i) for i in range(501)]  # 100 → 600 W over 10 s, every 20 ms
+    assert integrate(power, 10.0, 20.0) == pytest.approx(3500.0)
+    assert integrate(power, 10.01, 19.99) == pytest.approx(3500.0 - 0.01 * 100.25 - 0.01 * 599.75)
+    counter = [(10.0 + 0.5 * k, 0.0, 100.0 * (0.5 * k) + 25.0 * (0.5 * k) ** 2, 0.0) for k in range(21)]
+    c = compare_timeline(power, counter, 10.0, 20.0)
+    assert c["error_pct"] == pytest.approx(0.0, abs=1e-9) and c["points"] == 501
+
+
+def test_nvml_call_cost_measures_each_listeners_calls(tmp_path, tracking_uri):
+    trace = buffer_trace(tmp_path)
+    result = run_script("nvml_call_cost", tmp_path, tracking_uri, "--calls", "3", "--smi-seconds", "0",
+                        "--phases", "idle", trace=trace)
+    (phase,) = result["phases"]
+    rows = {(r["listener"], r["call"].split(" ")[0]): r for r in phase["calls"]}
+    assert {listener for listener, _ in rows} == {"nvml", "gpm", "gpu_procs"}
+    drains = [r for r in phase["calls"] if r["call"].startswith("nvmlDeviceGetSamples")]
+    assert len(drains) == 3 and all(r["calls"] == 3 and r["cpu_ms_mean"] >= 0 for r in drains)
+    for r in phase["calls"]:  # measured, or the one line of what the replay could not answer
+        assert ("cpu_ms_mean" in r) != ("error" in r), r
+    assert phase["buffer"]["backlog_samples"] == 100 and phase["buffer"]["spacing_ms_median"] == 20.0
+
+
+def test_monitor_cost_measures_the_monitor_process_and_its_threads(tmp_path, tracking_uri):
+    trace = buffer_trace(tmp_path)
+    result = run_script("monitor_cost", tmp_path, tracking_uri, "--seconds", "0.5", "--settle", "0.2",
+                        "--phases", "idle", "--listeners", "nvml", trace=trace)
+    process, by_thread = result["rows"]
+    assert "error" not in process and process["listeners"] == "nvml" and process["points_stored"] > 0
+    assert "error" not in by_thread and set(by_thread["cpu_pct_by_thread"]) == {"nvml", "writer"}
 
 
 def test_energy_fidelity_error_is_zero_for_an_exact_series():

@@ -182,7 +182,7 @@ import os  # noqa: E402
 TRACES = os.path.join(os.path.dirname(__file__), "..", "..", "listeners", "traces")
 
 
-def record_fake(gpus: int = 1, samples: int = 6, mem_temp: bool = False) -> dict:
+def record_fake(gpus: int = 1, samples: int = 6, mem_temp: bool = False, power_samples: bool = True) -> dict:
     """A trace of the listeners' real code against FakeNvml: fixed sample counts, no threads."""
     from listeners import nvml_backend
     from listeners.base import Target
@@ -191,7 +191,7 @@ def record_fake(gpus: int = 1, samples: int = 6, mem_temp: bool = False) -> dict
     from listeners.record_trace import RecordingNvml
     from listeners.replay import FORMAT
 
-    rec = RecordingNvml(FakeNvml(gpus=gpus, mem_temp=mem_temp))
+    rec = RecordingNvml(FakeNvml(gpus=gpus, mem_temp=mem_temp, power_samples=power_samples))
     with nvml_backend.use(rec):
         for cls in (NvmlListener, GpmListener):
             cls.probe(Target(cuda_visible_devices=None))
@@ -199,6 +199,7 @@ def record_fake(gpus: int = 1, samples: int = 6, mem_temp: bool = False) -> dict
             listener.open()
             for _ in range(samples):
                 listener.sample()
+            listener.closing_sample()
             listener.close()
     meta = {"derived": False, "fake": True, "cuda_visible_devices": None,
             "sample_counts": {"nvml": samples, "gpm": samples}}

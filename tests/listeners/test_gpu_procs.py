@@ -24,8 +24,8 @@ def replay(monkeypatch):
     nvml_backend.reset()
 
 
-def readings(pid: int, n: int) -> list[dict]:
-    listener = GpuProcsListener(Target(pid=pid, cuda_visible_devices=None))
+def readings(pid: int, n: int, interval: float = 1e-6) -> list[dict]:
+    listener = GpuProcsListener(Target(pid=pid, cuda_visible_devices=None), interval)
     listener.open()
     try:
         return [dict(listener.read()) for _ in range(n)]
@@ -38,7 +38,10 @@ def test_registered_and_available_under_replay(replay):
     assert registry.availability("gpu_procs", Target(pid=1)) is None
 
 
-def test_the_workloads_own_process_is_attributed(replay):
+def test_the_workloads_own_process_is_attributed(replay, monkeypatch):
+    import listeners.gpu_procs as gpu_procs
+
+    monkeypatch.setattr(gpu_procs, "UTIL_EVERY_S", 0.0)  # with a µs interval: every read, as recorded
     load_pid = replay["meta"]["load"]["pid"]
     n = len(replay["calls"]["nvmlDeviceGetComputeRunningProcesses"]['[{"ref":"dev0"}]'])
     values = readings(load_pid, n)
@@ -51,6 +54,13 @@ def test_the_workloads_own_process_is_attributed(replay):
                    replay["calls"]["nvmlDeviceGetProcessUtilization"]['[{"ref":"dev0"},"*"]']
                    if isinstance(answer, list) for s in answer if s["fields"]["pid"] == load_pid]
     assert sm and max(sm) == max(recorded_sm) and max(sm) > 50  # the matmul kept the SMs busy
+
+
+def test_process_utilization_is_read_at_most_once_a_second(replay):
+    load_pid = replay["meta"]["load"]["pid"]
+    values = readings(load_pid, 20, interval=0.2)  # back to back, well inside a second
+    assert all("gpu0_proc_mem_mib" in v for v in values)  # the cheap process list: every read
+    assert nvml_backend.nvml().calls_made("nvmlDeviceGetProcessUtilization") == 1  # ~2 ms of driver CPU each
 
 
 def test_other_processes_are_not_counted(replay):

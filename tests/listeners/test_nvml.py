@@ -45,53 +45,128 @@ def field_answers(trace: dict, g, field_id: int) -> list | None:
 
 
 def expected_power_mw(trace: dict, g) -> list:
-    """What the k-th sample's power comes from: the instantaneous field (call k+1; call 0 was open()'s
-    probe) where the GPU answers it, else nvmlDeviceGetPowerUsage (call k)."""
+    """Without the sample buffer, what the k-th sample's power comes from: the instantaneous field (call
+    k+1; call 0 was open()'s probe) where the GPU answers it, else nvmlDeviceGetPowerUsage (call k)."""
     instant = field_answers(trace, g, pynvml.NVML_FI_DEV_POWER_INSTANT)
     if instant and instant[0] is not None:
         return instant[1:]
     return answers(trace, "nvmlDeviceGetPowerUsage", g)
 
 
-def run(n: int, cvd: str | None = None) -> tuple[NvmlListener, list[dict]]:
-    listener = NvmlListener(Target(cuda_visible_devices=cvd))
+def has_buffer(trace: dict) -> bool:
+    """Whether the trace holds the driver's power samples (else power is read point by point)."""
+    return any("samples" in a for answers in trace["calls"].get("nvmlDeviceGetSamples", {}).values()
+               for a in answers)
+
+
+def run(n: int, cvd: str | None = None, closing: bool = False,
+        interval: float | None = None) -> tuple[NvmlListener, list[dict]]:
+    """n samples back to back (and the closing one): per sample, the values read at that moment.
+    Where power comes from the driver's sample buffer, its points (each at its own time) are kept
+    apart in `listener.timeline` as (time, name, watts)."""
+    listener = NvmlListener(Target(cuda_visible_devices=cvd), interval)
     listener.open()
     try:
-        return listener, [listener.sample()[0].values for _ in range(n)]
+        batches = [listener.sample() for _ in range(n)] + ([listener.closing_sample()] if closing else [])
     finally:
         listener.close()
+    buffered = {f"gpu{d.index}_power_w" for d in listener.devices
+                if listener.tags()[f"gpu.{d.index}.power_source"].startswith("driver power samples")}
+    listener.timeline, out = [], []
+    for batch in batches:
+        values = {}
+        for r in batch:
+            for name, value in r.values.items():
+                if name in buffered:
+                    listener.timeline.append((r.time, name, value))
+                else:
+                    values[name] = value
+        out.append(values)
+    return listener, out
 
 
 def test_values_are_the_recorded_readings_in_si_units(trace):
     n = min(5, trace["meta"]["sample_counts"]["nvml"])
     _, samples = run(n)
     g = gpu_label(trace)
-    power = expected_power_mw(trace, g)
+    power = None if has_buffer(trace) else expected_power_mw(trace, g)
     temp = answers(trace, "nvmlDeviceGetTemperature", g, pynvml.NVML_TEMPERATURE_GPU)
     sm = answers(trace, "nvmlDeviceGetClockInfo", g, pynvml.NVML_CLOCK_SM)
     util = answers(trace, "nvmlDeviceGetUtilizationRates", g)
     memory = answers(trace, "nvmlDeviceGetMemoryInfo", g)  # [0] was read by open() for the tags
     for k, values in enumerate(samples):
-        assert values["gpu0_power_w"] == pytest.approx(power[k] / 1000)
+        if power is None:  # power is the driver's own samples, apart from the point reads
+            assert "gpu0_power_w" not in values
+        else:
+            assert values["gpu0_power_w"] == pytest.approx(power[k] / 1000)
+            assert 0 < values["gpu0_power_w"] < 2000
         assert values["gpu0_temp_c"] == temp[k]
         assert values["gpu0_sm_clock_mhz"] == sm[k]
         assert values["gpu0_util_pct"] == util[k].gpu
         assert values["gpu0_mem_util_pct"] == util[k].memory
         assert values["gpu0_mem_used_mib"] == pytest.approx(memory[k + 1].used / MIB)
         assert all(NAME.match(name) for name in values), sorted(values)
-        assert 0 < values["gpu0_power_w"] < 2000 and 0 < values["gpu0_temp_c"] < 120
+        assert 0 < values["gpu0_temp_c"] < 120
 
 
-def test_energy_counts_joules_since_the_listener_opened(trace):
+def energy_answers_mj(trace: dict, g) -> list:
+    """The recorded energy counter reads, in order: its field where the GPU answers it, else the call."""
+    energy_mj = field_answers(trace, g, pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION)
+    if energy_mj and energy_mj[0] is not None:
+        return energy_mj
+    from listeners.replay import _label_of_ref, call_key
+
+    key = call_key("nvmlDeviceGetFieldValues", (g, [pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION]), _label_of_ref)
+    own = trace["calls"].get("nvmlDeviceGetFieldValues", {}).get(key)
+    if own and not own[0][0]["fields"]["nvmlReturn"]:
+        return [r[0]["fields"]["value"]["fields"]["ullVal"] for r in own]
+    return answers(trace, "nvmlDeviceGetTotalEnergyConsumption", g)
+
+
+def test_energy_counts_joules_since_open_read_at_open_and_close_only(trace):
     n = min(8, trace["meta"]["sample_counts"]["nvml"])
-    _, samples = run(n)
-    energy_mj = field_answers(trace, gpu_label(trace), pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION)
-    if not energy_mj or energy_mj[0] is None:
-        energy_mj = answers(trace, "nvmlDeviceGetTotalEnergyConsumption", gpu_label(trace))
-    got = [s["gpu0_energy_j"] for s in samples]
-    assert got == pytest.approx([(energy_mj[k + 1] - energy_mj[0]) / 1000 for k in range(n)])
-    assert got == sorted(got) and got[0] >= 0
-    assert got[-1] < 1000 * n  # joules, not millijoules, over a fraction of a second per sample
+    listener, samples = run(n, closing=True)
+    energy_mj = energy_answers_mj(trace, gpu_label(trace))
+    # back to back, well inside ENERGY_EVERY_S: 0 J at open (handed out by the first sample), then the
+    # counter's difference at close; no read in between (each costs ~5 ms of driver CPU)
+    assert samples[0]["gpu0_energy_j"] == 0.0
+    assert all("gpu0_energy_j" not in v for v in samples[1:-1])
+    assert samples[-1]["gpu0_energy_j"] == pytest.approx((energy_mj[1] - energy_mj[0]) / 1000)
+    assert 0 <= samples[-1]["gpu0_energy_j"] < 1000 * n  # joules, not millijoules
+
+
+def test_energy_is_read_again_once_its_period_has_passed(trace, monkeypatch):
+    import listeners.nvml as nvml_module
+
+    monkeypatch.setattr(nvml_module, "ENERGY_EVERY_S", 0.0)  # with a µs interval: every sample
+    n = min(4, trace["meta"]["sample_counts"]["nvml"])
+    _, samples = run(n, closing=True, interval=1e-6)
+    energy_mj = energy_answers_mj(trace, gpu_label(trace))
+    got = [v["gpu0_energy_j"] for v in samples]  # the first sample's read follows its 0 J at open
+    last = len(energy_mj) - 1  # past the recording the replay holds the last answer
+    assert got == pytest.approx([(energy_mj[min(k, last)] - energy_mj[0]) / 1000 for k in range(1, n + 2)])
+    assert got == sorted(got)
+
+
+def test_power_is_the_drivers_samples_each_at_its_own_time_else_point_reads_and_why(trace):
+    n = min(5, trace["meta"]["sample_counts"]["nvml"])
+    listener, samples = run(n, closing=True)
+    source = listener.tags()["gpu.0.power_source"]
+    if not has_buffer(trace):  # recorded before the buffer was read: replayed as not supported
+        assert source.startswith("point reads every 0.1 s") and "NVMLError_NotSupported" in source
+        assert all("gpu0_power_w" in v for v in samples[:-1]) and not listener.timeline
+        return
+    assert source.startswith("driver power samples (nvmlDeviceGetSamples), drained every")
+    calls = next(iter(trace["calls"]["nvmlDeviceGetSamples"].values()))
+    backlog = calls[0]["samples"]
+    drained = sorted({int(t): v for a in calls[1:2] for t, v in a.get("samples", []) if t > backlog[-1][0]}.items())
+    # back to back the buffer is not due; the closing sample drains what came since open, sample by sample
+    assert [w for _, _, w in listener.timeline] == pytest.approx([v / 1000 for _, v in drained])
+    times = [t for t, _, _ in listener.timeline]
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    recorded_gaps = [(b - a) / 1e6 for (a, _), (b, _) in zip(drained, drained[1:])]
+    assert gaps == pytest.approx(recorded_gaps, abs=1e-6)  # each at its own time (the driver's ~20 ms spacing)
+    assert listener.interval == 0.1  # the buffer holds over 2 s: drained every second, the tick is the interval
 
 
 def test_throttle_mask_is_decoded_one_bool_per_reason(trace):
@@ -129,16 +204,16 @@ def test_unsupported_reading_is_dropped_after_its_first_failure(trace, tmp_path,
     path = tmp_path / "edited.json"
     path.write_text(json.dumps(trace))
     replay_from(monkeypatch, path)
-    listener, samples = run(4)
+    listener, samples = run(4, closing=True)
     assert all("gpu0_mem_temp_c" not in s for s in samples)
-    assert "gpu0_power_w" in samples[-1]
+    assert "gpu0_power_w" in samples[-2] or listener.timeline  # the other readings carry on
     assert "gpu0_mem_temp_c" in listener.dropped
 
 
 def test_unsupported_call_is_not_asked_again(tmp_path, monkeypatch):
     from nvml_fake import record_fake
 
-    trace = record_fake(gpus=1, samples=4)
+    trace = record_fake(gpus=1, samples=4, power_samples=False)
     for key in trace["calls"]["nvmlDeviceGetPerformanceState"]:
         trace["calls"]["nvmlDeviceGetPerformanceState"][key] = [{"nvml_error": pynvml.NVML_ERROR_NOT_SUPPORTED}]
     path = tmp_path / "edited.json"
@@ -154,6 +229,17 @@ def test_transient_error_skips_one_reading_and_retries(trace, tmp_path, monkeypa
     g = gpu_label(trace)
     from listeners.replay import _label_of_ref, call_key
 
+    if has_buffer(trace):  # power is not read point by point here: a temperature read fails once
+        key = call_key("nvmlDeviceGetTemperature", (g, pynvml.NVML_TEMPERATURE_GPU), _label_of_ref)
+        results = trace["calls"]["nvmlDeviceGetTemperature"][key]
+        results[1] = {"nvml_error": pynvml.NVML_ERROR_TIMEOUT}
+        path = tmp_path / "edited.json"
+        path.write_text(json.dumps(trace))
+        replay_from(monkeypatch, path)
+        listener, samples = run(3)
+        assert "gpu0_temp_c" in samples[0] and "gpu0_temp_c" not in samples[1]
+        assert samples[2]["gpu0_temp_c"] == results[2] and "gpu0_temp_c" not in listener.dropped
+        return
     instant = field_answers(trace, g, pynvml.NVML_FI_DEV_POWER_INSTANT)
     if instant and instant[0] is not None:
         key = call_key("nvmlDeviceGetFieldValues", (g, FIELD_IDS), _label_of_ref)
@@ -190,12 +276,16 @@ def test_index_in_names_is_the_position_in_cuda_visible_devices(tmp_path, monkey
     from nvml_fake import record_fake
 
     path = tmp_path / "two.json"
-    path.write_text(json.dumps(record_fake(gpus=2, samples=3)))
+    path.write_text(json.dumps(record_fake(gpus=2, samples=3, power_samples=False)))
     trace = replay_from(monkeypatch, path)
     _, samples = run(2, cvd="1")
     power_gpu1 = answers(trace, "nvmlDeviceGetPowerUsage", gpu_label(trace, 1))
     assert {n.split("_")[0] for n in samples[0]} == {"gpu0"}
     assert samples[1]["gpu0_power_w"] == pytest.approx(power_gpu1[1] / 1000)
+    path.write_text(json.dumps(record_fake(gpus=2, samples=3)))  # with the sample buffer: its points too
+    replay_from(monkeypatch, path)
+    listener, _ = run(2, cvd="1", closing=True)
+    assert listener.timeline and {name for _, name, _ in listener.timeline} == {"gpu0_power_w"}
 
 
 def test_probe_without_driver_says_nvml_not_found(monkeypatch):
@@ -235,14 +325,16 @@ def test_real_gpu_reads_power_and_energy(monkeypatch):
     assert NvmlListener.probe(Target()) is None
     listener.open()
     try:
-        first = listener.sample()[0].values
-        time.sleep(0.5)
-        last = listener.sample()[0].values
+        readings = listener.sample()
+        time.sleep(1.5)
+        readings += listener.sample() + listener.closing_sample()
     finally:
         listener.close()
-    assert first["gpu0_power_w"] > 0
-    assert last["gpu0_energy_j"] >= first["gpu0_energy_j"] >= 0
-    assert all(NAME.match(n) for n in last)
+    power = [r.values["gpu0_power_w"] for r in readings if "gpu0_power_w" in r.values]
+    energy = [r.values["gpu0_energy_j"] for r in readings if "gpu0_energy_j" in r.values]
+    assert power and all(p > 0 for p in power)
+    assert energy[0] == 0.0 and energy == sorted(energy) and energy[-1] > 0
+    assert all(NAME.match(n) for r in readings for n in r.values)
 
 
 def test_visible_mig_device_reads_its_gpu_and_its_own_memory(monkeypatch):

@@ -85,19 +85,100 @@ def test_recorder_refuses_anything_that_changes_the_gpu():
 
 
 def _readings(backend, n: int) -> list[dict]:
+    """The values of every reading of n samples and the closing one (their times depend on the clock)."""
     with nvml_backend.use(backend):
         listener = NvmlListener(Target(cuda_visible_devices=None))
         listener.open()
-        out = [listener.sample()[0].values for _ in range(n)]
+        batches = [listener.sample() for _ in range(n)] + [listener.closing_sample()]
         listener.close()
-    return out
+    return [dict(r.values) for batch in batches for r in batch]
 
 
 def test_recorded_trace_replays_exactly_what_the_listener_read_live():
     trace = record_fake(samples=5)
     live = _readings(FakeNvml(), 5)  # a fresh fake gives the same deterministic numbers
     assert _readings(Replay(json.loads(json.dumps(trace))), 5) == live
-    assert live[-1]["gpu0_energy_j"] > 0
+    assert live[-1]["gpu0_power_w"] > 0 and any(v.get("gpu0_energy_j", 0) > 0 for v in live)
+
+
+def test_the_sample_buffer_is_recorded_compactly_with_its_value_type():
+    trace = record_fake(samples=2)
+    (key, answers), = trace["calls"]["nvmlDeviceGetSamples"].items()
+    assert json.loads(key) == [{"ref": "dev0"}, pynvml.NVML_TOTAL_POWER_SAMPLES, "*"]  # last-seen left out
+    assert answers[0]["value_type"] == pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
+    assert len(answers[0]["samples"]) == 100 and all(len(s) == 2 for s in answers[0]["samples"])
+    assert answers[0]["samples"][0] == [1_700_000_000_000_000, 100_000]  # µs, mW as the driver gave them
+
+
+BUFFER = {"format": FORMAT, "meta": {}, "calls": {"nvmlDeviceGetSamples": {'[{"ref":"dev0"},0,"*"]': [
+    {"value_type": 1, "samples": [[1000, 10], [2000, 20], [3000, 30]]},  # open: the backlog
+    {"value_type": 1, "samples": [[4000, 40], [5000, 50]]},  # a drain
+    {"nvml_error": pynvml.NVML_ERROR_NOT_FOUND},  # a drain with nothing new
+    {"value_type": 1, "samples": [[6000, 60]]},
+]}}}
+
+
+def _ask(nv, last_seen):
+    try:
+        kind, samples = nv.nvmlDeviceGetSamples(Ref("dev0"), pynvml.NVML_TOTAL_POWER_SAMPLES, last_seen)
+    except pynvml.NVMLError_NotFound:
+        return None
+    assert kind == 1
+    return [(s.timeStamp, s.sampleValue.uiVal) for s in samples]
+
+
+def test_sample_buffer_replays_with_the_drivers_last_seen_semantics():
+    nv = Replay(BUFFER)
+    assert _ask(nv, 0) == [(1000, 10), (2000, 20), (3000, 30)]  # the backlog
+    assert _ask(nv, 3000) == [(4000, 40), (5000, 50)]  # what came since
+    assert _ask(nv, 5000) is None  # NotFound: nothing new, as recorded
+    assert _ask(nv, 3500) == [(4000, 40), (5000, 50), (6000, 60)]  # any last-seen, up to this call's view
+
+
+def test_past_the_recording_the_buffer_timeline_repeats_without_inventing_values():
+    nv = Replay(BUFFER)
+    _ask(nv, 0)
+    last, got = 3000, []
+    for _ in range(6):
+        new = _ask(nv, last) or []
+        got += new
+        last = new[-1][0] if new else last
+    times = [t for t, _ in got]
+    assert times == sorted(times) and len(set(times)) == len(times) and times[-1] > 6000
+    assert {v for _, v in got} <= {10, 20, 30, 40, 50, 60}
+    assert (7000, 10) in got  # the second cycle: the first sample, one cycle (6000 µs) later
+
+
+def test_the_buffer_answer_never_holds_more_than_the_recorded_buffer_did():
+    nv = Replay(BUFFER)
+    for _ in range(8):
+        _ask(nv, 3000)
+    assert len(_ask(nv, 0)) == 3
+
+
+def test_a_trace_without_the_sample_buffer_replays_it_as_not_supported():
+    nv = Replay(SMALL)  # recorded before the buffer was read
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        nv.nvmlDeviceGetSamples(Ref("dev0"), pynvml.NVML_TOTAL_POWER_SAMPLES, 0)
+    trace = {"format": FORMAT, "meta": {}, "calls": {"nvmlDeviceGetSamples": {'[{"ref":"dev0"},0,"*"]': [
+        {"nvml_error": pynvml.NVML_ERROR_NO_PERMISSION}]}}}
+    with pytest.raises(pynvml.NVMLError_NoPermission):  # a recorded failure is replayed as it was
+        Replay(trace).nvmlDeviceGetSamples(Ref("dev0"), pynvml.NVML_TOTAL_POWER_SAMPLES, 0)
+
+
+def test_field_values_among_a_recorded_calls_fields_are_answered_from_its_entries():
+    trace = json.load(open(os.path.join(TRACES, "h200_idle.json")))
+    (key, answers), = trace["calls"]["nvmlDeviceGetFieldValues"].items()
+    ids = json.loads(key)[1]
+    nv = Replay(trace)
+    wanted = [ids[3], ids[0]]
+    got = [nv.nvmlDeviceGetFieldValues(Ref("dev0"), wanted) for _ in range(2)]
+    for k in range(2):
+        assert [f.fieldId for f in got[k]] == wanted
+        assert [f.value.uiVal for f in got[k]] == [answers[k][3]["fields"]["value"]["fields"]["uiVal"],
+                                                  answers[k][0]["fields"]["value"]["fields"]["uiVal"]]
+    with pytest.raises(TraceMissing):  # an id no recorded call asked for
+        nv.nvmlDeviceGetFieldValues(Ref("dev0"), [ids[0], 99999])
 
 
 def test_threaded_recording_self_checks_through_the_replay(tmp_path):
@@ -109,6 +190,7 @@ def test_threaded_recording_self_checks_through_the_replay(tmp_path):
     lines = record_trace.self_check(str(path))
     assert lines[0] == "probe nvml: None; gpm: None"
     assert any(line.startswith("gpu0_power_w: n=") for line in lines)
+    assert trace["meta"]["power_points"] >= 50 and trace["meta"]["power_point_spacing_s_median"] == 0.02
     assert any(line.startswith("gpu0_sm_active_pct: n=") for line in lines)
 
 

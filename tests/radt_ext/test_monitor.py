@@ -1,10 +1,11 @@
 """The monitor: a listener failing in open or sample is reported and closed while the others go on; the
 last reading at stop is taken so counters cover the whole run, never a repeat of the reading just taken
-(the same millisecond, which MLflow would store once and psutil would read as 0 %)."""
+(the same millisecond, which MLflow would store once and psutil would read as 0 %); a counter read only
+now and then gets its closing reading at stop, after the last sample."""
 import threading
 import time
 
-from listeners.base import Listener, Target
+from listeners.base import Listener, Reading, Target
 from radt_ext.monitor import Monitor
 
 
@@ -43,6 +44,35 @@ def test_no_last_reading_right_after_one():
     listener.on_sample = lambda: listener.monitor._stop.set()  # stop arrives as the first sample is read
     readings = _run(listener, final_gap=5.0, seconds=0.3)
     assert len(readings) == 1
+
+
+class Counter(Clock):
+    """A counter read rarely: its closing reading comes at stop, after the last sample, before close()."""
+    name = "counter"
+
+    def __init__(self, interval):
+        super().__init__(interval)
+        self.events = []
+
+    def closing_sample(self):
+        self.events.append("closing")
+        return [Reading(time.time(), {"total_j": time.process_time()})]
+
+    def close(self):
+        self.events.append("close")
+
+
+def test_the_closing_reading_comes_last_even_right_after_a_sample():
+    listener = Counter(interval=30)
+    listener.on_sample = lambda: listener.monitor._stop.set()  # stop arrives as the first sample is read
+    readings = _run(listener, final_gap=5.0, seconds=0.3)
+    assert [list(r.values) for r in readings] == [["cpu_s"], ["total_j"]]  # no repeat, but the counter
+    assert listener.events == ["closing", "close"]
+
+
+def test_a_listener_without_a_closing_reading_gets_none():
+    readings = _run(Clock(interval=30), final_gap=0.02, seconds=0.3)
+    assert all(list(r.values) == ["cpu_s"] for r in readings)
 
 
 class Stuck(Listener):

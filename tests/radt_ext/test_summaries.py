@@ -1,4 +1,5 @@
 import math
+from pathlib import Path
 
 import pytest
 
@@ -81,3 +82,37 @@ def test_avg_power_from_counter_covers_the_same_span_as_its_energy():
     out = sm.result(duration_s=12.0)
     assert out["gpu_energy_j"] == pytest.approx(1100.0)  # since open
     assert out["gpu_avg_power_w"] == pytest.approx(100.0)
+
+
+def test_summaries_of_the_nvml_listeners_50_hz_power_timeline(tmp_path):
+    """The driver's power samples (each its own point) and the energy counter read at open and close only,
+    as the `nvml` listener hands them out, through the streaming summaries."""
+    import json
+    import sys
+
+    from listeners import nvml_backend
+    from listeners.base import Target
+    from listeners.nvml import NvmlListener
+    from listeners.replay import Replay
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "listeners"))
+    from nvml_fake import record_fake
+
+    with nvml_backend.use(Replay(json.loads(json.dumps(record_fake(samples=3))))):
+        listener = NvmlListener(Target(cuda_visible_devices=None))
+        listener.open()
+        readings = listener.sample() + listener.sample() + listener.closing_sample()
+        listener.close()
+    sm = Summaries()
+    for r in readings:
+        for name, value in r.values.items():
+            sm.add(name, r.time, value)
+    power = [(r.time, r.values["gpu0_power_w"]) for r in readings if "gpu0_power_w" in r.values]
+    energy = [(r.time, r.values["gpu0_energy_j"]) for r in readings if "gpu0_energy_j" in r.values]
+    assert len(power) == 50 and len(energy) == 2  # one second of 20 ms samples; the counter at open and close
+    out = sm.result(duration_s=1.0)
+    trapezoid = sum((t1 - t0) * (v0 + v1) / 2 for (t0, v0), (t1, v1) in zip(power, power[1:]))
+    assert out["gpu_energy_integrated_j"] == pytest.approx(trapezoid)
+    assert out["gpu_peak_power_w"] == max(v for _, v in power)
+    assert out["gpu_energy_j"] == energy[-1][1]  # the counter: exact, whatever the power sampling did
+    assert out["gpu_avg_power_w"] == pytest.approx(energy[-1][1] / (energy[-1][0] - energy[0][0]))
