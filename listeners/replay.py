@@ -287,13 +287,19 @@ class Replay:
                 self._next[(fn, key)] = self._next.get((fn, key), 0) + 1
                 return timeline.answer(args[2])
         results = self._calls.get(fn, {}).get(key)
-        pick = None
+        pick = recorded = None
         if not results and fn == "nvmlDeviceGetFieldValues":
-            results, pick = self._field_subset(args)
+            results, pick, recorded = self._field_subset(args)
         if not results:
             raise TraceMissing(f"{self.path}: no recorded answer for {fn}{key}")
         with self._lock:
             i = self._next.get((fn, key), 0)
+            if recorded is not None:
+                # subsets of one recorded call move through its answers together: a field asked rarely
+                # (the energy counter) gets the answer of the moment, not the recording's next one
+                shared = (fn, "recorded", recorded)
+                i = max(i, self._next.get(shared, 0))
+                self._next[shared] = max(self._next.get(shared, 0), i)
             self._next[(fn, key)] = i + 1
         raw = results[min(i, len(results) - 1)]
         if pick is not None and isinstance(raw, list):
@@ -312,15 +318,15 @@ class Replay:
             return args[-1]
         return value
 
-    def _field_subset(self, args: tuple) -> tuple[list | None, list[int] | None]:
+    def _field_subset(self, args: tuple) -> tuple[list | None, list[int] | None, str | None]:
         """A field-values call whose ids a recorded call asked among others: that call's answers,
-        and where each asked id sits in them (each entry is a field of its own)."""
+        where each asked id sits in them (each entry is a field of its own), and the recorded key."""
         handle, ids = args[0], [int(i) for i in args[1]]
         for recorded, results in self._calls.get("nvmlDeviceGetFieldValues", {}).items():
             r_handle, r_ids = json.loads(recorded)
             if decode(r_handle) == handle and set(ids) <= set(r_ids):
-                return results, [r_ids.index(i) for i in ids]
-        return None, None
+                return results, [r_ids.index(i) for i in ids], recorded
+        return None, None, None
 
     def calls_made(self, fn: str) -> int:
         """How many answers `fn` has given (all keys); for tests."""
