@@ -54,8 +54,10 @@ def select_listeners(spec: str | None, interval: float | None, target: Target) -
 
 
 class Recorder:
-    def __init__(self, client, run_id: str, tracking_uri: str, listeners: list[Listener], t0: float | None = None):
+    def __init__(self, client, run_id: str, tracking_uri: str, listeners: list[Listener], t0: float | None = None,
+                 workload_runs=None):
         self.t0 = time.time() if t0 is None else t0
+        self.workload_runs = workload_runs  # WorkloadRuns: the points also go to the runs the workload started
         self.summaries = Summaries()
         self.writer = MetricWriter(client, run_id, tracking_uri)
         self.monitor = Monitor(listeners, self._sink)
@@ -72,6 +74,8 @@ class Recorder:
                 continue
             self.writer.add(PREFIX + name, value, ts, step)
             self.summaries.add(name, reading.time, value)
+            if self.workload_runs is not None:
+                self.workload_runs.add(name, reading.time, value)
 
     def start(self) -> "Recorder":
         self.started = time.time()
