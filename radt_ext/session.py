@@ -18,6 +18,7 @@ ends everything as KILLED if radt-ext itself is killed outright (watchdog.py).
 from __future__ import annotations
 
 import http.client
+import logging
 import os
 import shlex
 import signal
@@ -46,6 +47,7 @@ from radt_ext.signals import STOP_SIGNALS, SignalRelay
 from radt_ext.watchdog import Watchdog, end_orphans, owner_tags
 from radt_ext.workload_runs import WorkloadRuns
 
+log = logging.getLogger(__name__)
 ENV_ACTIVE = ENV_MONITOR_RUN  # set for the workload: the run id already being monitored
 KILL_GRACE_S = 10.0
 RUN_SIGNALS = (*STOP_SIGNALS, signal.SIGHUP)  # a closed terminal stops the workload too
@@ -239,15 +241,20 @@ class WorkloadSession:
 
     # -- running ----------------------------------------------------------------------
     def start(self) -> "WorkloadSession":
-        self.watchdog = Watchdog(self.run_id, self.uri)  # before the workload exists: it never runs unwatched
+        try:  # before the workload exists: it never runs unwatched
+            self.watchdog = Watchdog(self.run_id, self.uri)
+        except OSError as exc:  # no process to spare: the run goes on; an orphan is still ended by the next run
+            log.warning("radt-ext: cannot start the watchdog process (%s)", exc.strerror or exc)
         try:
             self.proc = subprocess.Popen(self.spec.command, env=self.child_env(), cwd=self.spec.cwd,
                                          start_new_session=True)
         except OSError as exc:
             self.client.set_terminated(self.run_id, "FAILED")
-            self.watchdog.release()
+            if self.watchdog is not None:
+                self.watchdog.release()
             raise UsageError(f"cannot start {self.spec.command[0]!r}: {exc.strerror or exc}") from None
-        self.watchdog.watch(self.proc.pid)
+        if self.watchdog is not None:
+            self.watchdog.watch(self.proc.pid)
         # listeners open while the workload starts up (imports take far longer than NVML init)
         self.target.pid = self.proc.pid
         self.tree = ProcessTree(self.proc.pid, (ENV_ACTIVE, self.run_id)).start()  # catches setsid() escapes

@@ -35,17 +35,28 @@ TAG_ENDED_BY = "radt_ext.ended_by"
 GRACE_S = 5.0
 
 
+def host_id() -> str:
+    """This host, and the pid namespace (containers sharing a host name do not see each other's pids)."""
+    try:
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        namespace = 0
+    return f"{socket.gethostname()}/pidns:{namespace}".replace("'", "")
+
+
 def owner_tags() -> dict[str, str]:
     """Tags naming this radt-ext process, so an orphaned run is recognised later."""
     me = psutil.Process()
-    return {TAG_HOST: socket.gethostname(), TAG_PID: str(me.pid), TAG_PID_STARTED: repr(me.create_time())}
+    return {TAG_HOST: host_id(), TAG_PID: str(me.pid), TAG_PID_STARTED: repr(me.create_time())}
 
 
 def _alive(pid: str | None, started: str | None) -> bool:
     try:
         return psutil.Process(int(pid)).create_time() == float(started)
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, TypeError, ValueError):
+    except (psutil.NoSuchProcess, psutil.ZombieProcess, TypeError, ValueError):
         return False
+    except psutil.AccessDenied:
+        return True  # cannot tell: leave it alone
 
 
 class Watchdog:
@@ -160,9 +171,8 @@ def end_killed(client, run_id: str, reason: str) -> list[str]:
 
 def end_orphans(client) -> list[str]:
     """Runs on this host left RUNNING by a radt-ext process that no longer exists: end them KILLED."""
-    host = socket.gethostname().replace("'", "")
     ended = []
-    for run in _search(client, f"tags.`{TAG_HOST}` = '{host}' and attributes.status = 'RUNNING'"):
+    for run in _search(client, f"tags.`{TAG_HOST}` = '{host_id()}' and attributes.status = 'RUNNING'"):
         tags = run.data.tags
         if _alive(tags.get(TAG_PID), tags.get(TAG_PID_STARTED)):
             continue

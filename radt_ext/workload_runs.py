@@ -35,7 +35,7 @@ PREFIX = "system/"
 POLL_S = 0.5
 ROUTE_LAG_S = 2.0
 UNRESOLVED_S = 15.0  # an announcement whose run never appears (its create_run failed) stops holding points back
-MAX_PENDING = 1_000_000  # points held back at most; beyond, the oldest are routed by what is known
+MAX_PENDING = 200_000  # points held back at most (store unreadable for minutes); beyond, routed by what is known
 ENDED = ("FINISHED", "FAILED", "KILLED")
 
 
