@@ -97,7 +97,7 @@ def test_own_experiment_sequential_and_nested_runs(tracking_uri, tmp_path):
     assert first.step == pytest.approx(first.timestamp - runs["lr0.01"].info.start_time, abs=1)
 
 
-def test_autolog_run_and_a_run_the_workload_leaves_running(tracking_uri, tmp_path):
+def test_autolog_track_and_a_run_the_workload_leaves_running(tracking_uri, tmp_path):
     pytest.importorskip("sklearn", reason="scikit-learn is not installed: autolog has nothing to log")
     script = _script(tmp_path, """
         import os, mlflow, numpy as np
@@ -108,6 +108,9 @@ def test_autolog_run_and_a_run_the_workload_leaves_running(tracking_uri, tmp_pat
         LinearRegression().fit(x, x @ [1.0, 2.0, 3.0])   # autolog starts a run of its own
         busy(0.5)
         mlflow.end_run()
+        import radt_ext
+        with radt_ext.track(run_name="tracked"):         # under radt-ext run: no second monitor, a run of its own
+            busy(0.5)
         mlflow.set_experiment("crash")
         mlflow.start_run(run_name="left-running")
         busy(0.5)
@@ -116,12 +119,17 @@ def test_autolog_run_and_a_run_the_workload_leaves_running(tracking_uri, tmp_pat
     res = radt("run", "-l", "top", "-i", "0.05", "--", sys.executable, script)
     assert res.returncode == 3, res.stderr[-3000:]
     runs, monitor = _runs(tracking_uri)
-    assert len(runs) == 2 and monitor.info.status == "FAILED"
+    assert len(runs) == 3 and monitor.info.status == "FAILED"
     client = MlflowClient(tracking_uri)
-    auto = [r for r in runs.values() if r.info.experiment_id == client.get_experiment_by_name("auto").experiment_id]
+    auto_id = client.get_experiment_by_name("auto").experiment_id
+    auto = [r for name, r in runs.items() if r.info.experiment_id == auto_id and name != "tracked"]
     assert len(auto) == 1 and auto[0].info.status == "FINISHED"
     assert "training_score" in auto[0].data.metrics  # autolog's own metrics are there too
     _assert_span_holds_its_points(tracking_uri, auto[0], monitor)
+    tracked = runs["tracked"]
+    assert tracked.info.status == "FINISHED" and tracked.info.experiment_id == auto[0].info.experiment_id
+    assert "radt_ext.listeners" in tracked.data.tags
+    _assert_span_holds_its_points(tracking_uri, tracked, monitor)
     left = runs["left-running"]
     assert left.info.status == "FAILED"  # the workload died with it RUNNING: it gets the command's status
     _assert_span_holds_its_points(tracking_uri, left, monitor)
