@@ -197,8 +197,8 @@ def test_hugging_face_trainer_mlflow_callback(tracking_uri, tmp_path):
 
         config = BertConfig(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                             intermediate_size=32, max_position_embeddings=16)
-        args = TrainingArguments(output_dir=os.path.join(os.getcwd(), "out"), max_steps=4, per_device_train_batch_size=8,
-                                 logging_steps=1, report_to=["mlflow"], run_name="hf-tiny", use_cpu=True,
+        args = TrainingArguments(output_dir=os.path.join(os.getcwd(), "out"), max_steps=4,
+                                 per_device_train_batch_size=8, logging_steps=1, report_to=["mlflow"], run_name="hf-tiny", use_cpu=True,
                                  save_strategy="no", disable_tqdm=True)
         Trainer(model=BertForSequenceClassification(config), args=args, train_dataset=Data()).train()
     """)
