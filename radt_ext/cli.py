@@ -8,10 +8,16 @@ import sys
 import click
 
 from radt_ext.errors import UsageError
+from radt_ext.streams import say, tolerate
 
 
 class Group(click.Group):
-    """Turns UsageError into one line on stderr (no traceback) and exit code 2."""
+    """Turns UsageError into one line on stderr (no traceback) and exit code 2; output whose reader
+    went away is dropped instead of ending the command in a traceback."""
+
+    def main(self, *args, **kwargs):
+        tolerate()
+        return super().main(*args, **kwargs)
 
     def invoke(self, ctx):
         try:
@@ -48,13 +54,13 @@ def run(listeners, interval, experiment_name, run_name, run_id, tags, command):
 
     radt-ext run [OPTIONS] -- COMMAND [ARGS]...
     """
-    from radt_ext.session import ENV_ACTIVE, WorkloadSession, WorkloadSpec
+    from radt_ext.session import ENV_ACTIVE, Interrupted, WorkloadSession, WorkloadSpec
 
     command = list(command)
     if not command:
         raise UsageError("no command to run; write it after `--`, e.g. radt-ext run -- python train.py")
     active = os.environ.get(ENV_ACTIVE)
-    if active and active == (run_id or os.environ.get("MLFLOW_RUN_ID")):
+    if active and active == (run_id or os.environ.get("MLFLOW_RUN_ID") or active):
         # already monitored by an outer radt-ext (e.g. the project backend): just run the workload
         try:
             os.execvp(command[0], command)
@@ -63,10 +69,13 @@ def run(listeners, interval, experiment_name, run_name, run_id, tags, command):
     spec = WorkloadSpec(command=command, listeners=listeners, interval=interval, experiment_name=experiment_name,
                         run_name=run_name, run_id=run_id, tags=_tags(tags))
     session = WorkloadSession(spec)
-    session.prepare()
-    click.echo(f"radt-ext: run {session.run_id} in experiment {session.experiment_id} at {session.uri}", err=True)
-    code = session.run()
-    click.echo(f"radt-ext: run {session.run_id} {session.status()} (exit code {session.returncode})", err=True)
+    try:
+        code = session.run(announce=lambda s: say(f"radt-ext: run {s.run_id} in experiment {s.experiment_id} "
+                                                  f"at {s.uri}"))
+    except Interrupted as exc:
+        say(f"radt-ext: {exc}")
+        sys.exit(128 + exc.signum)
+    say(f"radt-ext: run {session.run_id} {session.status()} (exit code {session.returncode})")
     sys.exit(code)
 
 

@@ -20,6 +20,7 @@ from listeners.base import Target
 from radt_ext.progress import read_progress
 from radt_ext.recorder import Recorder, select_listeners
 from radt_ext.signals import SignalRelay
+from radt_ext.streams import say, tolerate
 
 
 def main(argv=None) -> int:
@@ -32,6 +33,7 @@ def main(argv=None) -> int:
     ap.add_argument("--progress-file", default=None)
     ap.add_argument("--t0", type=float, default=None)
     args = ap.parse_args(argv)
+    tolerate()  # the parent may stop reading us at any time; the run is flushed all the same
 
     client = MlflowClient(tracking_uri=args.tracking_uri)
     target = Target(pid=args.pid)
@@ -42,8 +44,8 @@ def main(argv=None) -> int:
     threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
     # SIGTERM (a second one too) ends the sampling, never the flush after it
     with SignalRelay(lambda _: done.set(), signals=(signal.SIGTERM,)):
-        print(json.dumps({"ready": True, "listeners": [lst.name for lst in listeners], "skipped": skipped}),
-              flush=True)
+        say(json.dumps({"ready": True, "listeners": [lst.name for lst in listeners], "skipped": skipped}),
+            err=False)
         done.wait()
         _end(recorder, client, args, listeners, skipped)
     return 0
@@ -64,7 +66,7 @@ def _end(recorder: Recorder, client: MlflowClient, args, listeners, skipped: dic
         from radt_ext.report import log_report
 
         log_report(client, args.run_id)  # never raises: a failed report is a run tag
-    print(json.dumps({"summary": summary}), flush=True)
+    say(json.dumps({"summary": summary}), err=False)  # nobody may be reading any more: then it is dropped
 
 
 if __name__ == "__main__":

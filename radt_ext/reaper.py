@@ -18,14 +18,14 @@ POLL_S = 0.1
 
 
 class ProcessTree:
-    def __init__(self, root_pid: int, marker: tuple[str, str] | None = None, poll: float = POLL_S):
+    def __init__(self, root_pid: int | None, marker: tuple[str, str] | None = None, poll: float = POLL_S):
         self.root_pid = root_pid
         self.marker = marker  # (environment variable, value) every descendant inherits
         self.poll = poll
         self._known: dict[int, float] = {}  # pid -> create_time
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=f"radt-tree-{root_pid}", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name=f"radt-tree-{root_pid or 'marker'}", daemon=True)
 
     def start(self) -> "ProcessTree":
         self._scan()
@@ -42,7 +42,7 @@ class ProcessTree:
             self._scan()
 
     def _scan(self) -> None:
-        roots = [self.root_pid, *self._known]
+        roots = [pid for pid in (self.root_pid, *self._known) if pid is not None]
         found: dict[int, float] = {}
         for pid in roots:
             try:

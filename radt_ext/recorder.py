@@ -57,10 +57,11 @@ def select_listeners(spec: str | None, interval: float | None, target: Target) -
 
 class Recorder:
     def __init__(self, client, run_id: str, tracking_uri: str, listeners: list[Listener], t0: float | None = None,
-                 keep: re.Pattern | None = None):
+                 keep: re.Pattern | None = None, workload_runs=None):
         self.t0 = time.time() if t0 is None else t0
         self.keep = keep  # metric names whose (t, value) series stay in memory (collocation's energy split)
         self._kept: dict[str, tuple[array, array]] = {}  # name -> (times, values): 16 bytes a point
+        self.workload_runs = workload_runs  # WorkloadRuns: the points also go to the runs the workload started
         self.summaries = Summaries()
         self.writer = MetricWriter(client, run_id, tracking_uri)
         self.monitor = Monitor(listeners, self._sink)
@@ -81,6 +82,8 @@ class Recorder:
                 times, values = self._kept.setdefault(name, (array("d"), array("d")))
                 times.append(reading.time)
                 values.append(value)
+            if self.workload_runs is not None:
+                self.workload_runs.add(name, reading.time, value)
 
     @property
     def series(self) -> dict[str, list[tuple[float, float]]]:

@@ -6,12 +6,19 @@
     rc = session.wait()
     session.finish()    # flush, summaries, status; returns the exit code to use
 
-`run()` does all four and turns SIGINT/SIGTERM into a clean stop of the whole
-child process tree. Collocation starts several prepared sessions together.
+`run()` does all four with SIGINT/SIGTERM/SIGHUP handled from before the run exists to after its
+status is set, each turned into a clean stop of the whole child process tree. Collocation starts
+several prepared sessions together.
+
+Runs: radt-ext records the whole command into its own run (created, or the one `mlflow run` or
+`--run-id` hands over, which the workload then receives in MLFLOW_RUN_ID). Runs the workload starts
+itself are found and given the points of their own span (workload_runs.py); a watchdog process
+ends everything as KILLED if radt-ext itself is killed outright (watchdog.py).
 """
 from __future__ import annotations
 
 import http.client
+import logging
 import os
 import shlex
 import signal
@@ -31,14 +38,27 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 from listeners.base import Target
 from radt_ext import machine
 from radt_ext.errors import UsageError
+from radt_ext.markers import ENV_MONITOR_RUN, ENV_STARTS_FILE
 from radt_ext.progress import ENV as PROGRESS_ENV
 from radt_ext.progress import read_progress
 from radt_ext.reaper import ProcessTree
 from radt_ext.recorder import Recorder, select_listeners
-from radt_ext.signals import SignalRelay
+from radt_ext.signals import STOP_SIGNALS, SignalRelay
+from radt_ext.watchdog import Watchdog, end_orphans, owner_tags
+from radt_ext.workload_runs import WorkloadRuns
 
-ENV_ACTIVE = "RADT_EXT_ACTIVE"  # set for the workload: the run id already being monitored
+log = logging.getLogger(__name__)
+ENV_ACTIVE = ENV_MONITOR_RUN  # set for the workload: the run id already being monitored
 KILL_GRACE_S = 10.0
+RUN_SIGNALS = (*STOP_SIGNALS, signal.SIGHUP)  # a closed terminal stops the workload too
+
+
+class Interrupted(Exception):
+    """A stop signal arrived before any run was created; nothing was recorded."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"stopped by {signal.Signals(signum).name} before the run started; nothing was recorded")
+        self.signum = signum
 
 
 @dataclass
@@ -132,6 +152,12 @@ class WorkloadSession:
         self.summary: dict[str, float] = {}
         self._workdir = tempfile.mkdtemp(prefix="radt-ext-")
         self.progress_path = os.path.join(self._workdir, "progress.json")
+        self.starts_path = os.path.join(self._workdir, "starts.jsonl")
+        self.final_status: str | None = None
+        self.joined = False  # the run was handed over (mlflow run, --run-id): the workload gets MLFLOW_RUN_ID
+        self.machine_tags: dict[str, str] = {}
+        self.workload_runs: WorkloadRuns | None = None
+        self.watchdog: Watchdog | None = None
         env_visible = spec.env.get("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"))
         self.target = Target(pid=None, cuda_visible_devices=env_visible)
         self._listeners = []
@@ -143,6 +169,12 @@ class WorkloadSession:
         self.uri = tracking_uri(spec.tracking_uri)
         self._listeners, self._skipped = select_listeners(spec.listeners, spec.interval, self.target)
         self.client = connect(self.uri)
+        try:
+            end_orphans(self.client)  # runs on this host whose radt-ext and watchdog were both killed
+        except Exception:
+            pass  # housekeeping; never a reason not to run
+        if self.killed_by is not None:
+            raise Interrupted(self.killed_by)
         run_id = spec.run_id or (os.environ.get("MLFLOW_RUN_ID") if spec.parent_run_id is None else None)
         if run_id:
             try:
@@ -150,19 +182,32 @@ class WorkloadSession:
             except Exception:
                 raise UsageError(f"run {run_id} (from MLFLOW_RUN_ID or --run-id) is not in {self.uri}; "
                                  "unset MLFLOW_RUN_ID to create a new run") from None
-            self.run_id, self.experiment_id = run_id, run.info.experiment_id
+            self.run_id, self.experiment_id, self.joined = run_id, run.info.experiment_id, True
+            self.log_tags(owner_tags())  # before it is RUNNING again: an orphan is always recognisable
             if run.info.status != "RUNNING":
                 self.client.update_run(run_id, status="RUNNING")
         else:
             self.experiment_id = experiment_id_for(self.client, spec.experiment_name)
-            tags = {}
+            tags = owner_tags()
             if spec.parent_run_id:
                 tags[MLFLOW_PARENT_RUN_ID] = spec.parent_run_id
             if spec.run_name:
                 tags[MLFLOW_RUN_NAME] = spec.run_name
             run = self.client.create_run(self.experiment_id, tags=tags, run_name=spec.run_name)
             self.run_id = run.info.run_id
-        tags = machine.describe()
+        try:
+            self._describe()
+        except BaseException:
+            self.client.set_terminated(self.run_id, "FAILED")
+            raise
+        return self
+
+    def _describe(self) -> None:
+        spec = self.spec
+        if self.killed_by is not None:
+            return  # stopped already: do not spend seconds describing the machine
+        tags = self.machine_tags = machine.describe()
+        tags = dict(tags)
         tags.update({
             "radt_ext.command": shlex.join(spec.command)[:5000],
             "radt_ext.listeners": ",".join(f"{lst.name}:{lst.interval:g}" for lst in self._listeners),
@@ -173,7 +218,6 @@ class WorkloadSession:
         self.log_tags(tags)
         if spec.params:
             self.client.log_batch(self.run_id, params=[mlflow.entities.Param(k, str(v)) for k, v in spec.params.items()])
-        return self
 
     def log_tags(self, tags: dict[str, str]) -> None:
         items = [RunTag(k, str(v)) for k, v in tags.items()]
@@ -184,28 +228,43 @@ class WorkloadSession:
         env = dict(os.environ)
         env.update(self.spec.env)
         env.update({
-            "MLFLOW_RUN_ID": self.run_id,
             "MLFLOW_TRACKING_URI": self.uri,
-            "MLFLOW_EXPERIMENT_ID": self.experiment_id,
+            "MLFLOW_EXPERIMENT_ID": self.experiment_id,  # the default; the workload's set_experiment wins
             PROGRESS_ENV: self.progress_path,
             ENV_ACTIVE: self.run_id,
+            ENV_STARTS_FILE: self.starts_path,
         })
+        if self.joined:
+            env["MLFLOW_RUN_ID"] = self.run_id  # the workload's start_run() resumes the handed-over run
+        else:
+            env.pop("MLFLOW_RUN_ID", None)  # its start_run() makes its own run, in any experiment
         env.pop("MLFLOW_EXPERIMENT_NAME", None)  # the id wins; both set and differing is an MLflow error
         return env
 
     # -- running ----------------------------------------------------------------------
     def start(self) -> "WorkloadSession":
+        try:  # before the workload exists: it never runs unwatched
+            self.watchdog = Watchdog(self.run_id, self.uri)
+        except OSError as exc:  # no process to spare: the run goes on; an orphan is still ended by the next run
+            log.warning("radt-ext: cannot start the watchdog process (%s)", exc.strerror or exc)
         try:
             self.proc = subprocess.Popen(self.spec.command, env=self.child_env(), cwd=self.spec.cwd,
                                          start_new_session=True)
         except OSError as exc:
             self.client.set_terminated(self.run_id, "FAILED")
+            if self.watchdog is not None:
+                self.watchdog.release()
             raise UsageError(f"cannot start {self.spec.command[0]!r}: {exc.strerror or exc}") from None
+        if self.watchdog is not None:
+            self.watchdog.watch(self.proc.pid)
         # listeners open while the workload starts up (imports take far longer than NVML init)
         self.target.pid = self.proc.pid
         self.tree = ProcessTree(self.proc.pid, (ENV_ACTIVE, self.run_id)).start()  # catches setsid() escapes
+        run_tags = {**self.machine_tags,
+                    "radt_ext.listeners": ",".join(f"{lst.name}:{lst.interval:g}" for lst in self._listeners)}
+        self.workload_runs = WorkloadRuns(self.client, self.uri, self.run_id, self.starts_path, run_tags).start()
         self.recorder = Recorder(self.client, self.run_id, self.uri, self._listeners, t0=self.spec.t0,
-                                 keep=self.keep_series).start()
+                                 keep=self.keep_series, workload_runs=self.workload_runs).start()
         if self.killed_by is not None:  # stopped while it was being spawned
             self.terminate(self.killed_by)
         return self
@@ -241,31 +300,50 @@ class WorkloadSession:
 
     # -- after ------------------------------------------------------------------------
     def status(self) -> str:
+        if self.final_status is not None:
+            return self.final_status  # a signal during finish() does not change what was recorded
         if self.killed_by is not None:
             return RunStatus.to_string(RunStatus.KILLED)
         return "FINISHED" if self.returncode == 0 else "FAILED"
 
     def finish(self, status: str | None = None) -> int:
-        status = status or self.status()
-        self.recorder.stop()
-        progress = read_progress(self.progress_path)
-        self.summary = self.recorder.summary(progress)
-        now = int(time.time() * 1000)
-        metrics = [Metric(f"summary/{k}", float(v), now, 0) for k, v in self.summary.items()]
-        tags = self.recorder.listener_tags()
-        tags["radt_ext.exit_code"] = str(self.returncode)
-        # the writer spools the end of the run too when the store is away; `radt-ext sync` applies it
-        if self.recorder.writer.end_run(metrics, tags, status):
-            from radt_ext.report import log_report
+        status = self.final_status = status or self.status()
+        if self.recorder is None:  # stopped before the workload started
+            self.client.log_batch(self.run_id, tags=[RunTag("radt_ext.exit_code", "None")])
+            self.client.set_terminated(self.run_id, status)
+        else:
+            self.recorder.stop()
+            self.workload_runs.close(status)
+            progress = read_progress(self.progress_path)
+            self.summary = self.recorder.summary(progress)
+            now = int(time.time() * 1000)
+            metrics = [Metric(f"summary/{k}", float(v), now, 0) for k, v in self.summary.items()]
+            tags = self.recorder.listener_tags()
+            tags.update(self.workload_runs.monitor_tags())
+            tags["radt_ext.exit_code"] = str(self.returncode)
+            # the writer spools the end of the run too when the store is away; `radt-ext sync` applies it
+            if self.recorder.writer.end_run(metrics, tags, status):
+                from radt_ext.report import log_report
 
-            log_report(self.client, self.run_id)  # never raises: a failed report is a run tag
-        return exit_code(self.returncode if self.returncode is not None else 1)
+                log_report(self.client, self.run_id)  # never raises: a failed report is a run tag
+        if self.watchdog is not None:
+            self.watchdog.release()
+        if self.returncode is None:
+            return 128 + self.killed_by if self.killed_by else 1
+        return exit_code(self.returncode)
 
-    def run(self) -> int:
-        """prepare → start → wait → finish, with SIGINT/SIGTERM stopping the child tree."""
-        if self.run_id is None:
-            self.prepare()
-        with SignalRelay(self.terminate):
-            self.start()
-            self.wait()
-        return self.finish()
+    def run(self, announce=None) -> int:
+        """prepare → start → wait → finish, with SIGINT/SIGTERM/SIGHUP stopping the child tree.
+
+        The handlers are in place before the run is created and until its status is set, so no
+        signal leaves it RUNNING; `announce(session)` is called once the run exists.
+        """
+        with SignalRelay(self.terminate, signals=RUN_SIGNALS):
+            if self.run_id is None:
+                self.prepare()
+            if announce is not None:
+                announce(self)
+            if self.killed_by is None:
+                self.start()
+                self.wait()
+            return self.finish()

@@ -54,7 +54,10 @@ _CPU = re.compile(r"^cpu(\d+)_(?P<field>[a-z0-9_]+)$")
 
 
 class Summaries:
-    def __init__(self) -> None:
+    def __init__(self, counters_from_zero: bool = True) -> None:
+        # energy counters read 0 when the listener opened; a window that starts later (one run of
+        # several in a workload) counts its energy as the counter's rise over the window
+        self.counters_from_zero = counters_from_zero
         self._stats: dict[str, Stat] = {}
         self._lock = threading.Lock()
 
@@ -76,6 +79,9 @@ class Summaries:
                 out.append(stat)
         return out
 
+    def _counted(self, stat: Stat) -> float:
+        return stat.last_v if self.counters_from_zero else stat.last_v - stat.first_v
+
     def result(self, duration_s: float, progress: dict[str, float] | None = None) -> dict[str, float]:
         """The `summary/*` values (names without the prefix). Absent sources give absent keys."""
         with self._lock:
@@ -86,7 +92,7 @@ class Summaries:
             energy = gpu("energy_j")  # counter, J since the listener opened
             power = gpu("power_w")
             if energy:
-                out["gpu_energy_j"] = sum(s.last_v for s in energy)
+                out["gpu_energy_j"] = sum(self._counted(s) for s in energy)
             if power:
                 out["gpu_energy_integrated_j"] = sum(s.integral for s in power)
                 out["gpu_avg_power_w"] = sum(s.time_mean for s in power)
@@ -117,7 +123,7 @@ class Summaries:
 
             cpu_energy = cpu("package_energy_j") + cpu("dram_energy_j")
             if cpu_energy:
-                out["cpu_energy_j"] = sum(s.last_v for s in cpu_energy)
+                out["cpu_energy_j"] = sum(self._counted(s) for s in cpu_energy)
             for name, key in (("proc_rss_mib", "proc_peak_rss_mib"), ("host_mem_used_mib", "host_peak_mem_mib")):
                 stat = self._stats.get(name)
                 if stat:

@@ -27,18 +27,28 @@ def track(listeners: str | None = None, interval: float | None = None, run_name:
 
     Uses the active run, or the one in MLFLOW_RUN_ID, or starts a new one (and ends
     it FINISHED, or FAILED when the block raises). Under `radt-ext run` the outer
-    session already monitors this process, so no second monitor is started.
+    one already monitors this process and gives the run the points of its span, so
+    no second monitor is started.
     """
     uri = tracking_uri()
     outer = os.environ.get(ENV_ACTIVE)
-    if outer and outer == os.environ.get("MLFLOW_RUN_ID"):
+    if outer and os.environ.get("MLFLOW_RUN_ID") in (None, "", outer):
+        # under `radt-ext run`, which already monitors this process and routes its points to this run
+        if experiment_name and mlflow.active_run() is None:
+            mlflow.set_experiment(experiment_name)
         own = mlflow.active_run() is None
-        run = mlflow.active_run() or mlflow.start_run()
+        run = mlflow.active_run() or mlflow.start_run(run_name=run_name)
+        if tags:
+            mlflow.set_tags(tags)
+        status = "FINISHED"
         try:
             yield run
+        except BaseException:
+            status = "KILLED" if isinstance(sys.exc_info()[1], KeyboardInterrupt) else "FAILED"
+            raise
         finally:
             if own:
-                mlflow.end_run()
+                mlflow.end_run(status)
         return
 
     select_listeners(listeners, interval, Target(pid=os.getpid()))  # bad input fails here, before any run

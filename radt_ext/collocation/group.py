@@ -27,6 +27,7 @@ from radt_ext.recorder import Recorder, select_listeners
 from radt_ext.report import log_report
 from radt_ext.session import WorkloadSession, WorkloadSpec, connect, experiment_id_for, exit_code, tracking_uri
 from radt_ext.signals import SignalRelay
+from radt_ext.watchdog import owner_tags
 
 DEVICE_LISTENERS = ("nvml", "gpm", "smi", "dcgm", "rapl")
 CHILD_LISTENERS = ("top", "gpu_procs")
@@ -205,7 +206,8 @@ class GroupRunner:
     def _run(self, experiment_id: str, mode_env) -> GroupResult:
         g = self.group
         run_name = g.run_name or f"{g.mode}:{'+'.join(w.name for w in g.workloads)}"
-        parent = self.client.create_run(experiment_id, tags={MLFLOW_RUN_NAME: run_name}, run_name=run_name)
+        parent = self.client.create_run(experiment_id, tags={MLFLOW_RUN_NAME: run_name, **owner_tags()},
+                                        run_name=run_name)  # owner tags: the next run ends it if we are killed
         self.parent_run_id = parent.info.run_id
         self.echo(f"radt-ext: group {g.mode} run {self.parent_run_id} ({len(g.workloads)} workloads)")
         try:

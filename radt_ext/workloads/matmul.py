@@ -8,10 +8,12 @@ bf16 on a CUDA GPU through torch; float32 numpy on the CPU where there is no GPU
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import mlflow
 
+from radt_ext.markers import ENV_MONITOR_RUN
 from radt_ext.progress import log_progress
 
 
@@ -31,7 +33,8 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     torch = _torch_cuda()
     size = args.size or (8192 if torch else 512)
-    with mlflow.start_run():
+    # the run it is handed (mlflow run's, else the one radt-ext records this command into), else its own
+    with mlflow.start_run(run_id=os.environ.get("MLFLOW_RUN_ID") or os.environ.get(ENV_MONITOR_RUN) or None):
         device = torch.cuda.get_device_name(0) if torch else "cpu"
         mlflow.log_params({"workload": "matmul", "size": size, "seconds": args.seconds,
                            "dtype": "bfloat16" if torch else "float32", "device": device})

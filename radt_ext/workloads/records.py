@@ -1,9 +1,10 @@
 """What every recipe run records, independent of the framework that trains.
 
-The workload writes to the run the session hands it (MLFLOW_RUN_ID, as `mlflow run` and
-`radt-ext run` export) through `MlflowClient`, never through the fluent API: the fluent
-API ends the active run at interpreter exit, and the run's status belongs to whoever
-created it. Without MLFLOW_RUN_ID the workload creates a run and finishes it itself.
+The workload writes to the run it is handed (MLFLOW_RUN_ID from `mlflow run`, else the
+run `radt-ext run` records the command into, RADT_EXT_ACTIVE) through `MlflowClient`, never
+through the fluent API: the fluent API ends the active run at interpreter exit, and the
+run's status belongs to whoever created it. Without either the workload creates a run and
+finishes it itself.
 
 Energy per epoch: the workload cannot read energy (radt_ext never touches NVML), so every
 epoch logs `epoch_start_time_s` / `epoch_end_time_s` (seconds since the epoch) and the
@@ -20,6 +21,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 from typing import Mapping
+
+from radt_ext.markers import ENV_MONITOR_RUN
 
 # Dense peak TFLOP/s per precision, from vendor data sheets (SXM parts), used only when a
 # measured peak is not available. Keys are matched as substrings of the device name.
@@ -115,7 +118,8 @@ class RunRecord:
         from mlflow.tracking import MlflowClient
 
         self._client = MlflowClient()
-        self.run_id = os.environ.get("MLFLOW_RUN_ID", "")
+        # mlflow run's run, else the run radt-ext records this command into
+        self.run_id = os.environ.get("MLFLOW_RUN_ID") or os.environ.get(ENV_MONITOR_RUN, "")
         if not self.run_id:
             experiment_id = os.environ.get("MLFLOW_EXPERIMENT_ID") or self._experiment_id()
             run = self._client.create_run(experiment_id, run_name=f"{self.recipe}-{self.variant}")

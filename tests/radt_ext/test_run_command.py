@@ -13,13 +13,19 @@ from mlflow.tracking import MlflowClient
 from tests.radt_ext.helpers import only_run, radt, stored_system_points
 
 WORKLOAD = textwrap.dedent("""
-    import sys, time, mlflow, radt_ext
+    import sys, time, radt_ext
+    t = time.time()
+    while time.time() - t < 1.0:
+        radt_ext.log_progress(samples=32)
+        time.sleep(0.01)
+    sys.exit(int(sys.argv[1]))
+""")
+# a script that writes into the run it is handed (MLFLOW_RUN_ID, as under `mlflow run`)
+RESUMING = textwrap.dedent("""
+    import sys, time, mlflow
     with mlflow.start_run():
         mlflow.log_param("lr", 0.1)
-        t = time.time()
-        while time.time() - t < 1.0:
-            radt_ext.log_progress(samples=32)
-            time.sleep(0.01)
+        time.sleep(1.0)
     sys.exit(int(sys.argv[1]))
 """)
 
@@ -30,7 +36,7 @@ def test_success_lands_in_one_finished_run_with_system_metrics(tracking_uri):
     assert res.returncode == 0, res.stderr
     run = only_run(tracking_uri)
     assert run.info.status == "FINISHED" and run.info.run_name == "smoke"
-    assert run.data.params == {"lr": "0.1"}  # the workload's own run is the same run
+    assert run.data.tags["radt_ext.workload_runs"] == "0"  # a script that starts no run: radt-ext's run only
     assert run.data.tags["variant"] == "a"
     assert run.data.tags["radt_ext.listeners"] == "top:0.05"
     assert "machine.cpu_model" in run.data.tags
@@ -81,7 +87,7 @@ def test_missing_command_is_one_line(tracking_uri):
 def test_joins_the_run_in_MLFLOW_RUN_ID(tracking_uri):
     client = MlflowClient(tracking_uri)
     run_id = client.create_run("0").info.run_id
-    res = radt("run", "--listeners", "top", "--interval", "0.05", "--", sys.executable, "-c", WORKLOAD, "0",
+    res = radt("run", "--listeners", "top", "--interval", "0.05", "--", sys.executable, "-c", RESUMING, "0",
                env={"MLFLOW_RUN_ID": run_id})
     assert res.returncode == 0, res.stderr
     run = only_run(tracking_uri)

@@ -1,0 +1,209 @@
+"""What ends a run whose radt-ext process was killed outright (SIGKILL: the OOM killer, a preempted job).
+
+Two safeguards, both ending such a run as KILLED with the points already stored:
+
+- `Watchdog` starts a small process before the workload exists, in a session of its own so that a kill
+  of radt-ext's process group does not reach it. radt-ext tells it the workload's pid, then `done` once
+  the run has its status. When its stdin closes without `done`, radt-ext died: it stops the workload's
+  whole process tree (SIGTERM, SIGKILL after a grace period; processes that left the tree are found by
+  the run's marker in their environment) and ends radt-ext's run and the runs the workload started that
+  are still RUNNING.
+- When the watchdog died too (a whole control group killed), the next `radt-ext run` on the same host
+  and store ends them: every run records the host, pid and start time of the radt-ext process that
+  follows it (`end_orphans`).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import psutil
+
+from radt_ext.reaper import ProcessTree
+from radt_ext.streams import say
+from radt_ext.markers import ENV_MONITOR_RUN, ENV_STARTS_FILE, TAG_MONITOR_RUN
+
+TAG_HOST = "radt_ext.host"
+TAG_PID = "radt_ext.pid"
+TAG_PID_STARTED = "radt_ext.pid_started"  # the process's create time: a reused pid is not mistaken for it
+TAG_ENDED_BY = "radt_ext.ended_by"
+GRACE_S = 5.0
+
+
+def host_id() -> str:
+    """This host, and the pid namespace (containers sharing a host name do not see each other's pids)."""
+    try:
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        namespace = 0
+    return f"{socket.gethostname()}/pidns:{namespace}".replace("'", "")
+
+
+def owner_tags() -> dict[str, str]:
+    """Tags naming this radt-ext process, so an orphaned run is recognised later."""
+    me = psutil.Process()
+    return {TAG_HOST: host_id(), TAG_PID: str(me.pid), TAG_PID_STARTED: repr(me.create_time())}
+
+
+def _alive(pid: str | None, started: str | None) -> bool:
+    try:
+        return psutil.Process(int(pid)).create_time() == float(started)
+    except (psutil.NoSuchProcess, psutil.ZombieProcess, TypeError, ValueError):
+        return False
+    except psutil.AccessDenied:
+        return True  # cannot tell: leave it alone
+
+
+class Watchdog:
+    """The radt-ext side: start before the workload, `watch(pid)` after, `release()` at the very end."""
+
+    def __init__(self, run_id: str, tracking_uri: str):
+        env = {k: v for k, v in os.environ.items() if k not in (ENV_MONITOR_RUN, ENV_STARTS_FILE)}
+        self.proc = subprocess.Popen([sys.executable, "-m", "radt_ext.watchdog", "--run-id", run_id,
+                                      "--tracking-uri", tracking_uri], stdin=subprocess.PIPE,
+                                     stdout=subprocess.DEVNULL, start_new_session=True, env=env)
+
+    def _send(self, line: str) -> None:
+        try:
+            self.proc.stdin.write(f"{line}\n".encode())
+            self.proc.stdin.flush()
+        except (OSError, ValueError):
+            pass  # it is gone; nothing to tell
+
+    def watch(self, pid: int) -> None:
+        self._send(str(pid))
+
+    def release(self, timeout: float = 10.0) -> None:
+        """The run has its status: the watchdog exits without doing anything."""
+        self._send("done")
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def stop_tree(pid: int | None, run_id: str, grace: float = GRACE_S) -> list[int]:
+    """SIGTERM the workload's tree, SIGKILL what is left after `grace`; returns the pids found."""
+    tree = ProcessTree(pid, (ENV_MONITOR_RUN, run_id))
+    tree.start()
+    tree.stop()
+    if pid is not None:
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+    procs = tree.survivors()
+    for proc in procs:
+        try:
+            proc.terminate()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=grace)
+    if pid is not None:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for proc in alive + tree.survivors():
+        try:
+            proc.kill()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return [p.pid for p in procs]
+
+
+def _retry(fn, patience: float = 60.0):
+    """A call into the store, waiting out a locked SQLite file."""
+    start = time.monotonic()
+    while True:
+        try:
+            return fn()
+        except Exception as exc:
+            if "locked" not in str(exc).lower() or time.monotonic() - start > patience:
+                raise
+            time.sleep(0.2)
+
+
+def _all_experiment_ids(client) -> list[str]:
+    from mlflow.entities import ViewType
+
+    out, token = [], None
+    while True:
+        page = client.search_experiments(view_type=ViewType.ALL, max_results=1000, page_token=token)
+        out += [e.experiment_id for e in page]
+        token = page.token
+        if not token:
+            return out
+
+
+def _search(client, query: str):
+    experiments = _all_experiment_ids(client)
+    found = []
+    for i in range(0, len(experiments), 100):
+        found += client.search_runs(experiments[i:i + 100], filter_string=query, max_results=50_000)
+    return found
+
+
+def end_killed(client, run_id: str, reason: str) -> list[str]:
+    """End radt-ext's run and the workload's runs still RUNNING as KILLED; returns the runs ended."""
+    now = int(time.time() * 1000)
+    runs = [run_id] + [r.info.run_id for r in _search(
+        client, f"tags.`{TAG_MONITOR_RUN}` = '{run_id}' and attributes.status = 'RUNNING'")]
+    ended = []
+    for rid in runs:
+        if _retry(lambda: client.get_run(rid)).info.status != "RUNNING":
+            continue
+        _retry(lambda: client.set_tag(rid, TAG_ENDED_BY, reason[:4000]))
+        _retry(lambda: client.set_terminated(rid, "KILLED", now))
+        ended.append(rid)
+    return ended
+
+
+def end_orphans(client) -> list[str]:
+    """Runs on this host left RUNNING by a radt-ext process that no longer exists: end them KILLED."""
+    ended = []
+    for run in _search(client, f"tags.`{TAG_HOST}` = '{host_id()}' and attributes.status = 'RUNNING'"):
+        tags = run.data.tags
+        if _alive(tags.get(TAG_PID), tags.get(TAG_PID_STARTED)):
+            continue
+        ended += end_killed(client, run.info.run_id,
+                            f"radt-ext (pid {tags.get(TAG_PID)}) was gone; ended by a later radt-ext run")
+    return ended
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--run-id", required=True)
+    ap.add_argument("--tracking-uri", required=True)
+    args = ap.parse_args(argv)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # radt-ext decides; only its death makes us act
+    parent = os.getppid()
+    pid = None
+    for raw in sys.stdin.buffer:
+        line = raw.decode(errors="replace").strip()
+        if line == "done":
+            return 0
+        if line.isdigit():
+            pid = int(line)
+    stopped = stop_tree(pid, args.run_id)
+    from mlflow.tracking import MlflowClient
+
+    reason = f"radt-ext (pid {parent}) was killed; its watchdog stopped the workload and ended the run"
+    ended = end_killed(MlflowClient(tracking_uri=args.tracking_uri), args.run_id, reason)
+    say(f"radt-ext: the radt-ext process {parent} was killed: stopped {len(stopped)} workload processes, "
+         f"ended {len(ended)} runs as KILLED ({', '.join(ended)})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

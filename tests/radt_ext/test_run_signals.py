@@ -1,0 +1,174 @@
+"""No signal at any moment leaves a RUNNING run or a process behind: real `radt-ext run` processes,
+real signals (SIGINT, SIGTERM at many moments; SIGKILL of radt-ext itself), a real SQLite store."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import psutil
+import pytest
+from mlflow.tracking import MlflowClient
+
+from radt_ext.markers import TAG_MONITOR_RUN
+from radt_ext.watchdog import TAG_ENDED_BY
+from tests.radt_ext.helpers import radt
+
+# a workload that starts a run of its own and a child process, then waits to be stopped
+WORKLOAD = textwrap.dedent("""
+    import subprocess, sys, time, mlflow
+    mlflow.set_experiment("work")
+    with mlflow.start_run(run_name="work"):
+        kid = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+        with open(sys.argv[1], "w") as fh:
+            fh.write(f"{kid.pid}")
+        time.sleep(300)
+""")
+ENDED = {"FINISHED", "KILLED", "FAILED"}
+
+
+def _env(uri: str, mark: str) -> dict:
+    return {**os.environ, "MLFLOW_TRACKING_URI": uri, "RADT_TEST_MARK": mark}
+
+
+def _marked(mark: str) -> list[psutil.Process]:
+    """Processes (not zombies) that carry this test's mark in their environment."""
+    out = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.status() != psutil.STATUS_ZOMBIE and proc.environ().get("RADT_TEST_MARK") == mark:
+                out.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
+            continue
+    return out
+
+
+def _start(uri: str, mark: str, pidfile, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "radt_ext.cli", "run", "-l", "top", "-i", "0.1", "--",
+                             sys.executable, "-c", WORKLOAD, str(pidfile)], env=_env(uri, mark), **kw)
+
+
+def _all_runs(uri: str):
+    client = MlflowClient(uri)
+    return client.search_runs([e.experiment_id for e in client.search_experiments()])
+
+
+def _trial(tmp_path, sig: int, delay: float):
+    """Start, signal after `delay`, wait: (delay, exit code, {run name: status}, processes left, stderr)."""
+    uri = f"sqlite:///{tmp_path / f'{sig}-{delay}.db'}"
+    mark = uuid.uuid4().hex
+    proc = _start(uri, mark, tmp_path / f"{sig}-{delay}.pid", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(delay)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=180)
+    left = [p.pid for p in _marked(mark)]
+    for p in _marked(mark):  # do not leave them to other tests even when this one fails
+        p.kill()
+    statuses = {}
+    if os.path.exists(uri[len("sqlite:///"):]):
+        statuses = {("radt-ext" if TAG_MONITOR_RUN not in r.data.tags else r.info.run_name): r.info.status
+                    for r in _all_runs(uri)}
+    return delay, proc.returncode, statuses, left, err
+
+
+def _time_to_workload(tmp_path) -> float:
+    """Seconds from starting `radt-ext run` to its workload running, on this machine now."""
+    uri = f"sqlite:///{tmp_path / 'calibration.db'}"
+    mark, pidfile = uuid.uuid4().hex, tmp_path / "calibration.pid"
+    start = time.time()
+    proc = _start(uri, mark, pidfile, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(lambda: pidfile.exists() and pidfile.read_text(), 300, "the workload to start")
+        return time.time() - start
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=180)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)  # 21 starts of radt-ext; minutes where starting Python is slow
+def test_sigint_and_sigterm_at_any_moment_end_every_run_and_every_process(tmp_path):
+    # 0 to 5 s after start, or to just past the workload's start where starting Python takes longer here:
+    # signals land while Python starts, while radt-ext prepares (store, run, machine description), while the
+    # workload starts and while it runs
+    span = max(5.0, _time_to_workload(tmp_path) + 1.0)
+    trials = [(signal.SIGINT if i % 2 else signal.SIGTERM, round(i * span / 20, 2)) for i in range(21)]
+    results = [_trial(tmp_path, sig, delay) for sig, delay in trials]
+    for (sig, _), (delay, code, statuses, left, err) in zip(trials, results):
+        where = f"{signal.Signals(sig).name} after {delay:g} s: exit {code}, runs {statuses}"
+        assert not left, f"{where}: processes left {left}"
+        assert set(statuses.values()) <= ENDED, where
+        if statuses:  # once radt-ext's run exists, the signal is what ended it
+            assert statuses["radt-ext"] == "KILLED" and code != 0, f"{where}\n{err[-2000:]}"
+    assert not results[0][2], "a signal at once should stop radt-ext before any run exists"
+    assert any("work" in r[2] for r in results), "no trial got as far as the workload's own run"
+
+
+def _wait_for(predicate, timeout: float, what: str):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _running_workload(tmp_path, tracking_uri):
+    mark = uuid.uuid4().hex
+    pidfile = tmp_path / "pid"
+    proc = _start(tracking_uri, mark, pidfile, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _wait_for(lambda: pidfile.exists() and pidfile.read_text(), 180, "the workload to start")
+    _wait_for(lambda: len(_all_runs(tracking_uri)) == 2, 60, "the workload's own run")
+    time.sleep(1.0)  # some samples stored
+    return proc, mark
+
+
+def _watchdog(proc) -> psutil.Process:
+    kids = [p for p in psutil.Process(proc.pid).children() if "radt_ext.watchdog" in " ".join(p.cmdline())]
+    assert len(kids) == 1
+    return kids[0]
+
+
+def test_sigkill_of_radt_ext_stops_the_workload_and_ends_the_runs_killed(tmp_path, tracking_uri):
+    proc, mark = _running_workload(tmp_path, tracking_uri)
+    watchdog = _watchdog(proc)
+    try:
+        proc.kill()
+        proc.wait(timeout=30)
+        _wait_for(lambda: not _marked(mark), 60, "the workload's processes to end")
+        watchdog.wait(timeout=60)
+        runs = {r.info.run_name: r for r in _all_runs(tracking_uri)}
+        assert {r.info.status for r in runs.values()} == {"KILLED"}
+        monitor = next(r for r in runs.values() if TAG_MONITOR_RUN not in r.data.tags)
+        assert "was killed" in monitor.data.tags[TAG_ENDED_BY]
+        assert runs["work"].data.tags[TAG_MONITOR_RUN] == monitor.info.run_id
+        history = MlflowClient(tracking_uri).get_metric_history(monitor.info.run_id, "system/proc_cpu_pct")
+        assert history  # the samples it had stay
+    finally:
+        for p in _marked(mark):
+            p.kill()
+
+
+def test_a_run_whose_radt_ext_and_watchdog_were_killed_is_ended_by_the_next_run(tmp_path, tracking_uri):
+    proc, mark = _running_workload(tmp_path, tracking_uri)
+    watchdog = _watchdog(proc)
+    try:
+        watchdog.kill()  # as a kill of the whole control group would
+        proc.kill()
+        proc.wait(timeout=30)
+    finally:
+        for p in _marked(mark):
+            p.kill()
+    assert {r.info.status for r in _all_runs(tracking_uri)} == {"RUNNING"}
+    res = radt("run", "-l", "top", "--", sys.executable, "-c", "pass")
+    assert res.returncode == 0, res.stderr[-3000:]
+    runs = _all_runs(tracking_uri)
+    assert len(runs) == 3
+    orphans = [r for r in runs if r.info.status == "KILLED"]
+    assert len(orphans) == 2  # radt-ext's run and the workload's own
+    assert any("ended by a later radt-ext run" in r.data.tags.get(TAG_ENDED_BY, "") for r in orphans)
