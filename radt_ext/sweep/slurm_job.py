@@ -1,0 +1,48 @@
+"""What a Slurm job of a sweep runs on its node: one variant's group, logging to the tracking server.
+
+submitit pickles `run` with its variant and calls it on the node with the submitting interpreter.
+The job ends FAILED in Slurm when the variant's group did not finish, so `sacct` agrees with the store.
+"""
+from __future__ import annotations
+
+import os
+
+from radt_ext.session import connect
+from radt_ext.sweep.plan import CPU, Variant
+from radt_ext.sweep.variant_run import run_variant
+
+
+class VariantNotFinished(RuntimeError):
+    pass
+
+
+def allocated(devices: list[str], visible: str | None) -> dict[str, str]:
+    """{spec device: GPU}: in a job Slurm gave GPUs to (CUDA_VISIBLE_DEVICES set), spec index i is the
+    job's i-th GPU; elsewhere devices stay as written."""
+    if not visible:
+        return {}
+    gpus = [g.strip() for g in visible.split(",") if g.strip()]
+    out = {}
+    for d in devices:
+        if d != CPU and d.isdigit() and int(d) < len(gpus):
+            out[d] = gpus[int(d)]
+    return out
+
+
+def tags() -> dict[str, str]:
+    env = os.environ
+    found = {"slurm.job_id": env.get("SLURM_ARRAY_JOB_ID") and f"{env['SLURM_ARRAY_JOB_ID']}_{env.get('SLURM_ARRAY_TASK_ID')}"
+             or env.get("SLURM_JOB_ID"), "slurm.node": env.get("SLURMD_NODENAME"),
+             "slurm.partition": env.get("SLURM_JOB_PARTITION")}
+    return {k: v for k, v in found.items() if v}
+
+
+def run(v: Variant, uri: str, supersedes: str | None = None) -> dict[str, str]:
+    client = connect(uri)
+    device_map = allocated([v.device], os.environ.get("CUDA_VISIBLE_DEVICES"))
+    outcome = run_variant(client, v, uri, supersedes, echo=lambda m: print(m, flush=True), tags=tags(),
+                          device_map=device_map)
+    if outcome.status != "FINISHED":
+        raise VariantNotFinished(f"[{v.index}] {v.title}: {outcome.status} (run {outcome.run_id}, "
+                                 f"exit code {outcome.exit_code})")
+    return {"status": outcome.status, "run_id": outcome.run_id or ""}
