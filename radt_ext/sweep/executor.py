@@ -9,7 +9,7 @@ import shlex
 from dataclasses import dataclass
 
 from radt_ext.errors import UsageError
-from radt_ext.session import connect, tracking_uri
+from radt_ext.session import connect, experiment_id_for, tracking_uri
 from radt_ext.sweep import console as out
 from radt_ext.sweep import report as sweep_report
 from radt_ext.sweep.plan import CPU, Variant
@@ -184,6 +184,8 @@ def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = No
             console.print(f"[{v.index}] {v.title}: FINISHED before (run {done[key(v)]}), skipped", highlight=False)
             outcomes.append(Outcome(v, "SKIPPED", done[key(v)]))
     todo = [v for v in variants if key(v) not in done]
+    for experiment in dict.fromkeys(v.experiment for v in todo):
+        experiment_id_for(client, experiment)  # made here, once: lanes and jobs starting together would race
     ctx = Context(client, uri, console, changed)
     outcomes += runner.run(todo, ctx) if todo else []
     outcomes.sort(key=lambda o: o.variant.index)
