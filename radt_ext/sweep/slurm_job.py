@@ -6,8 +6,10 @@ The job ends FAILED in Slurm when the variant's group did not finish, so `sacct`
 from __future__ import annotations
 
 import os
+import signal
 
 from radt_ext.session import connect
+from radt_ext.signals import SignalRelay
 from radt_ext.sweep.plan import CPU, Variant
 from radt_ext.sweep.variant_run import run_variant
 
@@ -38,10 +40,26 @@ def tags() -> dict[str, str]:
 
 
 def run(v: Variant, uri: str, supersedes: str | None = None) -> dict[str, str]:
+    """Slurm's warning before the time limit (SIGUSR2, 90 s ahead as submitit asks) stops the group like
+    SIGTERM does: its runs end KILLED while the job can still write them, and a re-run submits it again."""
     client = connect(uri)
     device_map = allocated([v.device], os.environ.get("CUDA_VISIBLE_DEVICES"))
-    outcome = run_variant(client, v, uri, supersedes, echo=lambda m: print(m, flush=True), tags=tags(),
-                          device_map=device_map)
+    runners, warned = [], []
+
+    def start(runner) -> bool:
+        runners.append(runner)
+        return not warned
+
+    def time_is_up(signum: int) -> None:
+        warned.append(signum)
+        for runner in runners:
+            runner.stop(signum)
+
+    with SignalRelay(time_is_up, signals=(signal.SIGUSR2,)):
+        outcome = run_variant(client, v, uri, supersedes, echo=lambda m: print(m, flush=True), tags=tags(),
+                              device_map=device_map, start=start)
+    if outcome is None:
+        raise VariantNotFinished(f"[{v.index}] {v.title}: the time limit came before it started")
     if outcome.status != "FINISHED":
         raise VariantNotFinished(f"[{v.index}] {v.title}: {outcome.status} (run {outcome.run_id}, "
                                  f"exit code {outcome.exit_code})")

@@ -196,3 +196,35 @@ def test_sigint_on_a_foreground_sweep_cancels_its_jobs(tmp_path, slurm_cluster, 
     _wait_for(lambda: not ids & {line.split()[0] for line in slurm_cluster.queue()}, 60, "jobs left in the queue")
     _wait_for(lambda: all(r.info.status == "KILLED" for r in parents(server.url, "fg")), 60,
               "a started variant's run did not end KILLED")
+
+
+@needs_submitit
+def test_sbatch_refusing_the_jobs_is_one_line(tmp_path, slurm_cluster, server):  # noqa: F811
+    path = write_spec(tmp_path, "refused", f"{sys.executable} {WORKLOAD} --seconds 0.2 --batch-size {{bs}}", [8])
+    done = sweep_cli(str(path), "--executor", "slurm", "--partition", "no-such-partition", server=server)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith("Error: --executor slurm: sbatch refused the jobs:") and "partition" in line.lower()
+    assert jobs(tmp_path) == {} and parents(server.url, "refused") == []
+
+
+def _job_state(job: str) -> str:
+    out = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True, timeout=30).stdout
+    return next((w.split("=", 1)[1] for w in out.split() if w.startswith("JobState=")), "")
+
+
+@needs_submitit
+def test_the_time_limit_warning_stops_the_group_and_fails_the_job(tmp_path, slurm_cluster, server):  # noqa: F811
+    hold = f"{sys.executable} -c 'import time; time.sleep(600)' {{bs}}"
+    path = write_spec(tmp_path, "limit", hold, [1], colloc=False)
+    done = sweep_cli(str(path), "--executor", "slurm", "--time-limit", "2", server=server)
+    assert done.returncode != 0, done.stderr[-2000:]
+    (entry,) = jobs(tmp_path).values()
+    (run,) = parents(server.url, "limit")
+    assert run.info.status == "KILLED"
+    log = open(entry["log"]).read()
+    # SIGUSR2 (12), which Slurm sends 90 s before the limit, stopped the group: 128 + 12
+    assert "KILLED (run" in log and "exit code 140" in log, log[-2000:]
+    assert _job_state(entry["job"]) == "FAILED"
+    status = sweep_cli(str(path), "--status", server=server)
+    assert status.stdout.strip().splitlines()[-1] == "1 KILLED", status.stdout
