@@ -172,8 +172,9 @@ def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = No
             for w in v.workloads:
                 console.print(f"    {w.name}: {' '.join(w.command)}", highlight=False, soft_wrap=True)
         return [Outcome(v, "SKIPPED" if key(v) in done else "PLANNED", done.get(key(v))) for v in variants]
-    check_devices(variants)  # before the store is touched: nothing is recorded when a device is wrong
     runner = executor_for(executor)
+    if getattr(runner, "local", True):
+        check_devices(variants)  # before the store is touched: nothing is recorded when a device is wrong
     if hasattr(runner, "check"):
         runner.check(uri)  # e.g. Slurm refuses a local store, before anything is recorded
     client = connect(uri)

@@ -33,6 +33,7 @@ def lane_label(lane: str) -> str:
 
 class LocalExecutor:
     name = "local"
+    local = True  # devices are this machine's: checked before anything runs
 
     def __init__(self, parallel: bool = True):
         self.parallel = parallel

@@ -42,7 +42,8 @@ def refuse_local_store(uri: str) -> None:
 
 def _run(argv: list[str], what: str) -> str:
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        # a session of its own: Ctrl-C reaches the sweep (which then cancels its jobs), not squeue/scancel
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, start_new_session=True)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise UsageError(f"{what}: {argv[0]} failed: {exc}") from None
     if done.returncode != 0:
@@ -110,6 +111,7 @@ def default_folder() -> str:
 
 class SlurmExecutor:
     name = "slurm"
+    local = False  # devices name GPUs of each job's allocation, not of this machine
 
     def __init__(self, options: SlurmOptions | None = None, wait: bool = True, poll_s: float = 5.0):
         self.options = options or SlurmOptions()
@@ -173,22 +175,25 @@ class SlurmExecutor:
         ex = self._submitit(name) if submit else None
         excl = [v for v in submit if v.mode == "exclusive"]
         rest = [v for v in submit if v.mode != "exclusive"]
-        try:
-            excl_jobs = self._submit(ex, excl, ctx.uri, ctx.changed, []) if excl else []
-            # collocated variants wait for the exclusive ones (new, or still queued from before): baselines
-            after = sorted({j.job_id.split("_")[0] for j in excl_jobs} |
-                           {book.job(v).split("_")[0] for v in waiting if v.mode == "exclusive"})
-            rest_jobs = self._submit(ex, rest, ctx.uri, ctx.changed, after) if rest else []
-        except UsageError:
-            raise
-        except Exception as exc:  # sbatch refused (bad partition, account, time limit): one line
-            lines = str(exc).strip().splitlines() or [type(exc).__name__]
-            raise UsageError(f"--executor slurm: sbatch refused the jobs: {lines[-1][:400]}") from None
-        for v, job in zip(excl + rest, excl_jobs + rest_jobs):
-            book.put(v, job.job_id, str(job.paths.stdout))
-            ctx.console.print(f"[{v.index}] {v.title}: submitted as Slurm job {job.job_id}", highlight=False)
-        if submit:
-            book.save()
+
+        def submit_array(variants: list[Variant], after: list[str]) -> list:
+            try:
+                jobs = self._submit(ex, variants, ctx.uri, ctx.changed, after)
+            except Exception as exc:  # sbatch refused (bad partition, account, time limit): one line
+                lines = str(exc).strip().splitlines() or [type(exc).__name__]
+                raise UsageError(f"--executor slurm: sbatch refused the jobs: {lines[-1][:400]}") from None
+            for v, job in zip(variants, jobs):
+                book.put(v, job.job_id, str(job.paths.stdout))
+                ctx.console.print(f"[{v.index}] {v.title}: submitted as Slurm job {job.job_id}", highlight=False)
+            book.save()  # at once: --status, --cancel and a re-run know these jobs whatever happens next
+            return jobs
+
+        excl_jobs = submit_array(excl, []) if excl else []
+        # collocated variants wait for the exclusive ones (new, or still queued from before): baselines
+        after = sorted({j.job_id.split("_")[0] for j in excl_jobs} |
+                       {book.job(v).split("_")[0] for v in waiting if v.mode == "exclusive"})
+        if rest:
+            submit_array(rest, after)
         mine = {v.index: book.job(v) for v in todo}
         if not self.wait:
             return [Outcome(v, "QUEUED") for v in todo]
@@ -203,9 +208,20 @@ class SlurmExecutor:
     def _follow(self, todo: list[Variant], mine: dict[int, str], console) -> None:
         with out.progress(console) as progress, SignalRelay(self.stop):
             task = progress.add_task("slurm", total=len(todo))
-            left = len(todo)
+            left, misses = len(todo), 0
             while True:
-                states = queue()
+                try:
+                    states = queue()
+                    misses = 0
+                except UsageError as exc:  # slurmctld busy for a moment: ask again, give up after a few tries
+                    misses += 1
+                    if self._stop.is_set():
+                        break  # stopping: cancel below without knowing the queue
+                    if misses >= 5:
+                        raise
+                    progress.console.print(f"{exc}; asking again", highlight=False)
+                    self._stop.wait(self.poll_s)
+                    continue
                 live = {i: state_word(states.get(j)) for i, j in mine.items() if state_word(states.get(j))}
                 running = sum(s == "running" for s in live.values())
                 progress.update(task, description=f"slurm: {len(live) - running} queued, {running} running",
