@@ -13,7 +13,7 @@ from radt_ext.session import connect, experiment_id_for, tracking_uri
 from radt_ext.sweep import console as out
 from radt_ext.sweep import report as sweep_report
 from radt_ext.sweep.plan import CPU, Variant
-from radt_ext.sweep.variant_run import Outcome, experiment_ids, baseline  # noqa: F401  (callers import them from here)
+from radt_ext.sweep.variant_run import Outcome, baseline, experiment_ids  # noqa: F401  (imported from here)
 
 
 def finished_parents(client, experiment: str) -> list:

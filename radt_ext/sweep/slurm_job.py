@@ -33,8 +33,10 @@ def allocated(devices: list[str], visible: str | None) -> dict[str, str]:
 
 def tags() -> dict[str, str]:
     env = os.environ
-    found = {"slurm.job_id": env.get("SLURM_ARRAY_JOB_ID") and f"{env['SLURM_ARRAY_JOB_ID']}_{env.get('SLURM_ARRAY_TASK_ID')}"
-             or env.get("SLURM_JOB_ID"), "slurm.node": env.get("SLURMD_NODENAME"),
+    job = env.get("SLURM_JOB_ID")
+    if env.get("SLURM_ARRAY_JOB_ID"):  # an array task: the id squeue and jobs.json use, "123_4"
+        job = f"{env['SLURM_ARRAY_JOB_ID']}_{env.get('SLURM_ARRAY_TASK_ID')}"
+    found = {"slurm.job_id": job, "slurm.node": env.get("SLURMD_NODENAME"),
              "slurm.partition": env.get("SLURM_JOB_PARTITION")}
     return {k: v for k, v in found.items() if v}
 
