@@ -109,6 +109,18 @@ def default_folder() -> str:
     return str(Path.cwd() / "radt-ext-slurm")
 
 
+def job_pythonpath() -> str:
+    """The job imports this radt_ext and this submitit (whatever installed them), then what this shell's
+    PYTHONPATH holds: written into the job script, so it holds even under sbatch --export=NONE."""
+    import submitit
+
+    import radt_ext
+
+    roots = [str(Path(m.__file__).resolve().parent.parent) for m in (radt_ext, submitit)]
+    roots += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join(dict.fromkeys(roots))
+
+
 class SlurmExecutor:
     name = "slurm"
     local = False  # devices name GPUs of each job's allocation, not of this machine
@@ -135,9 +147,7 @@ class SlurmExecutor:
             raise UsageError("--executor slurm needs submitit: pip install 'radt-ext[slurm]'") from None
         o = self.options
         ex = submitit.SlurmExecutor(folder=str(self.folder / "%j"), python=shlex.quote(sys.executable))
-        setup = []
-        if os.environ.get("PYTHONPATH"):  # the job imports radt_ext as this shell does, even under --export=NONE
-            setup.append(f"export PYTHONPATH={shlex.quote(os.environ['PYTHONPATH'])}")
+        setup = [f"export PYTHONPATH={shlex.quote(job_pythonpath())}"]
         params = {"job_name": name, "time": o.time_limit, "setup": setup, "stderr_to_stdout": True,
                   "additional_parameters": {k: (v if v != "" else True) for k, v in o.sbatch.items()}}
         for key, value in (("partition", o.partition), ("account", o.account), ("cpus_per_task", o.cpus_per_job),
