@@ -229,3 +229,26 @@ def test_the_time_limit_warning_stops_the_group_and_fails_the_job(tmp_path, slur
     assert _job_state(entry["job"]) == "FAILED"
     status = sweep_cli(str(path), "--status", server=server)
     assert status.stdout.strip().splitlines()[-1] == "1 KILLED", status.stdout
+
+
+@pytest.mark.parametrize("text, minutes", [(90, 90), ("90", 90), ("1:30", 90), ("1:30:01", 91), ("1-00:00", 1440)])
+def test_time_limits_are_minutes_rounded_up(text, minutes):
+    from radt_ext.sweep.slurm_options import minutes as to_minutes
+
+    assert to_minutes(text, "--time-limit") == minutes
+
+
+def test_the_command_line_wins_over_the_spec_block():
+    from radt_ext.sweep.slurm_options import parse, sbatch_option
+
+    spec = parse({"partition": "gpu", "time_limit": "2:00:00", "sbatch": {"qos": "low", "exclusive": True}}, "s.yaml")
+    options = spec.merged(partition="debug", time_limit=None, sbatch=dict([sbatch_option("--qos=high", "--sbatch")]))
+    assert (options.partition, options.time_limit) == ("debug", 120)
+    assert options.sbatch == {"qos": "high", "exclusive": ""}
+
+
+def test_a_jobs_gpus_replace_the_spec_devices():
+    from radt_ext.sweep.slurm_job import allocated
+
+    assert allocated(["0", "1"], "4,7") == {"0": "4", "1": "7"}  # Slurm gave the job GPUs 4 and 7
+    assert allocated(["0"], None) == {} and allocated(["cpu"], "3") == {}
