@@ -150,7 +150,7 @@ def start_slurm(timeout: float = 90) -> SlurmCluster:
         "JobCompType=jobcomp/none",
         "SwitchType=switch/none",
         "MinJobAge=300",
-        "KillWait=10",
+        "KillWait=30",
         f"NodeName={node} NodeAddr=127.0.0.1 {node_hardware(_which('slurmd'))} State=UNKNOWN",
         f"PartitionName={PARTITION} Nodes={node} Default=YES MaxTime=INFINITE State=UP",
         "",

@@ -6,7 +6,8 @@ waits for them (`afterany`), so they find their baselines. Which job runs which 
 `<folder>/jobs.json` (with submitit's scripts and logs); together with `squeue` and the store that
 gives each variant's state: queued, running, FINISHED, FAILED. A re-run submits only variants
 neither FINISHED in the store nor still queued or running. A foreground sweep waits for its jobs;
-SIGINT/SIGTERM there, or `radt-ext sweep SPEC --cancel`, cancels them.
+SIGINT/SIGTERM there, or `radt-ext sweep SPEC --cancel`, cancels them (running ones get SIGTERM
+first, so their groups stop and their runs end KILLED).
 """
 from __future__ import annotations
 
@@ -262,9 +263,30 @@ class SlurmExecutor:
         return result
 
 
-def cancel(jobs: list[str]) -> None:
-    if jobs:
-        _run(["scancel", *jobs], "cancelling")
+STOP_GRACE_S = 90.0
+
+
+def cancel(jobs: list[str], grace_s: float = STOP_GRACE_S, poll_s: float = 1.0) -> None:
+    """Stop jobs so their runs end KILLED, not RUNNING: a queued job is cancelled; a running one gets
+    SIGTERM in its step only (not its batch shell, whose end would end the job before the group has
+    written its runs), the way Ctrl-C stops a local sweep; what is still in the queue after `grace_s`
+    is cancelled outright."""
+    if not jobs:
+        return
+    states = queue()
+    queued = [j for j in jobs if state_word(states.get(j)) == "queued"]
+    running = [j for j in jobs if state_word(states.get(j)) == "running"]
+    if queued:
+        _run(["scancel", *queued], "cancelling")
+    if running:
+        _run(["scancel", "--signal=TERM", *running], "stopping")
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        left = [j for j in jobs if state_word(queue().get(j))]
+        if not left:
+            return
+        time.sleep(poll_s)
+    _run(["scancel", *left], "cancelling")
 
 
 def latest_runs(client, variants: list[Variant]) -> dict[tuple[str, str], object]:

@@ -167,9 +167,13 @@ def test_status_resubmit_and_cancel_of_queued_jobs(tmp_path, slurm_cluster, serv
     again = sweep_cli(str(path), "--executor", "slurm", "--no-wait", server=server)
     assert again.returncode == 0 and again.stderr.count("not submitted again") == 3, again.stderr[-2000:]
     assert {e["job"] for e in jobs(tmp_path).values()} == ids
+    _wait_for(lambda: [r.info.status for r in parents(server.url, "held")] == ["RUNNING"] * 2, 180,
+              "two variants did not start on the node")  # its 2 CPUs: the third job waits in the queue
     cancel = sweep_cli(str(path), "--cancel", server=server)
     assert cancel.returncode == 0 and cancel.stdout.startswith("cancelled Slurm jobs"), cancel.stderr
-    _wait_for(lambda: not ids & {line.split()[0] for line in slurm_cluster.queue()}, 60, "jobs left in the queue")
+    assert not ids & {line.split()[0] for line in slurm_cluster.queue()}  # gone before --cancel returned
+    started = parents(server.url, "held")
+    assert started and all(r.info.status == "KILLED" for r in started), [r.info.status for r in started]
     status = sweep_cli(str(path), "--status", server=server)
     words = status.stdout.strip().splitlines()[-1]
     assert "FINISHED" not in words and "queued" not in words and "running" not in words, status.stdout
@@ -185,8 +189,8 @@ def test_sigint_on_a_foreground_sweep_cancels_its_jobs(tmp_path, slurm_cluster, 
     try:
         _wait_for(lambda: len(jobs(tmp_path)) == 2 or proc.poll() is not None, 120, "no jobs submitted")
         ids = {e["job"] for e in jobs(tmp_path).values()}
-        _wait_for(lambda: any(r.info.status == "RUNNING" for r in parents(server.url, "fg")), 180,
-                  "no variant started on the node")
+        _wait_for(lambda: [r.info.status for r in parents(server.url, "fg")] == ["RUNNING"] * 2, 180,
+                  "the variants did not start on the node")
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
     finally:
@@ -194,9 +198,9 @@ def test_sigint_on_a_foreground_sweep_cancels_its_jobs(tmp_path, slurm_cluster, 
             proc.kill()
     assert proc.returncode == 130, err[-2000:]
     assert "cancelling Slurm jobs" in err
-    _wait_for(lambda: not ids & {line.split()[0] for line in slurm_cluster.queue()}, 60, "jobs left in the queue")
-    _wait_for(lambda: all(r.info.status == "KILLED" for r in parents(server.url, "fg")), 60,
-              "a started variant's run did not end KILLED")
+    assert not ids & {line.split()[0] for line in slurm_cluster.queue()}  # gone before the sweep returned
+    started = parents(server.url, "fg")
+    assert started and all(r.info.status == "KILLED" for r in started), [r.info.status for r in started]
 
 
 @needs_submitit
