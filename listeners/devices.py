@@ -215,3 +215,24 @@ def unavailable_reason(cuda_visible_devices: str | None) -> str | None:
     if not visible:
         return "no GPU visible to the workload (CUDA_VISIBLE_DEVICES is empty)"
     return None
+
+
+def gpu_indices() -> list[str]:
+    """The NVML index of every physical GPU on this machine, as text ("0", "1", ...); a one-line
+    ListenerError when NVML does not start or lists none."""
+    nv = nvml()
+    try:
+        nv.nvmlInit()
+    except nv.NVMLError as exc:
+        from listeners.nvml_backend import init_error
+
+        raise ListenerError(init_error(exc)) from None
+    try:
+        indices = [str(g.nvml_index) for g in all_gpus()]
+    except nv.NVMLError as exc:
+        raise ListenerError(f"NVML cannot list the GPUs: {exc}") from None
+    finally:
+        nv.nvmlShutdown()
+    if not indices:
+        raise ListenerError("NVML lists no GPU on this machine")
+    return indices

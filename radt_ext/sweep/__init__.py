@@ -3,7 +3,8 @@ resumes where it stopped.
 
     from radt_ext import sweep
     variants = sweep.plan("examples/sweeps/cpu_smoke.yaml")     # validated, expanded; nothing runs
-    outcomes = sweep.run(variants)                               # skips variants FINISHED before
+    outcomes = sweep.run(variants)                               # skips variants FINISHED before;
+                                                                 # a lane per device runs at once
     variants = sweep.plan_from_dict({...}, source="my-script")
 """
 from __future__ import annotations
@@ -29,8 +30,11 @@ def plan_from_dict(data: dict, source: str = "<dict>", name: str = "sweep") -> l
     return expand(parse(data, source=source, default_name=name))
 
 
-def run(variants: list[Variant], dry_run: bool = False, tracking_uri: str | None = None, console=None) -> list[Outcome]:
-    return execute(variants, dry_run=dry_run, uri=tracking_uri, console=console)
+def run(variants: list[Variant], dry_run: bool = False, tracking_uri: str | None = None, console=None,
+        executor="local") -> list[Outcome]:
+    """executor: "local" (a lane per device, lanes at the same time), "sequential", "slurm", or an
+    executor object such as `radt_ext.sweep.slurm.SlurmExecutor(options)`."""
+    return execute(variants, dry_run=dry_run, uri=tracking_uri, console=console, executor=executor)
 
 
 __all__ = ["plan", "plan_from_dict", "run", "load", "parse", "expand", "execute", "Variant", "Outcome",

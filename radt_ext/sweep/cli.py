@@ -2,22 +2,71 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
+
+from radt_ext.errors import UsageError
+
+SLURM_FLAGS = ("partition", "gpus_per_job", "cpus_per_job", "mem", "time_limit", "account", "sbatch", "slurm_folder",
+               "no_wait")
+
+
+def _slurm_options(file: str, given: dict):
+    """The spec's `slurm:` block overridden by the command line; its folder defaults beside the spec."""
+    from radt_ext.sweep import slurm_options
+    from radt_ext.sweep.spec import load
+
+    base = slurm_options.SlurmOptions()
+    if Path(file).suffix.lower() != ".csv":
+        base = load(file).slurm or base
+    extra = dict(slurm_options.sbatch_option(x, "--sbatch") for x in given["sbatch"])
+    time_limit = slurm_options.minutes(given["time_limit"], "--time-limit") if given["time_limit"] else None
+    options = base.merged(partition=given["partition"], gpus_per_job=given["gpus_per_job"],
+                          cpus_per_job=given["cpus_per_job"], mem=given["mem"], time_limit=time_limit,
+                          account=given["account"], folder=given["slurm_folder"], sbatch=extra)
+    if options.folder is None:
+        options.folder = str(Path(file).resolve().parent / "radt-ext-slurm")
+    return options
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--dry-run", is_flag=True, help="print the expanded plan and run nothing")
-def sweep(file, dry_run):
+@click.option("--executor", type=click.Choice(["local", "sequential", "slurm"]), default="local", show_default=True,
+              help="local: a lane per device, lanes at the same time; sequential: one variant at a time; "
+                   "slurm: a Slurm job per variant")
+@click.option("--status", is_flag=True, help="show each variant's state (store, and Slurm jobs) and run nothing")
+@click.option("--cancel", is_flag=True, help="cancel this sweep's queued or running Slurm jobs")
+@click.option("--partition", default=None, help="Slurm partition (slurm)")
+@click.option("--gpus-per-job", type=click.IntRange(min=0), default=None, help="GPUs for each variant's job (slurm)")
+@click.option("--cpus-per-job", type=click.IntRange(min=1), default=None, help="CPUs for each variant's job (slurm)")
+@click.option("--mem", default=None, help="memory for each job, e.g. 64G (slurm)")
+@click.option("--time-limit", default=None, help="each job's limit: minutes or [D-]HH:MM[:SS] (slurm; default 60)")
+@click.option("--account", default=None, help="Slurm account to charge (slurm)")
+@click.option("--sbatch", multiple=True, help="another sbatch option as KEY=VALUE, e.g. qos=high; repeatable (slurm)")
+@click.option("--slurm-folder", default=None, help="job scripts, logs and jobs.json, on a filesystem the nodes share "
+                                                   "(slurm; default radt-ext-slurm beside FILE)")
+@click.option("--no-wait", is_flag=True, help="submit the jobs and return; --status follows them (slurm)")
+def sweep(file, dry_run, executor, status, cancel, **slurm_flags):
     """Run every variant of FILE (YAML spec or radT CSV); variants FINISHED before are skipped."""
     from radt_ext import sweep as api
 
+    used = [f"--{k.replace('_', '-')}" for k in SLURM_FLAGS if slurm_flags.get(k) not in (None, (), False)]
+    if used and executor != "slurm" and not (status or cancel):
+        raise UsageError(f"{used[0]} is an option of --executor slurm; add --executor slurm or drop it")
     variants = api.plan(file)  # every check happens here, before any run
     from radt_ext.sweep.console import console as make_console
 
     console = make_console()
-    outcomes = api.run(variants, dry_run=dry_run, console=console)
+    if status or cancel:
+        return _status_or_cancel(file, variants, console, cancel, slurm_flags)
+    runner = executor
+    if executor == "slurm" and not dry_run:
+        from radt_ext.sweep.slurm import SlurmExecutor
+
+        runner = SlurmExecutor(_slurm_options(file, slurm_flags), wait=not slurm_flags["no_wait"])
+    outcomes = api.run(variants, dry_run=dry_run, console=console, executor=runner)
     if dry_run:
         todo = sum(o.status == "PLANNED" for o in outcomes)
         click.echo(f"{len(variants)} variants, {todo} to run, {len(variants) - todo} done (dry run: nothing ran)")
@@ -25,7 +74,33 @@ def sweep(file, dry_run):
     from radt_ext.sweep.executor import results_table
 
     console.print(results_table(outcomes))
+    if slurm_flags["no_wait"]:
+        queued = sum(o.status == "QUEUED" for o in outcomes)
+        click.echo(f"{queued} variants queued as Slurm jobs; follow them with: radt-ext sweep {file} --status")
+        return
     bad = [o for o in outcomes if o.status not in ("FINISHED", "SKIPPED")]
     if len(outcomes) < len(variants) or any(o.status == "KILLED" for o in outcomes):
         sys.exit(next((o.exit_code for o in outcomes if o.status == "KILLED"), 130) or 130)
     sys.exit(1 if bad else 0)
+
+
+def _status_or_cancel(file, variants, console, cancel: bool, slurm_flags) -> None:
+    from radt_ext.sweep import console as out
+    from radt_ext.sweep import slurm
+    from radt_ext.sweep.executor import resume_state
+    from radt_ext.session import connect, tracking_uri
+
+    folder = _slurm_options(file, slurm_flags).folder
+    if cancel:
+        jobs = slurm.cancel_sweep(variants, folder)
+        click.echo(f"cancelled Slurm jobs {' '.join(jobs)}" if jobs else "no queued or running Slurm job of this sweep")
+        return
+    client = connect(tracking_uri())
+    done, _ = resume_state(client, variants)
+    table = out.table("#", "hash", "variant", "state", "slurm job", "run", title="sweep status")
+    counts: dict[str, int] = {}
+    for v, state, job, run_id in slurm.status_rows(variants, client, folder, done):
+        table.add_row(str(v.index), v.hash[:10], v.title, state, job or "-", run_id or "-")
+        counts[state] = counts.get(state, 0) + 1
+    console.print(table)
+    click.echo(", ".join(f"{n} {state}" for state, n in counts.items()))

@@ -41,8 +41,9 @@ class PlainProgress:
     def add_task(self, _description, total=0):
         return 0
 
-    def update(self, _task, description=""):
-        self.console.print(f"... {description}")
+    def update(self, _task, description="", **_kw):
+        if description:
+            self.console.print(f"... {description}")
 
     def advance(self, _task):
         pass

@@ -1,37 +1,24 @@
-"""Run a plan: skip what is already FINISHED (by `sweep.hash`), run the rest group by group
-with a progress bar, hand each collocated group its exclusive baselines."""
+"""Run a plan: skip what is already FINISHED (by `sweep.hash`), hand the rest to an executor (a lane
+per device here, or Slurm jobs), then rebuild the sweep report. Resume and reports do not depend on
+where the variants ran."""
 from __future__ import annotations
 
 import difflib
 import os
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from radt_ext.collocation.group import run_group
 from radt_ext.errors import UsageError
-from radt_ext.session import connect, tracking_uri
+from radt_ext.session import connect, experiment_id_for, tracking_uri
 from radt_ext.sweep import console as out
 from radt_ext.sweep import report as sweep_report
 from radt_ext.sweep.plan import CPU, Variant
-
-
-@dataclass
-class Outcome:
-    variant: Variant
-    status: str  # FINISHED / FAILED / KILLED / SKIPPED (done before) / REFUSED / PLANNED (dry run)
-    run_id: str | None = None
-    summary: dict[str, float] = field(default_factory=dict)
-    exit_code: int = 0
-
-
-def _experiment_ids(client, name: str) -> list[str]:
-    exp = client.get_experiment_by_name(name)
-    return [exp.experiment_id] if exp is not None and exp.lifecycle_stage == "active" else []
+from radt_ext.sweep.variant_run import Outcome, baseline, experiment_ids  # noqa: F401  (imported from here)
 
 
 def finished_parents(client, experiment: str) -> list:
     """FINISHED parent runs of sweeps in the experiment (tag `sweep.hash`), newest first."""
-    ids = _experiment_ids(client, experiment)
+    ids = experiment_ids(client, experiment)
     if not ids:
         return []
     runs = client.search_runs(ids, "attributes.status = 'FINISHED'", max_results=50000,
@@ -121,20 +108,6 @@ def _command_diff(old: str, new: list[str]) -> str:
     return "command"
 
 
-def baseline(client, experiment: str, workload_key: str) -> tuple[str, float] | None:
-    ids = _experiment_ids(client, experiment)
-    if not ids:
-        return None
-    runs = client.search_runs(ids, f"tags.`sweep.workload_hash` = '{workload_key}' and "
-                                   "tags.`collocation.mode` = 'exclusive' and attributes.status = 'FINISHED'",
-                              order_by=["attributes.start_time DESC"], max_results=1)
-    for r in runs:
-        duration = r.data.metrics.get("summary/duration_s")
-        if duration:
-            return r.info.run_id, duration
-    return None
-
-
 def plan_table(variants: list[Variant], done: dict[str, str], changed: dict[str, str] | None = None):
     table = out.table("#", "hash", "mode", "group", "device", "params", "rep", "workloads", "state", title="sweep plan")
     for v in variants:
@@ -145,8 +118,41 @@ def plan_table(variants: list[Variant], done: dict[str, str], changed: dict[str,
     return table
 
 
+@dataclass
+class Context:
+    """What an executor gets besides the variants to run: the store, the console, the variants whose
+    place in the plan has a FINISHED run of other content ({key: that run id})."""
+    client: object
+    uri: str
+    console: object
+    changed: dict[tuple, str]
+
+    def what_changed(self, run_id: str, v: Variant) -> str:
+        return what_changed(self.client, run_id, v)
+
+
+def executor_for(name_or_executor="local"):
+    """An executor by name: local (a lane per device), sequential (one variant at a time), slurm."""
+    if not isinstance(name_or_executor, str):
+        return name_or_executor
+    from radt_ext.sweep.lanes import LocalExecutor
+
+    if name_or_executor == "local":
+        return LocalExecutor(parallel=True)
+    if name_or_executor == "sequential":
+        return LocalExecutor(parallel=False)
+    if name_or_executor == "slurm":
+        from radt_ext.sweep.slurm import SlurmExecutor
+
+        return SlurmExecutor()
+    raise UsageError(f"executor {name_or_executor!r}: use local, sequential or slurm")
+
+
 def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = None,
-            console=None) -> list[Outcome]:
+            console=None, executor="local") -> list[Outcome]:
+    """Skip the variants FINISHED before (by `sweep.hash`), run the rest with the executor (see
+    `executor_for`; any object with `run(todo, ctx) -> [Outcome]` and optionally `check(uri)` does),
+    then rebuild the sweep reports."""
     console = console or out.console()
     uri = tracking_uri(uri)
     if dry_run:
@@ -166,50 +172,24 @@ def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = No
             for w in v.workloads:
                 console.print(f"    {w.name}: {' '.join(w.command)}", highlight=False, soft_wrap=True)
         return [Outcome(v, "SKIPPED" if key(v) in done else "PLANNED", done.get(key(v))) for v in variants]
-    check_devices(variants)  # before the store is touched: nothing is recorded when a device is wrong
+    runner = executor_for(executor)
+    if getattr(runner, "local", True):
+        check_devices(variants)  # before the store is touched: nothing is recorded when a device is wrong
+    if hasattr(runner, "check"):
+        runner.check(uri)  # e.g. Slurm refuses a local store, before anything is recorded
     client = connect(uri)
     done, changed = resume_state(client, variants)
     outcomes: list[Outcome] = []
-    with out.progress(console) as progress:
-        task = progress.add_task("sweep", total=len(variants))
-        for v in variants:
-            if key(v) in done:
-                progress.console.print(f"[{v.index}] {v.title}: FINISHED before (run {done[key(v)]}), skipped",
-                                       highlight=False)
-                outcomes.append(Outcome(v, "SKIPPED", done[key(v)]))
-                progress.advance(task)
-                continue
-            progress.update(task, description=f"[{v.index}] {v.title}")
-            baselines = {}
-            if v.mode != "exclusive":
-                for w in v.workloads:
-                    b = baseline(client, v.experiment, w.key)
-                    if b:
-                        baselines[w.name] = b
-            group = v.group(baselines, uri)
-            if key(v) in changed:  # resume matches content: say why this place of the plan runs again
-                old = changed[key(v)]
-                progress.console.print(f"[{v.index}] {v.title}: spec changed since FINISHED run {old} "
-                                       f"({what_changed(client, old, v)}); running it again", highlight=False)
-                group.tags["sweep.supersedes"] = old
-            try:
-                result = run_group(group, echo=lambda m: progress.console.print(m, highlight=False))
-            except UsageError as exc:  # refused at run time (e.g. another MPS daemon owns the GPU): go on
-                progress.console.print(f"[{v.index}] {v.title}: REFUSED: {exc}", highlight=False)
-                outcomes.append(Outcome(v, "REFUSED", exit_code=2))
-                progress.advance(task)
-                continue
-            s = result.summary
-            line = f"[{v.index}] {v.title}: {result.status}, makespan {result.makespan_s:.2f} s"
-            if "throughput_samples_per_s" in s:
-                line += f", {s['throughput_samples_per_s']:.1f} samples/s"
-            if "avg_slowdown_ratio" in s:
-                line += f", slowdown avg {s['avg_slowdown_ratio']:.2f}"
-            progress.console.print(line, highlight=False)
-            outcomes.append(Outcome(v, result.status, result.parent_run_id, s, result.exit_code))
-            progress.advance(task)
-            if result.status == "KILLED":
-                break  # a signal stopped the sweep; a re-run resumes here
+    for v in variants:
+        if key(v) in done:
+            console.print(f"[{v.index}] {v.title}: FINISHED before (run {done[key(v)]}), skipped", highlight=False)
+            outcomes.append(Outcome(v, "SKIPPED", done[key(v)]))
+    todo = [v for v in variants if key(v) not in done]
+    for experiment in dict.fromkeys(v.experiment for v in todo):
+        experiment_id_for(client, experiment)  # made here, once: lanes and jobs starting together would race
+    ctx = Context(client, uri, console, changed)
+    outcomes += runner.run(todo, ctx) if todo else []
+    outcomes.sort(key=lambda o: o.variant.index)
     for sweep_id, experiment in dict.fromkeys((v.sweep_id, v.experiment) for v in variants):
         run_id, path = sweep_report.log(client, sweep_id, experiment)
         if path:

@@ -6,7 +6,7 @@ before anything runs. The format (docs/collocation.md):
     name: cnn-colloc            # sweep id (tag sweep.id); default: the file's stem
     experiment: collocation     # MLflow experiment; default: the name
     modes: [exclusive, naive, mps]
-    devices: ["0"]
+    devices: ["0"]              # or `all` (every GPU NVML lists); each device is a lane, lanes run at once
     repeats: 1
     listeners: nvml,gpm         # device-level, on each group's parent run
     child_listeners: top,gpu_procs
@@ -20,6 +20,7 @@ before anything runs. The format (docs/collocation.md):
       - {workloads: [cnn, cnn, toy], modes: [naive, mps], grid: {batch_size: [64, 256]}}
     grid: {batch_size: [128, 512]}      # every workload that declares the param
     random: {samples: 3, seed: 0, params: {lr: {loguniform: [1e-4, 1e-2]}}}
+    slurm: {partition: gpu, gpus_per_job: 1, time_limit: 90}   # for --executor slurm (slurm_options.py)
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ from radt_ext.errors import UsageError
 from radt_ext.sweep import recipes
 
 TOP_KEYS = {"name", "experiment", "modes", "devices", "repeats", "listeners", "child_listeners", "interval",
-            "workloads", "groups", "grid", "random"}
+            "workloads", "groups", "grid", "random", "slurm"}
 WORKLOAD_KEYS = {"recipe", "command", "params", "mps", "mig", "env"}
 GROUP_KEYS = {"workloads", "modes", "grid", "random", "name"}
 DISTRIBUTIONS = {"uniform", "loguniform", "choice", "randint"}
@@ -85,6 +86,7 @@ class Sweep:
     interval: float | None
     workloads: dict[str, WorkloadDef]
     groups: list[GroupDef]
+    slurm: object = None  # SlurmOptions of the `slurm:` block (where a Slurm sweep runs; not in any hash)
 
 
 def one_line(text: str) -> str:
@@ -198,7 +200,7 @@ def parse(data: Any, source: str = "<spec>", default_name: str = "sweep", base: 
     for i, m in enumerate(modes):
         if m not in MODES:
             raise c.fail(f"modes[{i}]", f"unknown mode {m!r}; choose from {', '.join(MODES)}")
-    devices = c.str_list(data.get("devices", ["0"]), "devices")
+    devices = _devices(c, data.get("devices", ["0"]))
     for i, d in enumerate(devices):
         if not d.strip():
             raise c.fail(f"devices[{i}]", "is empty; give a GPU index, GPU-<uuid> or cpu")
@@ -260,8 +262,28 @@ def parse(data: Any, source: str = "<spec>", default_name: str = "sweep", base: 
                                                "add it to the workload's params")
         label = c.scalar(g.get("name", "+".join(members)), f"{entry}.name")
         groups.append(GroupDef(label, members, gmodes, _assignments(ggrid, grand)))
+    slurm = None
+    if data.get("slurm") is not None:
+        from radt_ext.sweep import slurm_options
+
+        slurm = slurm_options.parse(data["slurm"], source)
+        if slurm.folder and base is not None:
+            slurm.folder = str(base / slurm.folder)
     return Sweep(name, experiment, source, devices, repeats, listeners, child_listeners,
-                 float(interval) if interval is not None else None, workloads, groups)
+                 float(interval) if interval is not None else None, workloads, groups, slurm)
+
+
+def _devices(c: _Checker, value) -> list[str]:
+    """`devices: all` is every GPU NVML lists here (so its variants hash as if the list were written)."""
+    if value != "all":
+        return c.str_list(value, "devices")
+    from listeners import devices
+    from listeners.base import ListenerError
+
+    try:
+        return devices.gpu_indices()
+    except ListenerError as exc:
+        raise c.fail("devices", f"all: {exc}; list the devices instead, e.g. [\"0\"] or [cpu]") from None
 
 
 def _opt_str(c: _Checker, data: dict, key: str) -> str | None:

@@ -150,3 +150,36 @@ def test_real_gpu_resolves_by_index_and_uuid(monkeypatch):
         assert devices.describe([by_index])["gpu.0.name"] == by_index.name
     finally:
         pynvml.nvmlShutdown()
+
+
+def test_gpu_indices_lists_every_gpu_of_a_derived_two_gpu_trace(tmp_path, monkeypatch):
+    import derive_multi
+
+    source = json.load(open(os.path.join(TRACES, "h200_idle.json")))
+    path = tmp_path / "x2.json"
+    path.write_text(json.dumps(derive_multi.derive(source, gpus=3)))
+    replay_from(monkeypatch, path)
+    assert devices.gpu_indices() == ["0", "1", "2"]
+    nvml_backend.nvml().nvmlInit()
+    try:
+        gpus = devices.resolve("2,0")
+        assert [g.nvml_index for g in gpus] == [2, 0] and gpus[0].uuid != gpus[1].uuid
+    finally:
+        nvml_backend.nvml().nvmlShutdown()
+    nvml_backend.reset()
+
+
+def test_the_committed_two_gpu_trace_is_derive_multi_of_the_idle_recording():
+    import derive_multi
+
+    source = json.load(open(os.path.join(TRACES, "h200_idle.json")))
+    committed = json.load(open(os.path.join(TRACES, "h200x2_derived.json")))
+    assert json.loads(json.dumps(derive_multi.derive(source))) == committed
+
+
+def test_gpu_indices_without_a_driver_is_one_line(monkeypatch):
+    replay_from(monkeypatch, os.path.join(TRACES, "no_driver.json"))
+    with pytest.raises(ListenerError) as err:
+        devices.gpu_indices()
+    assert "NVML" in str(err.value) and "\n" not in str(err.value)
+    nvml_backend.reset()

@@ -1,0 +1,90 @@
+"""Run one variant of a plan: find its exclusive baselines in the store, build its collocation group,
+run it. The one body every executor runs (a local lane, a Slurm job on the node Slurm picked)."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from radt_ext.collocation.group import GroupRunner
+from radt_ext.errors import UsageError
+from radt_ext.sweep.plan import Variant
+
+
+@dataclass
+class Outcome:
+    variant: Variant
+    status: str  # FINISHED / FAILED / KILLED / SKIPPED (done before) / REFUSED / PLANNED (dry run)
+    run_id: str | None = None
+    summary: dict[str, float] = field(default_factory=dict)
+    exit_code: int = 0
+
+
+def experiment_ids(client, name: str) -> list[str]:
+    exp = client.get_experiment_by_name(name)
+    return [exp.experiment_id] if exp is not None and exp.lifecycle_stage == "active" else []
+
+
+def baseline(client, experiment: str, workload_key: str) -> tuple[str, float] | None:
+    ids = experiment_ids(client, experiment)
+    if not ids:
+        return None
+    runs = client.search_runs(ids, f"tags.`sweep.workload_hash` = '{workload_key}' and "
+                                   "tags.`collocation.mode` = 'exclusive' and attributes.status = 'FINISHED'",
+                              order_by=["attributes.start_time DESC"], max_results=1)
+    for r in runs:
+        duration = r.data.metrics.get("summary/duration_s")
+        if duration:
+            return r.info.run_id, duration
+    return None
+
+
+def baselines_of(client, v: Variant) -> dict[str, tuple[str, float]]:
+    """{workload name: (run id, duration s)} of the latest FINISHED exclusive run of each workload
+    (same command, device and env) in the variant's experiment; none for exclusive variants."""
+    found = {}
+    if v.mode != "exclusive":
+        for w in v.workloads:
+            b = baseline(client, v.experiment, w.key)
+            if b:
+                found[w.name] = b
+    return found
+
+
+def runner_for(client, v: Variant, uri: str, supersedes: str | None = None, echo=print,
+               tags: dict[str, str] | None = None, device_map: dict[str, str] | None = None) -> GroupRunner:
+    """`device_map` moves workloads to other devices (a Slurm job's allocated GPUs) without touching
+    the variant: its `sweep.hash` stays the plan's."""
+    group = v.group(baselines_of(client, v), uri)
+    if supersedes:
+        group.tags["sweep.supersedes"] = supersedes
+    group.tags.update(tags or {})
+    for w in group.workloads:
+        w.device = (device_map or {}).get(w.device, w.device)
+    return GroupRunner(group, echo=echo)
+
+
+def result_line(v: Variant, result) -> str:
+    s = result.summary
+    line = f"[{v.index}] {v.title}: {result.status}, makespan {result.makespan_s:.2f} s"
+    if "throughput_samples_per_s" in s:
+        line += f", {s['throughput_samples_per_s']:.1f} samples/s"
+    if "avg_slowdown_ratio" in s:
+        line += f", slowdown avg {s['avg_slowdown_ratio']:.2f}"
+    return line
+
+
+def run_variant(client, v: Variant, uri: str, supersedes: str | None = None, echo=print,
+                start: Callable[[GroupRunner], bool] | None = None, tags: dict[str, str] | None = None,
+                device_map: dict[str, str] | None = None):
+    """The variant's Outcome. `start(runner)` is asked first (an executor registers the runner so a
+    signal reaches it; False: the sweep is stopping, nothing runs, None comes back)."""
+    try:
+        runner = runner_for(client, v, uri, supersedes, echo, tags, device_map)
+        if start is not None and not start(runner):
+            return None
+        result = runner.run()
+    except UsageError as exc:  # refused at run time (e.g. another MPS daemon owns the GPU): the sweep goes on
+        echo(f"[{v.index}] {v.title}: REFUSED: {exc}")
+        return Outcome(v, "REFUSED", exit_code=2)
+    echo(result_line(v, result))
+    return Outcome(v, result.status, result.parent_run_id, result.summary, result.exit_code)
