@@ -5,11 +5,15 @@ who used what. This listener keeps only NVML's per-process entries
 (nvmlDeviceGetComputeRunningProcesses, nvmlDeviceGetProcessUtilization) whose pid is
 in the workload's process tree (the target pid and its descendants, found with psutil).
 
-Values per visible GPU i: `gpu{i}_proc_count` (workload processes on the GPU),
-`gpu{i}_proc_mem_mib` (their GPU memory), `gpu{i}_proc_sm_pct` and
-`gpu{i}_proc_mem_util_pct` (summed over the processes' newest utilization samples, read at
-most once a second since each read costs milliseconds of driver CPU; left out when NVML has no
-new sample, or on MIG devices where it is not supported).
+Values per visible GPU i: `gpu{i}_proc_count` (workload processes on the GPU) and
+`gpu{i}_proc_mem_mib` (their GPU memory), every interval; `gpu{i}_proc_sm_pct` and
+`gpu{i}_proc_mem_util_pct` from NVML's per-process utilization samples (the driver takes one every
+~200 ms on an H100), summed over the workload's processes with the same timestamp. That call costs
+milliseconds of driver CPU, so it is made at open (what the driver holds then belongs to no run), at
+most once a second and once more at close (the run's last second). A read returns the samples newer
+than the last one read (NVML documents one per process a call), and each is logged as its own point
+at its own driver timestamp, not at the time of the read. Left out when NVML has no sample of the
+workload, or on MIG devices where it is not supported.
 """
 from __future__ import annotations
 
@@ -18,14 +22,15 @@ from typing import Mapping
 
 import psutil
 
-from listeners.base import Target
+from listeners.base import Reading, Target
 from listeners.devices import GpuDevice, resolve
 from listeners.nvml_backend import nvml
 from listeners.nvml_listener import NvmlListenerBase
+from listeners.power_samples import CLOCK_TOLERANCE_S
 
 MIB = 1024 * 1024
 # nvmlDeviceGetProcessUtilization costs ~2 ms of driver CPU a call (H100, driver 580; the running-process
-# list ~0.01 ms): at most this often, asking for every sample since the last read.
+# list ~0.01 ms): at most this often, asking for the samples since the last read.
 UTIL_EVERY_S = 1.0
 
 
@@ -47,24 +52,33 @@ class GpuProcsListener(NvmlListenerBase):
     def __init__(self, target: Target, interval: float | None = None):
         super().__init__(target, interval)
         self.devices: list[GpuDevice] = []
-        self._last_ts: dict[int, int] = {}
+        self._last_ts: dict[int, int] = {}  # newest driver timestamp (µs) read per device
         self._no_util: set[int] = set()  # devices where process utilization is not supported
         self._util_read_at = float("-inf")  # time.monotonic() of the last utilization read
+        self._offset_s: float | None = None  # added to driver timestamps to get epoch seconds
+        self._pids: set[int] = set()  # every process of the workload seen so far (the exited ones' samples count)
 
     def open_devices(self, nv) -> None:
         self.devices = resolve(self.target.cuda_visible_devices)
+        now = time.time()
+        self._util_read_at = time.monotonic()
+        for d in self.devices:
+            self._utilization(nv, d, set(), f"gpu{d.index}_proc_", now)  # the backlog: newest timestamp, clock
 
-    def read(self) -> Mapping[str, float]:
+    def sample(self) -> list[Reading]:
         nv = nvml()
+        now = time.time()
         pids = process_tree(self.target.pid)
         if not pids:
-            return {}
+            return []
+        self._pids |= pids
         values: dict[str, float] = {}
-        now = time.monotonic()
+        util: list[Reading] = []
+        mono = time.monotonic()
         # half an interval of slack: at the period's tick despite the monitor's jitter
-        util_due = now - self._util_read_at >= max(UTIL_EVERY_S, self.interval) - self.interval / 2
+        util_due = mono - self._util_read_at >= max(UTIL_EVERY_S, self.interval) - self.interval / 2
         if util_due:
-            self._util_read_at = now
+            self._util_read_at = mono
         for d in self.devices:
             p = f"gpu{d.index}_proc_"
             try:
@@ -77,31 +91,55 @@ class GpuProcsListener(NvmlListenerBase):
                 used = [proc.usedGpuMemory for proc in mine if proc.usedGpuMemory is not None]
                 values[p + "mem_mib"] = float(sum(used)) / MIB
             if util_due:
-                values.update(self._utilization(nv, d, pids, p))
-        return values
+                util.extend(self._utilization(nv, d, self._pids, p, now))
+        return ([Reading(now, values)] if values else []) + util
 
-    def _utilization(self, nv, d: GpuDevice, pids: set[int], p: str) -> dict[str, float]:
+    def read(self) -> Mapping[str, float]:
+        """The newest values of one sample() (utilization samples folded to the latest)."""
+        out: dict[str, float] = {}
+        for reading in self.sample():
+            out.update(reading.values)
+        return out
+
+    def closing_sample(self) -> list[Reading]:
+        """The utilization samples since the last read, so the run's last second counts too."""
+        pids = self._pids | process_tree(self.target.pid)
+        if not pids:
+            return []
+        nv, now = nvml(), time.time()
+        out: list[Reading] = []
+        for d in self.devices:
+            out.extend(self._utilization(nv, d, pids, f"gpu{d.index}_proc_", now))
+        return out
+
+    def _utilization(self, nv, d: GpuDevice, pids: set[int], p: str, now: float) -> list[Reading]:
+        """One reading per driver timestamp of the workload's samples newer than the last read."""
         if d.index in self._no_util:
-            return {}
+            return []
         last = self._last_ts.get(d.index, 0)
         try:
             samples = nv.nvmlDeviceGetProcessUtilization(d.handle, last)
         except (nv.NVMLError_NotSupported, nv.NVMLError_FunctionNotFound, nv.NVMLError_NoPermission):
             self._no_util.add(d.index)
-            return {}
+            return []
         except nv.NVMLError:  # NotFound: no new sample since `last`
-            return {}
-        newest: dict[int, object] = {}
+            return []
+        newest = last
+        mine: dict[int, list] = {}
         for s in samples:
             ts = int(s.timeStamp)
             if ts <= last:
                 continue
-            self._last_ts[d.index] = max(self._last_ts.get(d.index, 0), ts)
-            pid = int(s.pid)
-            if pid in pids and (pid not in newest or int(newest[pid].timeStamp) < ts):
-                newest[pid] = s
-        if not newest:
-            return {}
-        return {p + "sm_pct": float(sum(int(s.smUtil) for s in newest.values())),
-                p + "mem_util_pct": float(sum(int(s.memUtil) for s in newest.values()))}
-
+            newest = max(newest, ts)
+            if int(s.pid) in pids:
+                mine.setdefault(ts, []).append(s)
+        if newest == last:
+            return []
+        self._last_ts[d.index] = newest
+        if self._offset_s is None:
+            # the driver stamps with the CPU's epoch clock; a replayed trace's is shifted once
+            self._offset_s = now - newest / 1e6 if abs(now - newest / 1e6) > CLOCK_TOLERANCE_S else 0.0
+        return [Reading(ts / 1e6 + self._offset_s,
+                        {p + "sm_pct": float(sum(int(s.smUtil) for s in group)),
+                         p + "mem_util_pct": float(sum(int(s.memUtil) for s in group))})
+                for ts, group in sorted(mine.items())]

@@ -16,13 +16,17 @@ buffer as not supported.
 `Replay` has the same interface as the pynvml functions the listeners call. Each call
 key answers its recorded results in order (deterministic); past the end it keeps
 answering the last one. A field-values call whose ids are among those of a recorded call is
-answered from that call's entries (each field is its own entry). A recorded error is raised as `pynvml.NVMLError(code)`, which
+answered from that call's entries (each field is its own entry), at that call's position.
+nvmlDeviceGetProcessUtilization answers, per process, the newest recorded sample newer than its
+`since` up to where the recording has come (`ProcessTimeline`), so a listener asking once a second
+gets the second's newest sample, not the recording's next 100 ms. A recorded error is raised as `pynvml.NVMLError(code)`, which
 pynvml maps to its subclass (e.g. NVMLError_NotSupported). Constants and error classes
 come from the real pynvml module. A call the trace never saw raises `TraceMissing`,
 so a listener that changed its calls fails loudly in tests instead of reading nothing.
 """
 from __future__ import annotations
 
+import bisect
 import ctypes
 import json
 import threading
@@ -39,6 +43,10 @@ FORMAT = "radt-ext-nvml-trace/1"
 KEY_IGNORED_ARGS = {"nvmlDeviceGetProcessUtilization": (1,),  # the "since" timestamp
                     "nvmlDeviceGetSamples": (2,)}  # the last-seen timestamp
 SAMPLES = "nvmlDeviceGetSamples"
+PROCESS_UTIL = "nvmlDeviceGetProcessUtilization"
+# The recorder asks the per-process calls of a device in the same tick, so the running-process list
+# (asked every tick) tells how far into the recording a utilization call (asked rarely) is.
+PACED_BY = {PROCESS_UTIL: "nvmlDeviceGetComputeRunningProcesses"}
 
 
 class TraceMissing(LookupError):
@@ -243,6 +251,46 @@ class SampleTimeline:
         return self.value_type, out[-self.capacity:]
 
 
+class ProcessTimeline:
+    """Replays one nvmlDeviceGetProcessUtilization key with the driver's `since` semantics.
+
+    The recorded answers, joined, are the driver's per-process samples. A call at recording position
+    i (the i-th recorded call's moment) gets, for each process, its newest sample newer than the
+    `since` it passes among those the i-th recorded call could see: NVML documents one entry per
+    process a call, and no recorded answer holds more (not even the first, asked since 0, of a
+    process that had run for seconds). A recorded error other than NotFound at that position is
+    raised as recorded. Past the recording nothing new comes (NotFound).
+    """
+
+    def __init__(self, answers: list):
+        self.answers = answers
+        self.cuts: list[int] = []  # newest sample timestamp the i-th recorded call could see
+        samples: dict[tuple[int, int], Any] = {}
+        newest = 0
+        for raw in answers:
+            if isinstance(raw, list):
+                for s in raw:
+                    ts = int(s["fields"]["timeStamp"])
+                    samples[(ts, int(s["fields"]["pid"]))] = s
+                    newest = max(newest, ts)
+            self.cuts.append(newest)
+        keys = sorted(samples)
+        self.samples = [samples[k] for k in keys]
+        self.times = [ts for ts, _ in keys]
+        self.pids = [pid for _, pid in keys]
+
+    def answer(self, position: int, since: int) -> list:
+        i = min(position, len(self.answers) - 1)
+        raw = self.answers[i]
+        if isinstance(raw, dict) and "nvml_error" in raw and raw["nvml_error"] != pynvml.NVML_ERROR_NOT_FOUND:
+            raise pynvml.NVMLError(raw["nvml_error"])
+        lo, hi = bisect.bisect_right(self.times, int(since)), bisect.bisect_right(self.times, self.cuts[i])
+        newest = {self.pids[k]: k for k in range(lo, hi)}  # each process's newest (times ascend)
+        if not newest:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        return [decode(self.samples[k]) for k in sorted(newest.values())]
+
+
 def load_trace(path: str | Path) -> dict:
     with open(path) as fh:
         trace = json.load(fh)
@@ -265,7 +313,7 @@ class Replay:
         self.meta = trace.get("meta", {})
         self._calls: dict[str, dict[str, list]] = trace["calls"]
         self._next: dict[tuple[str, str], int] = {}
-        self._timelines: dict[str, SampleTimeline] = {}
+        self._timelines: dict[str, SampleTimeline | ProcessTimeline] = {}
         self._lock = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:
@@ -287,6 +335,8 @@ class Replay:
                 self._next[(fn, key)] = self._next.get((fn, key), 0) + 1
                 return timeline.answer(args[2])
         results = self._calls.get(fn, {}).get(key)
+        if fn == PROCESS_UTIL and results:
+            return self._process_samples(key, args, results)
         pick = recorded = None
         if not results and fn == "nvmlDeviceGetFieldValues":
             results, pick, recorded = self._field_subset(args)
@@ -317,6 +367,19 @@ class Replay:
         if fn in ("nvmlGpmSampleGet", "nvmlGpmMigSampleGet"):
             return args[-1]
         return value
+
+    def _process_samples(self, key: str, args: tuple, results: list) -> list:
+        """Per-process samples since args[1], as far as the recording has come: the position of the
+        call that paces it (asked every tick), or this call's own count where that is not asked."""
+        pacer = (PACED_BY[PROCESS_UTIL], call_key(PACED_BY[PROCESS_UTIL], args[:1], _label_of_ref))
+        with self._lock:
+            timeline = self._timelines.get(key)
+            if timeline is None:
+                timeline = self._timelines[key] = ProcessTimeline(results)
+            own = self._next.get((PROCESS_UTIL, key), 0)
+            self._next[(PROCESS_UTIL, key)] = own + 1
+            position = max(own, self._next.get(pacer, 0) - 1)
+        return timeline.answer(position, args[1])
 
     def _field_subset(self, args: tuple) -> tuple[list | None, list[int] | None, str | None]:
         """A field-values call whose ids a recorded call asked among others: that call's answers,

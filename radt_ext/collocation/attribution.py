@@ -97,7 +97,9 @@ def segments(power: Points, energy: Points | None = None) -> tuple[list[float], 
 
     The grid is every power and counter sample time. Without a counter an interval's energy is
     the trapezoid of power; with one, each counter interval's energy is spread over the intervals
-    inside it in proportion to their power integral (evenly in time when power is missing there).
+    inside it in proportion to their power integral. Intervals inside it without power samples count
+    at the mean power of those with them (evenly in time when it has no power samples at all), so a
+    counter read rarely (once for the whole run) keeps the power's shape.
     A counter that goes backwards (reset) leaves that interval to the power integral.
     """
     power, energy = _clean(power), _clean(energy or [])
@@ -119,11 +121,16 @@ def segments(power: Points, energy: Points | None = None) -> tuple[list[float], 
             continue
         i, j = bisect.bisect_left(grid, c0), bisect.bisect_left(grid, c1)
         inside = range(i, j)  # intervals [grid[k], grid[k+1]] within [c0, c1]
-        known = [raw[k] for k in inside if not math.isnan(raw[k])]
-        if len(known) == len(inside) and sum(known) > 0:
-            scale = delta / sum(known)
-            for k in inside:
-                out[k] = raw[k] * scale
+        known_j = sum(raw[k] for k in inside if not math.isnan(raw[k]))
+        known_s = sum(grid[k + 1] - grid[k] for k in inside if not math.isnan(raw[k]))
+        if known_j > 0 and known_s > 0:
+            # a part without power (a counter read just past the last power sample, a gap in the
+            # samples) takes the mean power of the rest, so the shape of the rest is kept
+            mean_w = known_j / known_s
+            shape = [mean_w * (grid[k + 1] - grid[k]) if math.isnan(raw[k]) else raw[k] for k in inside]
+            scale = delta / sum(shape)
+            for k, e in zip(inside, shape):
+                out[k] = e * scale
         else:
             for k in inside:
                 out[k] = delta * (grid[k + 1] - grid[k]) / (c1 - c0)

@@ -242,3 +242,40 @@ def test_load_child_starts_after_the_idle_quarter(monkeypatch):
     assert load["returncode"] == 0
     assert 0.29 <= events["load-start"] < 1.0  # after a quarter of 1.2 s idle
     assert events["load-end"] - events["load-start"] >= 0.59  # half the time under load
+
+
+def _util(pid: int, ts: int, sm: int) -> dict:
+    return {"struct": "c_nvmlProcessUtilizationSample_t",
+            "fields": {"pid": pid, "timeStamp": ts, "smUtil": sm, "memUtil": 0, "encUtil": 0, "decUtil": 0}}
+
+
+PROCS = {"format": FORMAT, "meta": {}, "calls": {
+    "nvmlDeviceGetComputeRunningProcesses": {'[{"ref":"dev0"}]': [[], [], [], [], []]},
+    "nvmlDeviceGetProcessUtilization": {'[{"ref":"dev0"},"*"]': [
+        [_util(7, 1000, 10)],
+        [_util(7, 2000, 20), _util(8, 2000, 5)],
+        {"nvml_error": pynvml.NVML_ERROR_NOT_FOUND},
+        [_util(7, 4000, 40)],
+        {"nvml_error": pynvml.NVML_ERROR_NO_PERMISSION},
+    ]}}}
+
+
+def _utilization(nv, since):
+    try:
+        return [(s.pid, s.timeStamp, s.smUtil) for s in nv.nvmlDeviceGetProcessUtilization(Ref("dev0"), since)]
+    except pynvml.NVMLError_NotFound:
+        return None
+
+
+def test_process_utilization_answers_where_the_recording_has_come_since_the_asked_time():
+    nv = Replay(PROCS)
+    assert _utilization(nv, 0) == [(7, 1000, 10)]  # the first recorded call's view
+    assert _utilization(nv, 1000) == [(7, 2000, 20), (8, 2000, 5)]
+    for _ in range(4):  # the process list, asked every tick, moves the recording on
+        nv.nvmlDeviceGetComputeRunningProcesses(Ref("dev0"))
+    # asked rarely: each process's newest sample since then, as of the 4th tick (one entry a process)
+    assert _utilization(nv, 1000) == [(8, 2000, 5), (7, 4000, 40)]
+    assert _utilization(nv, 4000) is None  # nothing newer
+    nv.nvmlDeviceGetComputeRunningProcesses(Ref("dev0"))
+    with pytest.raises(pynvml.NVMLError_NoPermission):  # a recorded failure at that moment, as it was
+        nv.nvmlDeviceGetProcessUtilization(Ref("dev0"), 4000)

@@ -28,21 +28,30 @@ class OwnedByStandIn:
         with open(TRACE) as fh:
             trace = json.load(fh)
         self.recorded_pid = trace["meta"]["load"]["pid"]
-        for calls in trace["calls"].values():  # skip the 5 idle seconds: 10 Hz calls by 50, 5 Hz GPM by 25
+        # skip the idle seconds but the last half: 10 Hz calls by 44, 5 Hz GPM by 22. The group starts on
+        # the idle GPU just before the load (as a workload's start-up comes before its GPU work), so the
+        # GPU's floor in the group is its idle power; a rarely read call (the energy counter, process
+        # utilization) answers from the position its every-tick sibling has reached
+        for calls in trace["calls"].values():
             for key, answers in calls.items():
                 if len(answers) >= 150:
-                    calls[key] = answers[50:]
+                    calls[key] = answers[44:]
                 elif len(answers) >= 40:
-                    calls[key] = answers[25:]
+                    calls[key] = answers[22:]
         self.replay = Replay(trace)
+        self.busy_pid = -1
 
     def __getattr__(self, name):
         return getattr(self.replay, name)
 
     def _busy_pid(self) -> int:
+        # once found it stays that child's pid, also after it exits (the listener's closing read)
+        if self.busy_pid > 0:
+            return self.busy_pid
         for p in psutil.Process().children(recursive=True):
             try:
                 if f"--batch-size {BUSY_BATCH} " in " ".join(p.cmdline()) + " ":
+                    self.busy_pid = p.pid
                     return p.pid
             except psutil.Error:
                 continue
