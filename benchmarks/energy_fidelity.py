@@ -25,6 +25,7 @@ import threading
 import time
 
 from benchmarks.common import fmt, spread, table, write_results
+from benchmarks.load import matmul
 
 INTERVALS = (0.02, 0.1, 0.5, 1.0)
 BASE = 0.02
@@ -43,21 +44,7 @@ def burst_pattern(seconds: float, seed: int = 6) -> list[tuple[float, float]]:
 
 
 def child(kind: str, seconds: float) -> None:
-    try:
-        import torch
-
-        cuda = torch.cuda.is_available()
-    except ImportError:
-        cuda = False
-    if cuda:
-        a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-        b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-        mm, sync = (lambda: a @ b), torch.cuda.synchronize
-    else:  # plumbing check without a GPU
-        import numpy as np
-
-        a = np.ones((128, 128), dtype=np.float32)
-        mm, sync = (lambda: a @ a), (lambda: None)
+    mm, sync, _ = matmul(cpu_size=128)
     for _ in range(5):
         mm()
     sync()

@@ -11,10 +11,11 @@ import contextlib
 import subprocess
 import sys
 import threading
-from typing import Iterator
+from typing import Callable, Iterator
 
 
-def _child() -> None:
+def matmul(cpu_size: int = 64) -> tuple[Callable[[], object], Callable[[], None], bool]:
+    """(one multiply, a sync, cuda?): bf16 8192² on a CUDA GPU, else a small numpy matrix for plumbing checks."""
     try:
         import torch
 
@@ -24,12 +25,15 @@ def _child() -> None:
     if cuda:
         a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-        mm, sync = (lambda: a @ b), torch.cuda.synchronize
-    else:
-        import numpy as np
+        return (lambda: a @ b), torch.cuda.synchronize, True
+    import numpy as np
 
-        a = np.ones((64, 64), dtype=np.float32)
-        mm, sync = (lambda: a @ a), (lambda: None)
+    c = np.ones((cpu_size, cpu_size), dtype=np.float32)
+    return (lambda: c @ c), (lambda: None), False
+
+
+def _child() -> None:
+    mm, sync, cuda = matmul()
     for _ in range(5):
         mm()
     sync()
