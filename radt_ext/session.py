@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import mlflow
 from mlflow.entities import Metric, RunStatus, RunTag
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
@@ -118,6 +119,11 @@ def experiment_id_for(client: MlflowClient, name: str | None) -> str:
     if name is None:
         env_id = os.environ.get("MLFLOW_EXPERIMENT_ID")
         if env_id:
+            try:
+                client.get_experiment(env_id)
+            except MlflowException:
+                raise UsageError(f"experiment {env_id!r} (from MLFLOW_EXPERIMENT_ID) is not in this store; "
+                                 "unset MLFLOW_EXPERIMENT_ID or pass --experiment-name") from None
             return env_id
         name = os.environ.get("MLFLOW_EXPERIMENT_NAME")
     if name is None:

@@ -58,6 +58,17 @@ def test_listener_spec_through_the_cli_is_one_error_line(tracking_uri):
         assert len([ln for ln in lines if ln.startswith("Error:")]) == 1, res.stderr
 
 
+
+def test_an_experiment_id_the_store_does_not_hold_is_one_line(tracking_uri, monkeypatch):
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", "4242")  # e.g. left over from another store
+    res = radt("run", "--listeners", "top", "--", "true")
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert [ln for ln in res.stderr.splitlines() if ln.startswith("Error:")] == [
+        "Error: experiment '4242' (from MLFLOW_EXPERIMENT_ID) is not in this store; unset MLFLOW_EXPERIMENT_ID "
+        "or pass --experiment-name"], res.stderr
+    from mlflow.tracking import MlflowClient
+    assert MlflowClient(tracking_uri).search_runs(["0"]) == []  # nothing recorded
+
 # ----------------------------------------------------------------------------- nvidia-smi output
 COLUMNS = ["timestamp", "index", "uuid", "power.draw", "utilization.gpu", "memory.used", "pstate",
            "clocks_event_reasons.active", "total_energy_consumption"]
