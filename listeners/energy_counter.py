@@ -10,7 +10,8 @@ import os
 from typing import Any
 
 from listeners.base import ListenerError
-from listeners.nvml_backend import init_error, nvml
+from listeners.nvml_backend import nvml
+from listeners.nvml_listener import start_nvml
 
 
 def _text(value: Any) -> str:
@@ -23,11 +24,7 @@ class EnergyCounter:
     def __init__(self, cuda_visible_devices: str | None = None):
         from listeners.devices import resolve
 
-        nv = nvml()
-        try:
-            nv.nvmlInit()
-        except nv.NVMLError as exc:
-            raise ListenerError(init_error(exc)) from None
+        nv = start_nvml()
         self._open = True
         try:
             visible = resolve(os.environ.get("CUDA_VISIBLE_DEVICES") if cuda_visible_devices is None

@@ -13,6 +13,16 @@ from listeners.devices import unavailable_reason
 from listeners.nvml_backend import init_error, nvml
 
 
+def start_nvml() -> Any:
+    """nvmlInit on the backend in use, its failure as the one-line ListenerError; the backend."""
+    nv = nvml()
+    try:
+        nv.nvmlInit()
+    except nv.NVMLError as exc:
+        raise ListenerError(init_error(exc)) from None
+    return nv
+
+
 class NvmlListenerBase(Listener):
     def __init__(self, target: Target, interval: float | None = None):
         super().__init__(target, interval)
@@ -23,11 +33,7 @@ class NvmlListenerBase(Listener):
         return unavailable_reason(target.cuda_visible_devices)
 
     def open(self) -> None:
-        nv = nvml()
-        try:
-            nv.nvmlInit()
-        except nv.NVMLError as exc:
-            raise ListenerError(init_error(exc)) from None
+        nv = start_nvml()
         self._nvml_started = True
         try:
             self.open_devices(nv)

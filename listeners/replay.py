@@ -396,6 +396,14 @@ class Replay:
         return sum(n for (name, _), n in self._next.items() if name == fn)
 
 
+def read_recorded(path: str) -> dict | None:
+    """A trace recorded on a GPU (not one derived from another), or None."""
+    with open(path) as fh:
+        trace = json.load(fh)
+    if trace.get("format") != FORMAT or trace.get("meta", {}).get("derived"):
+        return None
+    return trace
+
 def _label_of_ref(obj: Any) -> str:
     if isinstance(obj, Ref):
         return obj.label

@@ -22,7 +22,7 @@ import copy
 import json
 import sys
 
-from listeners.replay import FORMAT, Ref, _label_of_ref, call_key
+from listeners.replay import Ref, _label_of_ref, call_key, read_recorded
 
 NOT_FOUND = 6
 NOT_SUPPORTED = 3
@@ -118,9 +118,8 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
-    with open(argv[0]) as fh:
-        trace = json.load(fh)
-    if trace.get("format") != FORMAT or trace.get("meta", {}).get("derived"):
+    trace = read_recorded(argv[0])
+    if trace is None:
         print(f"{argv[0]}: give a real (not derived) NVML trace", file=sys.stderr)
         return 2
     with open(argv[1], "w") as fh:
