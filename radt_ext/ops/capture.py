@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 from torch import nn
@@ -20,16 +20,23 @@ VIEWS = (nn.Flatten, nn.Unflatten, nn.Identity)  # no kernel: nothing to measure
 
 @dataclass
 class OpCall:
-    op: str  # module type, e.g. Conv2d
+    op: str  # module type, e.g. Conv2d; a functional operation's name, e.g. cat
     name: str  # path of the first module making this call
     params: str  # the module's configuration (extra_repr)
-    module: nn.Module
+    module: nn.Module | None  # None for a functional operation
     args: tuple
     kwargs: dict
     input_shapes: str  # e.g. "64x3x224x224;64x1000"
     count: int = 1
     order: int = 0
     needs_grad: bool = False  # some input or parameter takes a gradient
+    fn: Callable | None = None  # a functional operation's function, called with args and kwargs
+
+    def __call__(self):
+        return (self.fn or self.module)(*self.args, **self.kwargs)
+
+    def parameters(self) -> list[torch.Tensor]:
+        return list(self.module.parameters()) if self.module is not None else []
 
 
 def _signature(value: Any) -> str:
@@ -46,7 +53,17 @@ def _clone(value: Any, seen: dict[int, torch.Tensor]) -> Any:
         if id(value) not in seen:
             seen[id(value)] = value.detach().clone().requires_grad_(value.requires_grad)
         return seen[id(value)]
+    if isinstance(value, (tuple, list)):
+        return type(value)(_clone(v, seen) for v in value)
     return value
+
+
+def clone_inputs(call: "OpCall") -> tuple[tuple, dict, list[torch.Tensor]]:
+    """Fresh copies of a call's saved inputs (aliasing preserved) and those of them that take a gradient."""
+    seen: dict[int, torch.Tensor] = {}
+    args = tuple(_clone(a, seen) for a in call.args)
+    kwargs = {k: _clone(v, seen) for k, v in call.kwargs.items()}
+    return args, kwargs, [t for t in seen.values() if t.requires_grad]
 
 
 def leaf_modules(model: nn.Module) -> Iterator[tuple[str, nn.Module]]:
@@ -97,7 +114,7 @@ def capture(model: nn.Module, inputs: tuple, grad: bool) -> list[OpCall]:
 
 
 @contextlib.contextmanager
-def out_of_place(module: nn.Module) -> Iterator[nn.Module]:
+def out_of_place(module: nn.Module | None) -> Iterator[nn.Module | None]:
     """Replay an in-place module (ReLU(inplace=True)) out of place: a replayed input is reused."""
     was = getattr(module, "inplace", None)
     if was:

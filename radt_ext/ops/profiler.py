@@ -17,10 +17,10 @@ import pandas as pd
 import torch
 
 from radt_ext.errors import UsageError
-from radt_ext.ops import cost
+from radt_ext.ops import backward, cost
 from radt_ext.ops.capture import OpCall, capture, out_of_place, tensors
 from radt_ext.ops.catalog import Network
-from radt_ext.ops.measure import Clock, Meter, measure
+from radt_ext.ops.measure import Clock, Meter, Window, measure
 
 MODES = ("training", "inference")
 COLUMNS = ["order", "op", "name", "count", "input_shapes", "params", "phase", "flops", "bytes",
@@ -61,29 +61,31 @@ def _backward(outs: list[torch.Tensor], wrt: list[torch.Tensor]):
 
 
 def _measure_call(call: OpCall, mode: str, clock: Clock, meter: Meter | None, window_s: float) -> list[dict]:
-    m = call.module
-    with out_of_place(m):
-        fwd = (lambda: m(*call.args, **call.kwargs))
+    with out_of_place(call.module):
         with torch.set_grad_enabled(mode == "training"):
-            out = tensors(fwd())
+            out = tensors(call())
             flops = cost.forward_flops(call, out)
             if math.isnan(flops):
-                flops = cost.counted_flops(fwd)
+                flops = cost.counted_flops(call)
             rows = [_row(call, "forward" if mode == "training" else "inference", flops,
-                         cost.forward_bytes(call, out), measure(fwd, clock, meter, window_s))]
+                         cost.forward_bytes(call, out), measure(call, clock, meter, window_s))]
+            del out
         if mode == "training" and call.needs_grad:
             with torch.enable_grad():
-                outs = [t for t in tensors(fwd()) if t.requires_grad]
-                seen = {id(t): t for t in (*call.args, *call.kwargs.values())
-                        if isinstance(t, torch.Tensor) and t.requires_grad}
-                wrt = list(seen.values()) + [p for p in m.parameters() if p.requires_grad]
-                if outs and wrt:
-                    bwd = _backward(outs, wrt)
-                    fl = cost.backward_flops(call, flops)
-                    rows.append(_row(call, "backward", fl, cost.backward_bytes(call, outs),
-                                     measure(bwd, clock, meter, window_s)))
-                del outs
+                found = backward.amortised(call, clock.sync)
+                if found is not None:
+                    bwd, k, outs = found
+                    w = measure(bwd, clock, meter, window_s)
+                    rows.append(_row(call, "backward", cost.backward_flops(call, flops),
+                                     cost.backward_bytes(call, outs), per_copy(w, k)))
+                del found
     return rows
+
+
+def per_copy(w: Window, k: int) -> Window:
+    """A window of calls that each ran k copies of an operation, per copy."""
+    return Window(time_ms=w.time_ms / k, energy_mj=w.energy_mj / k, power_w=w.power_w, reps=w.reps * k,
+                  window_s=w.window_s)
 
 
 def _row(call: OpCall, phase: str, flops: float, nbytes: int, w) -> dict:
