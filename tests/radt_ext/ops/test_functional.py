@@ -106,3 +106,34 @@ def test_profile_with_functional_ops_logs_to_mlflow(tracking_uri):
     assert (fn.reps > 0).all() and (fn["bytes"] > 0).all() and fn.input_shapes.str.contains("bfloat16").all()
     adds = fn[(fn.op == "add") & (fn.phase == "forward")]
     assert (adds.flops == 2 * 65 * 256).all()  # one per output element
+
+
+def test_network_is_measured_in_rounds_with_their_spread():
+    from radt_ext.ops.network import ROUNDS
+
+    net = catalog.build("resnet18", 2, "fp32", CPU, tiny=True)
+    prof = profiler.profile(net, "training", CPU, None, window_s=0.002)
+    t = prof.table
+    net_rows = t[t.op == "network"]
+    assert list(net_rows.phase) == ["forward", "backward"]
+    assert (net_rows.spread >= 0).all() and t[t.op != "network"].spread.isna().all()
+    assert (net_rows.window_s >= ROUNDS * 0.002).all()  # each round a window of its own
+    assert prof.meta["net_rounds"] == ROUNDS and prof.meta["cudnn_benchmark"] is False
+
+
+def test_cudnn_setting_is_restored_after_a_profile():
+    before = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = True
+    try:
+        net = catalog.build("mlp", 2, "fp32", CPU, tiny=True)
+        profiler.profile(net, "inference", CPU, None, window_s=0.002)
+        assert torch.backends.cudnn.benchmark is True
+    finally:
+        torch.backends.cudnn.benchmark = before
+
+
+def test_old_dataset_files_load_without_the_spread_column():
+    from radt_ext.ops import dataset
+
+    df = dataset.load("tests/radt_ext/ops/data/slice.csv.gz")
+    assert "spread" in df.columns and df.spread.isna().all()
