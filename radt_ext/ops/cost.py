@@ -7,6 +7,13 @@ the input needs no gradient), twice for the rest. A module type not listed falls
 PyTorch's FlopCounterMode. Bytes: inputs + parameters + outputs for a forward; gradients of the
 outputs, saved inputs, parameters and the gradients produced for a backward. An embedding moves
 the rows it gathers, not its table.
+
+Functional operations (captured outside leaf modules): elementwise arithmetic (`add`, `mul`, …) 1
+FLOP per output element, forward and backward; matrix products (`bmm`, `matmul`, …) as
+FlopCounterMode counts them, backward once per operand that takes a gradient; data movement
+(`cat`, `stack`, indexing, copies) 0 FLOPs. Bytes: inputs + outputs, except indexing, which reads
+the elements it gathers (and its indices), not its whole input; a data-movement backward moves the
+output's gradient and the input gradients it produces.
 """
 from __future__ import annotations
 
@@ -15,13 +22,17 @@ import math
 import torch
 from torch import nn
 
-from radt_ext.ops.capture import OpCall
+from radt_ext.ops.capture import OpCall, tensors
 
 NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.LayerNorm, nn.GroupNorm, nn.InstanceNorm2d)
 CHEAP_ACT = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.Hardtanh, nn.Dropout)
 COSTLY_ACT = (nn.GELU, nn.SiLU, nn.Sigmoid, nn.Tanh, nn.Hardswish, nn.Softmax, nn.Mish)
 POOLS = (nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d, nn.AvgPool1d, nn.AvgPool2d, nn.AvgPool3d)
 ADAPTIVE = (nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool2d)
+ELEMENTWISE = {"add", "sub", "mul", "div", "true_divide", "rsub", "neg", "pow", "mod", "floordiv"}
+MATMULS = {"bmm", "mm", "matmul", "baddbmm", "addmm", "addbmm", "einsum", "linear", "conv2d", "conv1d",
+           "scaled_dot_product_attention"}
+INDEXING = {"getitem", "index_select", "gather", "take", "index"}
 
 
 def _nbytes(ts) -> int:
@@ -30,15 +41,23 @@ def _nbytes(ts) -> int:
 
 def _input_tensors(call: OpCall) -> list[torch.Tensor]:
     seen: dict[int, torch.Tensor] = {}
-    for v in (*call.args, *call.kwargs.values()):
-        if isinstance(v, torch.Tensor):
-            seen.setdefault(id(v), v)
+    for v in tensors([*call.args, *call.kwargs.values()]):
+        seen.setdefault(id(v), v)
     return list(seen.values())
+
+
+def _moves_data(call: OpCall) -> bool:
+    """A functional operation that computes nothing: concatenation, stacking, indexing, copies."""
+    return call.module is None and call.op not in ELEMENTWISE and call.op not in MATMULS
 
 
 def forward_flops(call: OpCall, out: list[torch.Tensor]) -> float:
     m, ins = call.module, _input_tensors(call)
     n_out = sum(t.numel() for t in out)
+    if m is None:
+        if call.op in ELEMENTWISE:
+            return float(n_out)
+        return math.nan  # matrix products counted by FlopCounterMode; data movement counts 0 there
     if isinstance(m, nn.modules.conv._ConvNd):
         k = math.prod(m.kernel_size) * m.in_channels // m.groups
         return 2.0 * n_out * k + (n_out if m.bias is not None else 0)
@@ -71,6 +90,10 @@ def _pair(k, dims: int) -> tuple[int, ...]:
 
 def backward_flops(call: OpCall, fwd: float) -> float:
     m = call.module
+    if m is None:
+        if call.op in MATMULS:
+            return fwd * min(2, sum(t.requires_grad for t in _input_tensors(call)))
+        return fwd
     weighted = isinstance(m, (nn.modules.conv._ConvNd, nn.Linear, nn.MultiheadAttention))
     if weighted:
         input_grad = any(t.requires_grad for t in _input_tensors(call))
@@ -80,6 +103,8 @@ def backward_flops(call: OpCall, fwd: float) -> float:
 
 def param_bytes(call: OpCall) -> int:
     m = call.module
+    if m is None:
+        return 0
     if isinstance(m, nn.Embedding):  # the gathered rows
         idx = _input_tensors(call)[0]
         return idx.numel() * m.embedding_dim * m.weight.element_size()
@@ -87,13 +112,18 @@ def param_bytes(call: OpCall) -> int:
 
 
 def forward_bytes(call: OpCall, out: list[torch.Tensor]) -> int:
+    if call.module is None and call.op in INDEXING:  # the gathered elements and the indices
+        index = [t for t in _input_tensors(call)[1:] if not t.is_floating_point()]
+        return 2 * _nbytes(out) + _nbytes(index)
     return _nbytes(_input_tensors(call)) + param_bytes(call) + _nbytes(out)
 
 
 def backward_bytes(call: OpCall, out: list[torch.Tensor]) -> int:
     ins = _input_tensors(call)
     grad_in = _nbytes(t for t in ins if t.requires_grad)
-    grad_params = param_bytes(call) if any(p.requires_grad for p in call.module.parameters()) else 0
+    if _moves_data(call):
+        return _nbytes(out) + grad_in
+    grad_params = param_bytes(call) if any(p.requires_grad for p in call.parameters()) else 0
     return _nbytes(out) + _nbytes(ins) + param_bytes(call) + grad_in + grad_params
 
 

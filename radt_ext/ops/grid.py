@@ -117,7 +117,8 @@ def main(argv=None) -> int:
     p.add_argument("--precisions", default="fp32,bf16")
     p.add_argument("--modes", default="training,inference")
     p.add_argument("--window-s", type=float, default=0.1, help="least length of one measurement window")
-    p.add_argument("--net-window-s", type=float, default=0.2)
+    p.add_argument("--net-window-s", type=float, default=0.1,
+                   help="least length of each of the network's measurement rounds")
     p.add_argument("--device", default=None)
     p.add_argument("--tiny", action="store_true", help="small inputs and batches (a dry run on the CPU)")
     p.add_argument("--no-energy", action="store_true")

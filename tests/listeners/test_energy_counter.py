@@ -62,11 +62,11 @@ def test_machine_without_driver_is_one_line(replay):
 def test_metered_window_spans_counter_updates(tmp_path, replay):
     import torch
 
-    from radt_ext.ops.measure import Clock, measure
+    from radt_ext.ops.measure import TICK_SLACK, Clock, measure
 
     replay(energy_trace(tmp_path))
     x = torch.randn(32, 32)
     with EnergyCounter() as counter:
         w = measure(lambda: x @ x, Clock(torch.device("cpu")), counter, min_window_s=0.02)
-    assert w.window_s >= 0.02 and w.power_w > 0
+    assert w.window_s >= TICK_SLACK * 0.02 and w.power_w > 0  # one update period may read a little short
     assert w.energy_mj == pytest.approx(w.power_w * w.time_ms)

@@ -23,7 +23,7 @@ def test_small_cnn_profile_on_the_gpu_has_energy():
     finally:
         meter.close()
     t = prof.table
-    assert (t.window_s >= 0.1).all() and (t.time_ms > 0).all()
+    assert (t.window_s >= 0.095).all() and (t.time_ms > 0).all()
     assert t.energy_mj.notna().all() and (t.power_w > 0).all()
     # the board draws at least its idle power and at most its limit over a metered window
     assert (t.power_w < facts["power_limit_w"] * 1.1).all()
