@@ -4,7 +4,8 @@ The minimum grid (every model at three batch sizes, both precisions, both modes)
 first, middle batch size first, so what finishes is the most useful part; extra models follow
 only while time is left. Each profile is written (`<model>_b<batch>_<precision>_<mode>.csv`
 and `.json`) the moment it completes, so a run cut short keeps every finished profile.
-A profile whose estimated time does not fit in what is left is skipped, not started.
+A profile whose estimated time does not fit in what is left is skipped, not started. A profile
+already written in `--out` is kept, so running the same command again goes on where the last one stopped.
 
     python -m radt_ext.ops.grid --out DIR --budget-s 450
 """
@@ -67,13 +68,16 @@ def run(args) -> int:
                  args.modes.split(","), args.tiny)
     done: dict = {}
     log = open(out / "grid.jsonl", "a")
-    counts = {"done": 0, "failed": 0, "skipped": 0}
+    counts = {"done": 0, "failed": 0, "skipped": 0, "kept": 0}
     for model, batch, precision, mode, is_extra in items:
         name = profile_name(model, batch, precision, mode)
         left = deadline - time.monotonic()
         need = _estimate(done, model, mode, batch, args.tiny)
         entry = {"profile": name, "extra": is_extra}
-        if need > left:
+        if (out / f"{name}.json").exists():
+            entry.update(status="kept")
+            counts["kept"] += 1
+        elif need > left:
             entry.update(status="skipped", why=f"needs ~{need:.0f} s, {left:.0f} s left")
             counts["skipped"] += 1
         else:
@@ -101,11 +105,11 @@ def run(args) -> int:
         log.flush()
         print(" ".join(f"{k}={v}" for k, v in entry.items()), flush=True)
     log.close()
-    print(f"ops grid: {counts['done']} done, {counts['failed']} failed, {counts['skipped']} skipped "
-          f"in {time.monotonic() - started:.0f} s", flush=True)
+    print(f"ops grid: {counts['done']} done, {counts['kept']} kept from before, {counts['failed']} failed, "
+          f"{counts['skipped']} skipped in {time.monotonic() - started:.0f} s", flush=True)
     if meter is not None:
         meter.close()
-    return 0 if counts["done"] else 1
+    return 0 if counts["done"] or counts["kept"] else 1
 
 
 def main(argv=None) -> int:

@@ -76,3 +76,17 @@ def test_grid_skips_what_does_not_fit(tmp_path):
     assert not list(tmp_path.glob("*.csv"))
     log = pd.read_json(tmp_path / "grid.jsonl", lines=True)
     assert set(log.status) == {"skipped"} and log.why.str.contains("left").all()
+
+
+def test_grid_run_again_keeps_what_it_wrote_and_measures_the_rest(tmp_path):
+    args = ["--out", str(tmp_path), "--tiny", "--device", "cpu", "--models", "mlp", "--extra=", "--precisions", "fp32",
+            "--modes", "inference", "--budget-s", "60", "--window-s", "0.002", "--net-window-s", "0.002"]
+    assert grid.main(args) == 0
+    first = tmp_path / "mlp_b4_fp32_inference.json"
+    written = first.read_text()
+    (tmp_path / "mlp_b8_fp32_inference.json").unlink()  # as if the last call stopped before its last profile
+    assert grid.main(args) == 0
+    log = pd.read_json(tmp_path / "grid.jsonl", lines=True).tail(3)
+    assert dict(zip(log.profile, log.status)) == {"mlp_b4_fp32_inference": "kept", "mlp_b2_fp32_inference": "kept",
+                                                   "mlp_b8_fp32_inference": "done"}
+    assert first.read_text() == written and (tmp_path / "mlp_b8_fp32_inference.json").exists()
