@@ -2,7 +2,8 @@
 # Validation of each collocated workload's energy share on one GPU (run from the repository root):
 #   OUT=<dir> bash scripts/gpu/collocation_energy.sh
 # Groups (python3 -m radt_ext.cli collocate, parent listeners nvml+gpm, children top+gpu_procs), one
-# SQLite store: two identical ResNet-18 32x32 trainings under naive and under MPS; ResNet-50 224x224
+# SQLite store: two identical ResNet-18 32x32 trainings under naive and under MPS; two identical
+# fixed-duration bf16 matmul loads (they start and end together) under naive and MPS; ResNet-50 224x224
 # and ResNet-18 32x32 together naive, each alone (exclusive), and together under MPS if time is left.
 # A side recorder keeps NVML's raw per-process samples (listeners.record_proc_samples) so the split can
 # be recomputed offline. Reads the GPU only; private MPS daemon; never changes MIG, clocks or limits.
@@ -27,11 +28,13 @@ if [ "$DRY" = 1 ]; then  # fp32: bf16 autocast crawls on a CPU without bf16 inst
   export RADT_EXT_NVML_REPLAY=${RADT_EXT_NVML_REPLAY:-$REPO/listeners/traces/h200_matmul.json}
   LIGHT="$COMMON --recipe cnn_baseline --variant baseline --precision fp32 --device cpu --model resnet18 --dataset synthetic32 --batch-size 32 --epochs 1 --train-samples 64 --val-samples 32"
   HEAVY="$COMMON --recipe cnn_baseline --variant baseline --precision fp32 --device cpu --model resnet50 --dataset synthetic32 --batch-size 16 --epochs 1 --train-samples 32 --val-samples 16"
+  MATMUL="python3 -m radt_ext.workloads.matmul --seconds 3 --size 256"
 else
   LIGHT="$COMMON --recipe cnn_amp --variant amp --precision bf16 --model resnet18 --dataset synthetic32 --batch-size 128 --epochs 3 --train-samples 24576 --val-samples 512"
   HEAVY="$COMMON --recipe cnn_amp --variant amp --precision bf16 --model resnet50 --dataset synthetic224 --batch-size 128 --epochs 3 --train-samples 4096 --val-samples 256"
+  MATMUL="python3 -m radt_ext.workloads.matmul --seconds 20 --size 8192"
 fi
-echo "LIGHT=$LIGHT" > "$W/commands.txt"; echo "HEAVY=$HEAVY" >> "$W/commands.txt"
+echo "LIGHT=$LIGHT" > "$W/commands.txt"; echo "HEAVY=$HEAVY" >> "$W/commands.txt"; echo "MATMUL=$MATMUL" >> "$W/commands.txt"
 
 cd "$W"  # MLflow's artifacts (./mlruns) land in the work folder and go into the tarball
 { nvidia-smi --query-gpu=name,uuid,driver_version,mig.mode.current,compute_mode,power.limit,power.draw --format=csv
@@ -58,9 +61,11 @@ group() {  # group NAME MODE LIMIT_S [collocate options...]
 
 # in order of need: what is left when time runs short is the MPS pair of the mixed workloads
 group same-naive naive 50 --name r18a --name r18b -w "$LIGHT --seed 1" -w "$LIGHT --seed 2"
+group same-matmul-naive naive 45 --name mma --name mmb -w "$MATMUL" -w "$MATMUL"
 group mixed-naive naive 70 --name r50 --name r18 -w "$HEAVY" -w "$LIGHT"
 group alone exclusive 85 --name r50 --name r18 -w "$HEAVY" -w "$LIGHT"
 group same-mps mps 50 --name r18a --name r18b -w "$LIGHT --seed 1" -w "$LIGHT --seed 2"
+group same-matmul-mps mps 45 --name mma --name mmb -w "$MATMUL" -w "$MATMUL"
 group mixed-mps mps 60 --name r50 --name r18 -w "$HEAVY" -w "$LIGHT"
 
 kill "$SAMPLER" 2>/dev/null; wait "$SAMPLER" 2>/dev/null
