@@ -95,10 +95,11 @@ def write(args, rows: list[dict]) -> None:
         return ", ".join(r.get("what", "").split("(")[1:]).rstrip(")") if "(" in r.get("what", "") else ""
 
     md_rows = [[r["phase"], r["listeners"], fmt(r.get("rate_hz"), 0), fmt(r.get("cpu_pct_of_core"), 2),
-                r.get("points_stored", "–"), detail(r), r.get("error", "")] for r in rows]
+                fmt(r.get("children_cpu_pct_of_core"), 2), r.get("points_stored", "–"), detail(r), r.get("error", "")]
+               for r in rows]
     md = "\n".join([
         f"### Monitor CPU at {args.rate:g} Hz ({args.seconds:g} s measured after {args.settle:g} s settle)", "",
-        table(["GPU", "listeners", "Hz", "CPU % of one core (process + children)", "points stored",
+        table(["GPU", "listeners", "Hz", "CPU % of one core (process + children)", "of which children", "points stored",
                "listeners running / CPU by thread", "error"], md_rows), ""])
     write_results(args.out, "monitor_cost", {"rows": rows}, md)
 

@@ -170,6 +170,7 @@ def monitor_process_cpu(listeners: str | None, rate: float, seconds: float, sett
             proc.kill()
     wall = t1 - t0
     cpu = sum(c1[pid] - c0.get(pid, 0.0) for pid in c1)
+    children = sum(c1[pid] - c0.get(pid, 0.0) for pid in c1 if pid != proc.pid)  # nvidia-smi, dcgmi
     tags = client.get_run(run.info.run_id).data.tags
     samples = {k.split(".")[2]: int(v) for k, v in tags.items()
                if k.startswith("radt_ext.listener.") and k.endswith(".samples")}
@@ -179,7 +180,7 @@ def monitor_process_cpu(listeners: str | None, rate: float, seconds: float, sett
             summary = json.loads(line).get("summary", summary)
     span = summary.get("duration_s")  # the recorder's own start → stop
     return {"what": f"monitor process, listeners {listeners or 'all available'} ({','.join(ready['listeners'])})",
-            "rate_hz": rate, "cpu_pct_of_core": 100.0 * cpu / wall,
+            "rate_hz": rate, "cpu_pct_of_core": 100.0 * cpu / wall, "children_cpu_pct_of_core": 100.0 * children / wall,
             "achieved_hz": {k: v / span for k, v in samples.items()} if span else None,
             "points_stored": int(tags.get("radt_ext.metrics_stored", 0)),
             "skipped": ready.get("skipped", {})}
