@@ -39,13 +39,14 @@ def monitor_rows(phase: str, sets: list[str], rate: float, seconds: float, settl
     return out
 
 
-def by_thread(phase: str, rate: float, seconds: float, settle: float, client, uri: str, experiment_id: str) -> dict:
+def by_thread(phase: str, listeners: str, rate: float, seconds: float, settle: float, client, uri: str,
+              experiment_id: str) -> dict:
     try:
-        row = recorder_cpu("nvml", rate, seconds, settle, client, uri, experiment_id)
+        row = recorder_cpu(listeners, rate, seconds, settle, client, uri, experiment_id)
     except Exception as exc:
-        row = {"what": "nvml (Recorder in-process)", "rate_hz": rate,
+        row = {"what": f"{listeners} (Recorder in-process)", "rate_hz": rate,
                "error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
-    row = {"phase": phase, "listeners": "nvml (in-process, by thread)", **row}
+    row = {"phase": phase, "listeners": f"{listeners} (in-process, by thread)", **row}
     print(row, flush=True)
     return row
 
@@ -59,6 +60,9 @@ def main(argv=None) -> int:
     ap.add_argument("--phases", default="idle,load")
     ap.add_argument("--by-thread", action=argparse.BooleanOptionalAction, default=True,
                     help="then the nvml listener in-process, its CPU split by thread (GPU idle)")
+    ap.add_argument("--by-thread-listeners", default="nvml",
+                    help="listener sets for the in-process split, comma-separated; a set joins names with + "
+                         "(nvml+gpm+top), all = every available")
     ap.add_argument("--out", default="benchmark-results")
     args = ap.parse_args(argv)
 
@@ -83,7 +87,9 @@ def main(argv=None) -> int:
         else:
             ap.error(f"--phases: unknown phase {phase!r}; use idle, load")
     if args.by_thread:
-        rows.append(by_thread("idle", args.rate, args.seconds, args.settle, client, uri, experiment_id))
+        for listeners in [s for s in args.by_thread_listeners.split(",") if s]:
+            rows.append(by_thread("idle", listeners, args.rate, args.seconds, args.settle, client, uri, experiment_id))
+            save([])
     write(args, rows)
     return 0
 
@@ -95,10 +101,11 @@ def write(args, rows: list[dict]) -> None:
         return ", ".join(r.get("what", "").split("(")[1:]).rstrip(")") if "(" in r.get("what", "") else ""
 
     md_rows = [[r["phase"], r["listeners"], fmt(r.get("rate_hz"), 0), fmt(r.get("cpu_pct_of_core"), 2),
-                r.get("points_stored", "–"), detail(r), r.get("error", "")] for r in rows]
+                fmt(r.get("children_cpu_pct_of_core"), 2), r.get("points_stored", "–"), detail(r), r.get("error", "")]
+               for r in rows]
     md = "\n".join([
         f"### Monitor CPU at {args.rate:g} Hz ({args.seconds:g} s measured after {args.settle:g} s settle)", "",
-        table(["GPU", "listeners", "Hz", "CPU % of one core (process + children)", "points stored",
+        table(["GPU", "listeners", "Hz", "CPU % of one core (process + children)", "of which children", "points stored",
                "listeners running / CPU by thread", "error"], md_rows), ""])
     write_results(args.out, "monitor_cost", {"rows": rows}, md)
 

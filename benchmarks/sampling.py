@@ -103,17 +103,25 @@ def _thread_cpu(tids: dict[str, int]) -> dict[str, float]:
 
 def recorder_cpu(kind: str, rate: float, seconds: float, settle: float, client, uri: str,
                  experiment_id: str) -> dict:
-    """One listener (`nvml power+energy` or `gpm`) through the real Recorder (monitor thread + writer, SQLite)."""
-    from radt_ext.recorder import Recorder
+    """One listener (`nvml power+energy` or `gpm`) through the real Recorder (monitor thread + writer, SQLite);
+    or, for a `+`-joined set such as `nvml+gpm+top` (`all`: every available one), those listeners as
+    `--listeners` selects them, watching this process."""
+    from listeners.base import Target
+    from radt_ext.recorder import Recorder, select_listeners
 
     run = client.create_run(experiment_id, run_name=f"{kind}-{rate:g}hz")
-    lst = open_listener(kind, 1.0 / rate)
-    lst.open = lambda: None  # already open: open_listener() opened it (and picked the power+energy readers)
-    recorder = Recorder(client, run.info.run_id, uri, [lst]).start()
+    if "+" in kind or kind == "all":
+        spec = None if kind == "all" else kind.replace("+", ",")
+        listeners, _ = select_listeners(spec, 1.0 / rate, Target(pid=os.getpid()))
+    else:
+        lst = open_listener(kind, 1.0 / rate)
+        lst.open = lambda: None  # already open: open_listener() opened it (and picked the power+energy readers)
+        listeners = [lst]
+    recorder = Recorder(client, run.info.run_id, uri, listeners).start()
     time.sleep(settle)
     tids = {t.name.split("-")[1]: t.native_id for t in threading.enumerate() if t.name.startswith("radt-")}
     tids["main"] = threading.main_thread().native_id
-    state = recorder.monitor.states[lst.name]
+    state = recorder.monitor.states[listeners[0].name]
     s0, c0, p0, t0 = state.samples, _thread_cpu(tids), _process_cpu(), time.perf_counter()
     time.sleep(seconds)
     s1, c1, p1, t1 = state.samples, _thread_cpu(tids), _process_cpu(), time.perf_counter()
@@ -170,6 +178,7 @@ def monitor_process_cpu(listeners: str | None, rate: float, seconds: float, sett
             proc.kill()
     wall = t1 - t0
     cpu = sum(c1[pid] - c0.get(pid, 0.0) for pid in c1)
+    children = sum(c1[pid] - c0.get(pid, 0.0) for pid in c1 if pid != proc.pid)  # nvidia-smi, dcgmi
     tags = client.get_run(run.info.run_id).data.tags
     samples = {k.split(".")[2]: int(v) for k, v in tags.items()
                if k.startswith("radt_ext.listener.") and k.endswith(".samples")}
@@ -179,7 +188,7 @@ def monitor_process_cpu(listeners: str | None, rate: float, seconds: float, sett
             summary = json.loads(line).get("summary", summary)
     span = summary.get("duration_s")  # the recorder's own start → stop
     return {"what": f"monitor process, listeners {listeners or 'all available'} ({','.join(ready['listeners'])})",
-            "rate_hz": rate, "cpu_pct_of_core": 100.0 * cpu / wall,
+            "rate_hz": rate, "cpu_pct_of_core": 100.0 * cpu / wall, "children_cpu_pct_of_core": 100.0 * children / wall,
             "achieved_hz": {k: v / span for k, v in samples.items()} if span else None,
             "points_stored": int(tags.get("radt_ext.metrics_stored", 0)),
             "skipped": ready.get("skipped", {})}

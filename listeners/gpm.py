@@ -37,6 +37,8 @@ class _Source:
     gpu_instance_id: int | None
     prev: Any  # the sample taken last time
     cur: Any  # the buffer the next sample goes into
+    request: Any = None  # the nvmlGpmMetricsGet request, built once and asked again with the two samples
+    names: dict[int, str] | None = None  # metric id -> this source's metric name
 
     def take(self, nv, sample) -> None:
         if self.gpu_instance_id is None:
@@ -101,7 +103,11 @@ class GpmListener(NvmlListenerBase):
                 instances = [None]
             for gi in instances:
                 prefix = f"gpu{d.index}_" if gi is None else f"gpu{d.index}_mig{gi}_"
-                source = _Source(prefix, handle, gi, nv.nvmlGpmSampleAlloc(), nv.nvmlGpmSampleAlloc())
+                source = _Source(prefix, handle, gi, nv.nvmlGpmSampleAlloc(), nv.nvmlGpmSampleAlloc(),
+                                 nv.c_nvmlGpmMetricsGet_t(),
+                                 {mid: prefix + suffix for mid, suffix in self._metric_ids.items()})
+                source.request.version = nv.NVML_GPM_METRICS_GET_VERSION
+                source.request.numMetrics = len(self._metric_ids)
                 self._sources.append(source)  # before take(): close() frees its buffers
                 source.take(nv, source.prev)
         if not self._sources:
@@ -115,24 +121,23 @@ class GpmListener(NvmlListenerBase):
                 source.take(nv, source.cur)
             except nv.NVMLError:
                 continue  # try again next time, still against the older sample
-            request = nv.c_nvmlGpmMetricsGet_t()
-            request.version = nv.NVML_GPM_METRICS_GET_VERSION
-            request.numMetrics = len(self._metric_ids)
+            request = source.request
             request.sample1 = source.prev
             request.sample2 = source.cur
-            for j, metric_id in enumerate(self._metric_ids):
+            for j, metric_id in enumerate(self._metric_ids):  # inputs: set again, whatever the last call left
                 request.metrics[j].metricId = metric_id
             source.prev, source.cur = source.cur, source.prev
             try:
                 result = nv.nvmlGpmMetricsGet(request)
             except nv.NVMLError:
                 continue
+            names = source.names
             for j in range(len(self._metric_ids)):
                 metric = result.metrics[j]
-                suffix = self._metric_ids.get(int(metric.metricId))
+                name = names.get(int(metric.metricId))
                 # the first interval can read NaN (seen for DRAM on an H200): no reading, not a value
-                if suffix and metric.nvmlReturn == nv.NVML_SUCCESS and math.isfinite(metric.value):
-                    values[source.prefix + suffix] = float(metric.value)
+                if name and metric.nvmlReturn == nv.NVML_SUCCESS and math.isfinite(metric.value):
+                    values[name] = float(metric.value)
         return values
 
     def close(self) -> None:

@@ -3,7 +3,8 @@
 Under collocation several workloads share one GPU, so device-wide readings cannot say
 who used what. This listener keeps only NVML's per-process entries
 (nvmlDeviceGetComputeRunningProcesses, nvmlDeviceGetProcessUtilization) whose pid is
-in the workload's process tree (the target pid and its descendants, found with psutil).
+in the workload's process tree (the target pid and its descendants, found with psutil: listed again once a
+second, and at once when NVML shows a process the last listing does not hold).
 
 Values per visible GPU i: `gpu{i}_proc_count` (workload processes on the GPU) and
 `gpu{i}_proc_mem_mib` (their GPU memory), every interval; `gpu{i}_proc_sm_pct` and
@@ -32,6 +33,9 @@ MIB = 1024 * 1024
 # nvmlDeviceGetProcessUtilization costs ~2 ms of driver CPU a call (H100, driver 580; the running-process
 # list ~0.01 ms): at most this often, asking for the samples since the last read.
 UTIL_EVERY_S = 1.0
+# Listing the tree walks /proc (every process of the host): at most this often. A process on the GPU that the
+# last listing does not hold makes it list again at once, so a new worker is counted from its first sample.
+TREE_EVERY_S = 1.0
 
 
 def process_tree(pid: int | None) -> set[int]:
@@ -57,24 +61,37 @@ class GpuProcsListener(NvmlListenerBase):
         self._util_read_at = float("-inf")  # time.monotonic() of the last utilization read
         self._offset_s: float | None = None  # added to driver timestamps to get epoch seconds
         self._pids: set[int] = set()  # every process of the workload seen so far (the exited ones' samples count)
+        self._tree: set[int] = set()  # the last listing of the workload's tree
+        self._listed_at = float("-inf")  # time.monotonic() of that listing
+        self._foreign: set[int] = set()  # pids on the GPU that the last listing did not hold: not the workload's
 
     def open_devices(self, nv) -> None:
         self.devices = resolve(self.target.cuda_visible_devices)
         now = time.time()
         self._util_read_at = time.monotonic()
+        self._list_tree(self._util_read_at)
         for d in self.devices:
             self._utilization(nv, d, set(), f"gpu{d.index}_proc_", now)  # the backlog: newest timestamp, clock
+
+    def _list_tree(self, mono: float) -> set[int]:
+        self._listed_at = mono
+        self._tree = process_tree(self.target.pid)
+        self._pids |= self._tree
+        return self._tree
 
     def sample(self) -> list[Reading]:
         nv = nvml()
         now = time.time()
-        pids = process_tree(self.target.pid)
+        mono = time.monotonic()
+        if mono - self._listed_at >= TREE_EVERY_S or not self._tree:  # empty: no workload pid yet
+            self._foreign.clear()  # the same sample re-learns them, with no listing more
+            pids = self._list_tree(mono)
+        else:
+            pids = self._tree
         if not pids:
             return []
-        self._pids |= pids
         values: dict[str, float] = {}
         util: list[Reading] = []
-        mono = time.monotonic()
         # half an interval of slack: at the period's tick despite the monitor's jitter
         util_due = mono - self._util_read_at >= max(UTIL_EVERY_S, self.interval) - self.interval / 2
         if util_due:
@@ -86,6 +103,11 @@ class GpuProcsListener(NvmlListenerBase):
             except nv.NVMLError:
                 procs = None
             if procs is not None:
+                unknown = {int(proc.pid) for proc in procs} - pids - self._foreign
+                if unknown and self._listed_at != mono:  # a process started since the last listing?
+                    pids = self._list_tree(mono)
+                if unknown:
+                    self._foreign = (self._foreign | unknown) - pids
                 mine = [proc for proc in procs if int(proc.pid) in pids]
                 values[p + "count"] = float(len(mine))
                 used = [proc.usedGpuMemory for proc in mine if proc.usedGpuMemory is not None]

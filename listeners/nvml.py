@@ -15,6 +15,7 @@ A reading the GPU does not support is dropped after its first failure.
 """
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -55,9 +56,17 @@ ENERGY_EVERY_S = 5.0
 PCIE_EVERY_S = 5.0
 
 
+@functools.lru_cache(maxsize=None)
+def _throttle_names(prefix: str) -> tuple[tuple[tuple[int, str], ...], str]:
+    """The metric names for one GPU's prefix, built once, not at every sample."""
+    return (tuple((bit, f"{prefix}throttle_{name}_bool") for bit, name in THROTTLE_REASONS.items()),
+            f"{prefix}throttle_mask_bits")
+
+
 def decode_throttle(prefix: str, mask: int) -> dict[str, float]:
-    values = {f"{prefix}throttle_{name}_bool": float(bool(mask & bit)) for bit, name in THROTTLE_REASONS.items()}
-    values[f"{prefix}throttle_mask_bits"] = float(mask)
+    bits, mask_name = _throttle_names(prefix)
+    values = {name: 1.0 if mask & bit else 0.0 for bit, name in bits}
+    values[mask_name] = float(mask)
     return values
 
 
@@ -127,8 +136,11 @@ class NvmlListener(NvmlListenerBase):
         gpu = d.parent_handle if d.parent_handle is not None else d.handle
         every = self.requested_interval
         slow = lambda period: max(period, every)  # noqa: E731
-        one = lambda name, fn, scale=1.0: _Reader(  # noqa: E731
-            p + name, lambda: {p + name: float(fn()) * scale})
+
+        def one(name: str, fn, scale: float = 1.0) -> _Reader:
+            key = p + name
+            return _Reader(key, lambda: {key: float(fn()) * scale})
+
         readers: list[_Reader] = []
 
         buffer = PowerSamples(gpu)
@@ -161,9 +173,11 @@ class NvmlListener(NvmlListenerBase):
         except nv.NVMLError:
             self.dropped.append(p + "energy_j")
 
+        util_key, mem_util_key = p + "util_pct", p + "mem_util_pct"
+
         def utilization():
             u = nv.nvmlDeviceGetUtilizationRates(d.handle)
-            return {p + "util_pct": float(u.gpu), p + "mem_util_pct": float(u.memory)}
+            return {util_key: float(u.gpu), mem_util_key: float(u.memory)}
 
         def throttle():
             try:

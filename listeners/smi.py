@@ -9,6 +9,7 @@ nvidia-smi refuse the whole query.
 from __future__ import annotations
 
 import csv
+import functools
 import re
 import shutil
 import subprocess
@@ -87,8 +88,22 @@ def parse_number(text: str) -> float | None:
     return value if value == value and abs(value) != float("inf") else None
 
 
+@functools.lru_cache(maxsize=4)
+def _minute(text: str) -> float:
+    """Epoch seconds of a local `2026/11/21 21:33` (raises ValueError); a stream asks the same one ~600 times."""
+    return datetime.strptime(text, "%Y/%m/%d %H:%M").timestamp()
+
+
 def parse_timestamp(text: str) -> float | None:
     """nvidia-smi writes local time as `2026/11/21 21:33:07.123`."""
+    text = text.strip()
+    if len(text) >= 19 and text[16] == ":" and text[17:19].isdigit():  # the minute once, then the seconds
+        try:
+            seconds = float(text[17:])
+            if seconds < 60:
+                return _minute(text[:16]) + seconds
+        except (ValueError, OverflowError, OSError):
+            pass
     for fmt in ("%Y/%m/%d %H:%M:%S.%f", "%Y/%m/%d %H:%M:%S"):
         try:
             return datetime.strptime(text.strip(), fmt).timestamp()
@@ -146,15 +161,20 @@ class RowParser:
         self.by_field = {field: suffix for suffix, field in suffixes.items()}
         self.ordinal = ordinal  # physical index -> workload ordinal; None: the same
         self.energy_start: dict[int, float] = {}
+        self._names: dict[int, dict[str, str]] = {}  # GPU -> {suffix: metric name}, built once per GPU
 
     def __call__(self, line: str, received: float) -> list[Reading] | None:
-        try:
-            rows = list(csv.reader([line], skipinitialspace=True))
-        except csv.Error:
+        if '"' in line:  # quoted cells (never seen from nvidia-smi): the csv module's reading
+            try:
+                rows = list(csv.reader([line], skipinitialspace=True))
+            except csv.Error:
+                return None
+            cells = rows[0] if rows else []
+        else:
+            cells = line.split(",")
+        if len(cells) != len(self.columns):
             return None
-        if not rows or len(rows[0]) != len(self.columns):
-            return None
-        row = dict(zip(self.columns, (cell.strip() for cell in rows[0])))
+        row = dict(zip(self.columns, (cell.strip() for cell in cells)))
         index = parse_number(row.get("index", ""))
         if index is None or index < 0 or index != int(index):
             return None
@@ -164,7 +184,10 @@ class RowParser:
             return []
         when = parse_timestamp(row.get("timestamp", "")) or received
         values: dict[str, float] = {}
-        prefix = f"smi_gpu{gpu}_"
+        names = self._names.get(gpu)
+        if names is None:
+            prefix = f"smi_gpu{gpu}_"
+            names = self._names[gpu] = {n: prefix + n for n in [*self.by_field.values(), *REASON_BITS]}
         for field, suffix in self.by_field.items():
             value = parse_number(row.get(field, ""))
             if value is None:
@@ -172,12 +195,12 @@ class RowParser:
             if suffix == "clock_reasons":
                 mask = int(value)
                 for name, bits in REASON_BITS.items():
-                    values[prefix + name] = 1.0 if mask & bits else 0.0
+                    values[names[name]] = 1.0 if mask & bits else 0.0
             elif suffix == "energy_j":  # driver counter in mJ since driver load; report since open
                 start = self.energy_start.setdefault(physical, value)
-                values[prefix + suffix] = (value - start) / 1000.0
+                values[names[suffix]] = (value - start) / 1000.0
             else:
-                values[prefix + suffix] = value
+                values[names[suffix]] = value
         return [Reading(when, values)] if values else []
 
 

@@ -1,7 +1,9 @@
 """CPU, memory and I/O of the workload's own process tree (psutil), plus the host's totals.
 
-The tree (Target.pid and every descendant) is listed again at every sample, so
-workers started later are counted and finished ones drop out. CPU percentages
+The tree (Target.pid and every descendant) is listed again once a second (a listing
+walks /proc: every process of the host) and at the next sample after a member vanished,
+so workers started later are counted within a second and finished ones drop out; each
+member's counters are read every sample. CPU percentages
 need two readings of the same process; psutil keeps the previous one on the
 Process object, so those objects are kept between samples (keyed by pid and
 creation time, so a reused pid is a new process).
@@ -13,12 +15,15 @@ left too (the root, an orphan) keeps its last reading here.
 """
 from __future__ import annotations
 
+import time
+
 import psutil
 
 from listeners.base import Listener, ListenerError, Target
 
 MIB = 1024 * 1024
 GONE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
+LIST_EVERY_S = 1.0
 
 
 class TopListener(Listener):
@@ -38,6 +43,8 @@ class TopListener(Listener):
         self._io_done = [0, 0]  # bytes read/written by tree members that have since exited
         self._io_last: dict[tuple[int, float], tuple[int, int]] = {}
         self._ppid: dict[tuple[int, float], int] = {}
+        self._members: list[tuple[tuple[int, float], psutil.Process]] = []
+        self._listed_at = float("-inf")  # time.monotonic() of the last listing
         psutil.cpu_percent(None)  # the first call only sets the baseline
         if self.target.pid is not None:
             try:
@@ -52,6 +59,10 @@ class TopListener(Listener):
                     pass
 
     def _tree(self) -> list[tuple[tuple[int, float], psutil.Process]]:
+        now = time.monotonic()
+        if now - self._listed_at < LIST_EVERY_S:
+            return self._members
+        self._listed_at = now
         try:
             members = [self._root, *self._root.children(recursive=True)]
         except GONE:
@@ -80,7 +91,8 @@ class TopListener(Listener):
                 self._io_done[0] += last[0] - start[0]
                 self._io_done[1] += last[1] - start[1]
         self._procs = current
-        return list(current.items())
+        self._members = list(current.items())
+        return self._members
 
     def read(self) -> dict[str, float]:
         values: dict[str, float] = {}
@@ -99,8 +111,15 @@ class TopListener(Listener):
                             io_now = (io.read_bytes, io.write_bytes)
                         except (AttributeError, psutil.AccessDenied):
                             io_now = None
-                except GONE:
-                    continue  # vanished between listing and reading
+                except GONE as exc:
+                    if isinstance(exc, psutil.NoSuchProcess):  # exited since the listing: list again next time
+                        self._listed_at = float("-inf")
+                        last = self._io_last.get(key)
+                        if last and self._ppid.get(key) not in {pid for pid, _ in self._procs}:
+                            start = self._io_start.get(key, (0, 0))  # as the listing will count it
+                            io_read += last[0] - start[0]
+                            io_write += last[1] - start[1]
+                    continue
                 cpu += cpu_now
                 rss += rss_now
                 threads += threads_now

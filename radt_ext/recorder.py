@@ -13,6 +13,7 @@ from listeners import registry
 from listeners.base import Listener, ListenerError, Reading, Target
 from radt_ext.errors import UsageError
 from radt_ext.monitor import Monitor
+from radt_ext.point_filter import PointFilter
 from radt_ext.summaries import Summaries
 from radt_ext.writer import MetricWriter
 
@@ -64,26 +65,40 @@ class Recorder:
         self.workload_runs = workload_runs  # WorkloadRuns: the points also go to the runs the workload started
         self.summaries = Summaries()
         self.writer = MetricWriter(client, run_id, tracking_uri)
+        self.points = PointFilter(self.writer.add)  # the store gets the points that say something new
         self.monitor = Monitor(listeners, self._sink)
+        self._keys: dict[str, str] = {}  # listener name -> metric key, built once per name
         self.started = self.stopped = None
 
     def _sink(self, listener: str, reading: Reading) -> None:
-        ts = int(reading.time * 1000)
-        step = max(0, int((reading.time - self.t0) * 1000))
+        t = reading.time
+        values = []
         for name, value in reading.values.items():
             if value is None:
                 continue
             value = float(value)  # not a number: raises here, before it reaches the writer's batch
-            if value != value:  # NaN: MLflow stores it, but it means "no reading"
-                continue
-            self.writer.add(PREFIX + name, value, ts, step)
-            self.summaries.add(name, reading.time, value)
-            if self.keep is not None and self.keep.match(name):
-                times, values = self._kept.setdefault(name, (array("d"), array("d")))
-                times.append(reading.time)
-                values.append(value)
-            if self.workload_runs is not None:
-                self.workload_runs.add(name, reading.time, value)
+            if value == value:  # NaN: MLflow stores it, but it means "no reading"
+                values.append((name, value))
+        if not values:
+            return
+        self.summaries.add_all(t, values)
+        ts = int(t * 1000)
+        step = max(0, int((t - self.t0) * 1000))
+        keys = self._keys
+        add = self.points.add
+        for name, value in values:
+            key = keys.get(name)
+            if key is None:
+                key = keys[name] = PREFIX + name
+            add(key, value, ts, step)
+        if self.keep is not None:
+            for name, value in values:
+                if self.keep.match(name):
+                    times, kept = self._kept.setdefault(name, (array("d"), array("d")))
+                    times.append(t)
+                    kept.append(value)
+        if self.workload_runs is not None:
+            self.workload_runs.add_all(t, values)
 
     @property
     def series(self) -> dict[str, list[tuple[float, float]]]:
@@ -99,6 +114,7 @@ class Recorder:
     def stop(self) -> None:
         self.monitor.stop()
         self.stopped = time.time()
+        self.points.flush()
         self.writer.close()
 
     def summary(self, progress: dict[str, float] | None = None) -> dict[str, float]:
@@ -117,6 +133,7 @@ class Recorder:
                 tags[f"radt_ext.listener_error.{name}"] = state.error[:4000]
         tags["radt_ext.metrics_sent"] = str(self.writer.sent)
         tags["radt_ext.metrics_stored"] = str(self.writer.stored)
+        tags["radt_ext.metrics_repeated"] = str(self.points.received - self.points.passed)
         if self.writer.spooled:
             tags["radt_ext.metrics_spooled"] = str(self.writer.spooled)
             tags["radt_ext.spool_file"] = str(self.writer.spool_path)

@@ -30,8 +30,10 @@ class Stat:
             self.integral += (t - self.last_t) * (v + self.last_v) / 2.0
         self.count += 1
         self.total += v
-        self.min = min(self.min, v)
-        self.max = max(self.max, v)
+        if v < self.min:
+            self.min = v
+        if v > self.max:
+            self.max = v
         self.last_t, self.last_v = t, v
 
     @property
@@ -67,6 +69,16 @@ class Summaries:
             if stat is None:
                 stat = self._stats[name] = Stat()
             stat.add(t, value)
+
+    def add_all(self, t: float, values) -> None:
+        """Several metrics read at one time t: (name, value) pairs."""
+        stats = self._stats
+        with self._lock:
+            for name, value in values:
+                stat = stats.get(name)
+                if stat is None:
+                    stat = stats[name] = Stat()
+                stat.add(t, value)
 
     def stat(self, name: str) -> Stat | None:
         return self._stats.get(name)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from mlflow.entities import Metric, ViewType
 
 from radt_ext.markers import TAG_MONITOR_RUN, TAG_START_ID
+from radt_ext.point_filter import PointFilter
 from radt_ext.summaries import Summaries
 from radt_ext.writer import MetricWriter, first_line
 
@@ -46,6 +47,7 @@ class WorkloadRun:
     start: float  # s since the epoch
     end: float | None = None
     writer: MetricWriter | None = None
+    points: PointFilter | None = None  # in front of the writer: points that repeat a value are held back
     summaries: Summaries = field(default_factory=lambda: Summaries(counters_from_zero=False))
 
 
@@ -72,6 +74,10 @@ class WorkloadRuns:
     # -- the sampling path ---------------------------------------------------------
     def add(self, name: str, t: float, value: float) -> None:
         self._pending.append((t, name, value))
+
+    def add_all(self, t: float, values) -> None:
+        """Several metrics read at one time t: (name, value) pairs."""
+        self._pending.extend((t, name, value) for name, value in values)
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> "WorkloadRuns":
@@ -180,6 +186,7 @@ class WorkloadRuns:
             if info.status in ENDED:
                 found_run.end = (info.end_time or info.start_time) / 1000.0
             found_run.writer = MetricWriter(self.client, info.run_id, self.tracking_uri).start()
+            found_run.points = PointFilter(found_run.writer.add)
             self.runs[info.run_id] = found_run
             self._open.append(found_run)
         now = time.time()
@@ -208,11 +215,12 @@ class WorkloadRuns:
             t, name, value = pending.popleft()
             for run in self._open:
                 if run.start <= t and (run.end is None or t <= run.end):
-                    run.writer.add(PREFIX + name, value, int(t * 1000), int((t - run.start) * 1000))
+                    run.points.add(PREFIX + name, value, int(t * 1000), int((t - run.start) * 1000))
                     run.summaries.add(name, t, value)
 
     def _finalise(self, run: WorkloadRun) -> None:
         self._open.remove(run)
+        run.points.flush()
         run.writer.close()
         end = run.end if run.end is not None else time.time()
         summary = run.summaries.result(max(0.0, end - run.start))
@@ -220,6 +228,7 @@ class WorkloadRuns:
         tags = dict(self.tags)
         tags["radt_ext.metrics_sent"] = str(run.writer.sent)
         tags["radt_ext.metrics_stored"] = str(run.writer.stored)
+        tags["radt_ext.metrics_repeated"] = str(run.points.received - run.points.passed)
         if run.writer.spooled:
             tags["radt_ext.metrics_spooled"] = str(run.writer.spooled)
             tags["radt_ext.spool_file"] = str(run.writer.spool_path)

@@ -147,6 +147,7 @@ def test_monitor_cost_measures_the_monitor_process_and_its_threads(tmp_path, tra
                         "--phases", "idle", "--listeners", "nvml", trace=trace)
     process, by_thread = result["rows"]
     assert "error" not in process and process["listeners"] == "nvml" and process["points_stored"] > 0
+    assert process["children_cpu_pct_of_core"] == 0.0  # nvml starts no tool process
     assert "error" not in by_thread and set(by_thread["cpu_pct_by_thread"]) == {"nvml", "writer"}
 
 

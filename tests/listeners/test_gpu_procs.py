@@ -151,3 +151,38 @@ def test_process_tree_holds_descendants():
         child.kill()
         child.wait()
     assert process_tree(None) == set()
+
+
+def test_a_process_on_the_gpu_that_the_last_listing_missed_is_counted_at_once(replay, monkeypatch):
+    """The tree is listed at open and then about once a second; a process NVML shows that the last listing
+    does not hold (a worker started since) makes it list again in the same sample."""
+    import listeners.gpu_procs as gpu_procs
+
+    load_pid = replay["meta"]["load"]["pid"]
+    root = load_pid + 100_000  # the workload's root, never on the GPU
+    listings = []
+
+    def late_worker(pid):  # the worker (the recording's matmul process) starts right after open
+        listings.append(pid)
+        return {root} if len(listings) == 1 else {root, load_pid}
+
+    monkeypatch.setattr(gpu_procs, "process_tree", late_worker)
+    listener = GpuProcsListener(Target(pid=root, cuda_visible_devices=None), 1e-6)
+    listener.open()
+    try:
+        counts = [r.values["gpu0_proc_count"] for _ in range(6) for r in listener.sample()
+                  if "gpu0_proc_count" in r.values]
+    finally:
+        listener.close()
+    assert counts == [1] * 6
+    assert len(listings) >= 2
+
+def test_a_strangers_process_on_the_gpu_does_not_make_the_tree_listed_every_sample(replay, monkeypatch):
+    import listeners.gpu_procs as gpu_procs
+
+    listings = []
+    real = gpu_procs.process_tree
+    monkeypatch.setattr(gpu_procs, "process_tree", lambda pid: listings.append(pid) or real(pid))
+    values = readings(os.getpid(), 10)  # the recorded GPU's processes are none of this test's tree
+    assert all(v["gpu0_proc_count"] == 0 for v in values)
+    assert len(listings) < len(values)  # not one listing a sample

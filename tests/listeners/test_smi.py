@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 from listeners.base import ListenerError, Target
 from listeners.smi import (RowParser, SmiListener, choose_fields, parse_gpu_list, parse_number,
-                           supported_fields, visible_gpus)
+                           parse_timestamp, supported_fields, visible_gpus)
 from standins import calls, collect, smi_fixture_dir, use_standins
 
 FIXTURE = smi_fixture_dir()
@@ -158,6 +158,24 @@ def test_row_values_missing_markers_and_reason_bits():
                               "smi_gpu0_pstate_level": 2.0}
     assert reading.time != 1.0  # the timestamp column, not the receive time
     assert parse("2026/01/02 03:04:05.678, 0, GPU-x", 1.0) is None  # wrong column count
+
+
+def test_timestamps_read_as_local_time_to_the_millisecond():
+    from datetime import datetime
+
+    for text in ("2026/11/21 21:33:07.123", "2026/11/21 21:33:59.999", "2026/11/21 21:34:00.000",
+                 "2026/01/02 03:04:05", " 2026/12/31 23:59:59.5 "):
+        fmt = "%Y/%m/%d %H:%M:%S.%f" if "." in text else "%Y/%m/%d %H:%M:%S"
+        assert parse_timestamp(text) == pytest.approx(datetime.strptime(text.strip(), fmt).timestamp(), abs=1e-6)
+    for text in ("", "garbage", "2026/11/21 21:33:61.0", "2026/13/21 21:33:07.1"):
+        assert parse_timestamp(text) is None, text
+
+
+def test_a_quoted_cell_is_read_as_csv():
+    columns = ["timestamp", "index", "name", "power.draw"]
+    parse = RowParser(columns, {"power_w": "power.draw"}, None)
+    [reading] = parse('2026/01/02 03:04:05.678, 0, "GPU, with a comma", 71.5', 1.0)
+    assert reading.values == {"smi_gpu0_power_w": 71.5}
 
 
 def test_visible_gpus_follows_cuda_rules():

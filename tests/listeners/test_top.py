@@ -95,3 +95,43 @@ def test_io_of_members_that_exit_is_counted_once_and_never_drops(tmp_path):
     # cumulative, counted once: the parent's counters take in a child it has reaped (as Linux does)
     writes = [s.values["proc_write_mib"] for s in (alive, after, later, final)]
     assert 2.0 <= writes[0] <= writes[1] == writes[2] == writes[3] < 3.0, writes
+
+
+SPAWNS = """
+import subprocess, sys, time
+print("ready", flush=True)
+sys.stdin.readline()
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+print("spawned", flush=True)
+sys.stdin.readline()
+child.kill()
+"""
+
+
+def test_a_child_started_later_is_counted_within_a_second(tmp_path):
+    """The tree is listed again about once a second (each member's counters are read every sample)."""
+    script = tmp_path / "spawns.py"
+    script.write_text(SPAWNS)
+    workload = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                text=True)
+    listener = TopListener(Target(pid=workload.pid), 0.1)
+    try:
+        assert workload.stdout.readline() == "ready\n"
+        listener.open()
+        [before] = listener.sample()
+        workload.stdin.write("go\n"), workload.stdin.flush()
+        assert workload.stdout.readline() == "spawned\n"
+        spawned = time.monotonic()
+        counts = []
+        while time.monotonic() - spawned < 2.0 and 2 not in counts:
+            time.sleep(0.1)
+            counts += [r.values["proc_count"] for r in listener.sample()]
+        seen_after = time.monotonic() - spawned
+        workload.stdin.write("\n"), workload.stdin.flush()
+        workload.wait(10)
+    finally:
+        listener.close()
+        workload.kill()
+        workload.wait()
+    assert before.values["proc_count"] == 1
+    assert 2 in counts and seen_after < 1.5, (counts, seen_after)
