@@ -111,4 +111,5 @@ def test_validate_writes_summary_and_cases(tmp_path):
     summary = json.loads(out.read_text())
     cases = pd.read_csv(out.with_suffix(".csv"))
     assert summary["cases"] == len(cases) == 32
-    assert summary["time"]["median_error"] == pytest.approx(cases.time_error.median())
+    # the cases CSV holds 6 significant digits, so its median agrees to about 5e-6 relative
+    assert summary["time"]["median_error"] == pytest.approx(cases.time_error.median(), rel=1e-5)
