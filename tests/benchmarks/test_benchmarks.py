@@ -151,6 +151,18 @@ def test_monitor_cost_measures_the_monitor_process_and_its_threads(tmp_path, tra
     assert "error" not in by_thread and set(by_thread["cpu_pct_by_thread"]) == {"nvml", "writer"}
 
 
+def test_monitor_threads_splits_the_monitor_process_by_thread(tmp_path, tracking_uri):
+    trace = buffer_trace(tmp_path)
+    result = run_script("monitor_threads", tmp_path, tracking_uri, "--seconds", "0.5", "--settle", "0.2",
+                        "--sets", "nvml", trace=trace)
+    sleeping, nvml_init, monitor = result["rows"]
+    assert sleeping["what"] == "python, sleeping" and len(sleeping["threads"]) >= 1
+    assert "error" in nvml_init or nvml_init["threads"]  # without a driver NVML cannot initialise: one line
+    assert "error" not in monitor and monitor["what"] == "monitor process, nvml"
+    assert len(monitor["threads"]) >= 4  # main, writer, the listener's, stdin and signal threads
+    assert monitor["cpu_pct_of_core"] == pytest.approx(sum(monitor["threads"].values()), abs=0.01)
+
+
 def test_energy_fidelity_error_is_zero_for_an_exact_series():
     from benchmarks.energy_fidelity import compare
 
