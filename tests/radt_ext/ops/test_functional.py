@@ -12,12 +12,7 @@ from radt_ext.ops.capture import capture
 CPU = torch.device("cpu")
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _functional(calls):
