@@ -35,6 +35,10 @@ from benchmarks.common import fmt, table, write_results
 RATES_HZ = (1, 10, 20)
 
 
+POWER_ENERGY = "nvml power+energy"
+SINGLE = (POWER_ENERGY, "nvml", "gpm")  # what open_listener opens; any other kind is a listener set
+
+
 def power_energy_listener(interval: float):
     """The `nvml` listener reading only power and energy (what a 20 Hz energy trace needs)."""
     from listeners.base import Target
@@ -54,7 +58,7 @@ def open_listener(kind: str, interval: float = 0.1):
 
     reset()  # NVML replay only: each listener replays the trace from its start (its GPM buffer labels match)
 
-    if kind == "nvml power+energy":
+    if kind == POWER_ENERGY:
         return power_energy_listener(interval)
     lst = (NvmlListener if kind == "nvml" else GpmListener)(Target(), interval)
     lst.open()
@@ -110,7 +114,7 @@ def recorder_cpu(kind: str, rate: float, seconds: float, settle: float, client, 
     from radt_ext.recorder import Recorder, select_listeners
 
     run = client.create_run(experiment_id, run_name=f"{kind}-{rate:g}hz")
-    if "+" in kind or kind == "all":
+    if kind not in SINGLE:
         spec = None if kind == "all" else kind.replace("+", ",")
         listeners, _ = select_listeners(spec, 1.0 / rate, Target(pid=os.getpid()))
     else:
@@ -218,7 +222,7 @@ def main(argv=None) -> int:
     experiment_id = client.create_experiment(f"benchmark-sampling-{int(time.time())}")
 
     part_a = []
-    for kind in ("nvml power+energy", "nvml", "gpm"):
+    for kind in SINGLE:
         try:
             part_a.append(max_rate(kind, args.max_rate_seconds))
         except Exception as exc:
@@ -226,7 +230,7 @@ def main(argv=None) -> int:
         print(part_a[-1], flush=True)
 
     part_b = []
-    in_process = [("nvml power+energy", float(r)) for r in args.power_energy_rates.split(",") if r] + \
+    in_process = [(POWER_ENERGY, float(r)) for r in args.power_energy_rates.split(",") if r] + \
         [("gpm", float(r)) for r in args.gpm_rates.split(",") if r]
     for kind, rate in in_process:
         try:
