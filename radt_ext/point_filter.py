@@ -37,7 +37,12 @@ class PointFilter:
         # None: an exempt key
         self._state: dict[str, list | None] = {}
         self.received = 0
-        self.passed = 0  # received - passed: points not stored (after flush(): each repeated the one before)
+        self.passed = 0
+
+    @property
+    def held_back(self) -> int:
+        """Points not stored (after flush(): each repeated the one before)."""
+        return self.received - self.passed
 
     def add(self, key: str, value: float, timestamp_ms: int, step: int) -> None:
         self.received += 1

@@ -67,7 +67,6 @@ class Recorder:
         self.writer = MetricWriter(client, run_id, tracking_uri)
         self.points = PointFilter(self.writer.add)  # the store gets the points that say something new
         self.monitor = Monitor(listeners, self._sink)
-        self._keys: dict[str, str] = {}  # listener name -> metric key, built once per name
         self.started = self.stopped = None
 
     def _sink(self, listener: str, reading: Reading) -> None:
@@ -84,13 +83,8 @@ class Recorder:
         self.summaries.add_all(t, values)
         ts = int(t * 1000)
         step = max(0, int((t - self.t0) * 1000))
-        keys = self._keys
-        add = self.points.add
         for name, value in values:
-            key = keys.get(name)
-            if key is None:
-                key = keys[name] = PREFIX + name
-            add(key, value, ts, step)
+            self.points.add(PREFIX + name, value, ts, step)
         if self.keep is not None:
             for name, value in values:
                 if self.keep.match(name):
@@ -133,7 +127,7 @@ class Recorder:
                 tags[f"radt_ext.listener_error.{name}"] = state.error[:4000]
         tags["radt_ext.metrics_sent"] = str(self.writer.sent)
         tags["radt_ext.metrics_stored"] = str(self.writer.stored)
-        tags["radt_ext.metrics_repeated"] = str(self.points.received - self.points.passed)
+        tags["radt_ext.metrics_repeated"] = str(self.points.held_back)
         if self.writer.spooled:
             tags["radt_ext.metrics_spooled"] = str(self.writer.spooled)
             tags["radt_ext.spool_file"] = str(self.writer.spool_path)

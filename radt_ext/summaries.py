@@ -64,11 +64,7 @@ class Summaries:
         self._lock = threading.Lock()
 
     def add(self, name: str, t: float, value: float) -> None:
-        with self._lock:
-            stat = self._stats.get(name)
-            if stat is None:
-                stat = self._stats[name] = Stat()
-            stat.add(t, value)
+        self.add_all(t, ((name, value),))
 
     def add_all(self, t: float, values) -> None:
         """Several metrics read at one time t: (name, value) pairs."""

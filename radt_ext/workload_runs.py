@@ -72,9 +72,6 @@ class WorkloadRuns:
         self._thread = threading.Thread(target=self._loop, name="radt-workload-runs", daemon=True)
 
     # -- the sampling path ---------------------------------------------------------
-    def add(self, name: str, t: float, value: float) -> None:
-        self._pending.append((t, name, value))
-
     def add_all(self, t: float, values) -> None:
         """Several metrics read at one time t: (name, value) pairs."""
         self._pending.extend((t, name, value) for name, value in values)
@@ -228,7 +225,7 @@ class WorkloadRuns:
         tags = dict(self.tags)
         tags["radt_ext.metrics_sent"] = str(run.writer.sent)
         tags["radt_ext.metrics_stored"] = str(run.writer.stored)
-        tags["radt_ext.metrics_repeated"] = str(run.points.received - run.points.passed)
+        tags["radt_ext.metrics_repeated"] = str(run.points.held_back)
         if run.writer.spooled:
             tags["radt_ext.metrics_spooled"] = str(run.writer.spooled)
             tags["radt_ext.spool_file"] = str(run.writer.spool_path)
