@@ -56,6 +56,9 @@ class Listener:
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     default_interval: ClassVar[float] = 1.0
+    # The shortest interval a global `--interval` sets for a listener whose every sample costs
+    # milliseconds of driver CPU; only the listener's own interval (`--listeners gpm:0.1`) goes below.
+    min_interval: ClassVar[float] = 0.0
 
     def __init__(self, target: Target, interval: float | None = None):
         self.target = target

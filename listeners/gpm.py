@@ -2,7 +2,8 @@
 
 GPM metrics are rates between two samples, so each GPU (or MIG GPU instance) keeps two
 sample buffers: every `sample()` fills one and asks NVML for the metrics between it and
-the previous one. Names: `gpu{i}_sm_active_pct` for a whole GPU, `gpu{i}_mig{gi}_sm_active_pct`
+the previous one. Each value is the exact average over the interval, so a longer interval loses
+time resolution, not accuracy. Names: `gpu{i}_sm_active_pct` for a whole GPU, `gpu{i}_mig{gi}_sm_active_pct`
 for GPU instance `gi` (a MIG device the workload sees, or each instance of a MIG-mode GPU).
 """
 from __future__ import annotations
@@ -64,7 +65,10 @@ def gpm_support_reason(nv, device: GpuDevice) -> str | None:
 class GpmListener(NvmlListenerBase):
     name = "gpm"
     description = "SM, tensor, DRAM and FP pipe activity per GPU and MIG instance (NVML GPM, Hopper+)"
-    default_interval = 0.2
+    default_interval = 0.5
+    # nvmlGpmMetricsGet costs ~1.7 ms of driver CPU a call however many metrics it asks for (H100,
+    # docs/benchmarks): at most twice a second unless asked for explicitly (`gpm:0.1`)
+    min_interval = 0.5
 
     def __init__(self, target: Target, interval: float | None = None):
         super().__init__(target, interval)

@@ -1,11 +1,18 @@
-"""The monitor: one thread per listener, each sampling at its own interval.
+"""The monitor: one thread samples every listener, each at its own interval.
 
-Readings go to a sink (the recorder: writer + summaries). A listener that fails
-to open, or fails `MAX_FAILURES` samples in a row, is stopped and its error kept
-for the run's tags; the other listeners and the workload carry on.
+One thread, not one per listener: each wake-up of a sleeping thread costs more CPU than the
+readings it takes (the core's caches are cold again after every sleep, measured in
+docs/benchmarks), so the listeners due at the same moment are read in one wake-up. Streaming
+listeners (nvidia-smi, dcgmi, perf) read their tool in a thread of their own and only hand over
+their queue here.
+
+Readings go to a sink (the recorder: writer + summaries). A listener that fails to open, or
+fails `MAX_FAILURES` samples in a row, is stopped, closed and its error kept for the run's tags;
+the other listeners and the workload carry on.
 """
 from __future__ import annotations
 
+import heapq
 import logging
 import threading
 import time
@@ -28,6 +35,11 @@ class ListenerState:
     last_sample_at: float = float("-inf")  # time.monotonic() of the last successful sample
     error: str | None = None  # the last failure, kept even if the listener recovered
     gave_up: bool = False
+    opened: bool = False
+    closed: bool = False
+    failures: int = 0  # failed samples in a row
+    start: float = 0.0  # time.monotonic() its schedule counts from
+    tick: int = 0  # its last scheduled tick
 
 
 class Monitor:
@@ -41,10 +53,9 @@ class Monitor:
         self._closed = False  # stop() returned: the writer may be closed, the summary taken
 
     def start(self) -> "Monitor":
-        for state in self.states.values():
-            thread = threading.Thread(target=self._run, args=(state,), name=f"radt-{state.listener.name}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
+        thread = threading.Thread(target=self._run, name="radt-monitor", daemon=True)
+        thread.start()
+        self._threads.append(thread)
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -59,48 +70,69 @@ class Monitor:
     def errors(self) -> dict[str, str]:
         return {name: s.error for name, s in self.states.items() if s.error}
 
-    def _run(self, state: ListenerState) -> None:
-        listener = state.listener
+    def _run(self) -> None:
+        live = [state for state in self.states.values() if not self._stop.is_set() and self._open(state)]
         try:
-            listener.open()
+            self._sample_loop(live)
+        finally:
+            for state in live:
+                self._finish(state)
+
+    def _open(self, state: ListenerState) -> bool:
+        try:
+            state.listener.open()
         except Exception as exc:
             self._fail(state, "open", exc)
             state.gave_up = True
-            try:  # release what it opened before failing (an NVML init, a tool process)
-                listener.close()
-            except Exception as close_exc:
-                log.debug("closing %s after a failed open: %s", listener.name, close_exc)
-            return
-        try:
-            self._sample_loop(state)
-        finally:
-            # one last reading so counters (energy) cover the whole run
-            gap = min(self.final_gap, listener.interval / 2)
-            if not state.gave_up and time.monotonic() - state.last_sample_at >= gap:
-                self._sample_once(state)
-            if not state.gave_up:
-                self._sample_once(state, closing=True)
-            try:
-                listener.close()
-            except Exception as exc:
-                log.debug("closing %s: %s", listener.name, exc)
+            self._close(state)  # release what it opened before failing (an NVML init, a tool process)
+            return False
+        state.opened = True
+        return True
 
-    def _sample_loop(self, state: ListenerState) -> None:
-        interval = state.listener.interval
-        start = time.monotonic()
-        tick = 0
-        failures = 0
-        while not self._stop.is_set():
+    def _sample_loop(self, live: list[ListenerState]) -> None:
+        now = time.monotonic()
+        queue: list[tuple[float, int, ListenerState]] = []  # (due, order, state)
+        for order, state in enumerate(live):
+            state.start = now
+            queue.append((now, order, state))
+        heapq.heapify(queue)
+        while queue and not self._stop.is_set():
+            due, order, state = queue[0]
+            wait = due - time.monotonic()
+            if wait > 0:
+                self._stop.wait(wait)
+                continue
+            heapq.heappop(queue)
             if self._sample_once(state):
-                failures = 0
+                state.failures = 0
             else:
-                failures += 1
-                if failures >= MAX_FAILURES:
+                state.failures += 1
+                if state.failures >= MAX_FAILURES:
                     state.gave_up = True
-                    return
+                    self._close(state)
+                    continue
             # absolute schedule: no drift; ticks missed while a sample was slow are skipped
-            tick = max(tick + 1, int((time.monotonic() - start) / interval) + 1)
-            self._stop.wait(max(0.0, start + tick * interval - time.monotonic()))
+            interval = state.listener.interval
+            state.tick = max(state.tick + 1, int((time.monotonic() - state.start) / interval) + 1)
+            heapq.heappush(queue, (state.start + state.tick * interval, order, state))
+
+    def _finish(self, state: ListenerState) -> None:
+        """One last reading so counters (energy) cover the whole run, the closing reading, close()."""
+        if not state.gave_up:
+            gap = min(self.final_gap, state.listener.interval / 2)
+            if time.monotonic() - state.last_sample_at >= gap:
+                self._sample_once(state)
+            self._sample_once(state, closing=True)
+        self._close(state)
+
+    def _close(self, state: ListenerState) -> None:
+        if state.closed:
+            return
+        state.closed = True
+        try:
+            state.listener.close()
+        except Exception as exc:
+            log.debug("closing %s: %s", state.listener.name, exc)
 
     def _sample_once(self, state: ListenerState, closing: bool = False) -> bool:
         try:

@@ -52,7 +52,10 @@ def select_listeners(spec: str | None, interval: float | None, target: Target) -
             skipped[sel.name] = reason
             continue
         cls = registry.load(sel.name)
-        chosen.append(cls(target, sel.interval if sel.interval is not None else interval))
+        if sel.interval is not None:
+            chosen.append(cls(target, sel.interval))
+        else:
+            chosen.append(cls(target, None if interval is None else max(interval, cls.min_interval)))
     return chosen, skipped
 
 

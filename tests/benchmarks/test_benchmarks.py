@@ -148,7 +148,7 @@ def test_monitor_cost_measures_the_monitor_process_and_its_threads(tmp_path, tra
     process, by_thread = result["rows"]
     assert "error" not in process and process["listeners"] == "nvml" and process["points_stored"] > 0
     assert process["children_cpu_pct_of_core"] == 0.0  # nvml starts no tool process
-    assert "error" not in by_thread and set(by_thread["cpu_pct_by_thread"]) == {"nvml", "writer"}
+    assert "error" not in by_thread and set(by_thread["cpu_pct_by_thread"]) == {"monitor", "writer"}
 
 
 def test_monitor_threads_splits_the_monitor_process_by_thread(tmp_path, tracking_uri):
@@ -159,7 +159,7 @@ def test_monitor_threads_splits_the_monitor_process_by_thread(tmp_path, tracking
     assert sleeping["what"] == "python, sleeping" and len(sleeping["threads"]) >= 1
     assert "error" in nvml_init or nvml_init["threads"]  # without a driver NVML cannot initialise: one line
     assert "error" not in monitor and monitor["what"] == "monitor process, nvml"
-    assert len(monitor["threads"]) >= 4  # main, writer, the listener's, stdin and signal threads
+    assert len(monitor["threads"]) >= 4  # main, writer, the monitor's, stdin and signal threads
     assert monitor["cpu_pct_of_core"] == pytest.approx(sum(monitor["threads"].values()), abs=0.01)
 
 

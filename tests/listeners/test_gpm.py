@@ -164,3 +164,13 @@ def test_real_gpu_gpm_reads_sm_activity(monkeypatch):
     finally:
         listener.close()
     assert 0 <= values["gpu0_sm_active_pct"] <= 100
+
+
+def test_a_global_interval_leaves_gpm_at_its_floor_and_its_own_interval_goes_below(trace):
+    from radt_ext.recorder import select_listeners
+
+    chosen, _ = select_listeners("nvml,gpm", 0.1, Target())
+    assert {lst.name: lst.interval for lst in chosen} == {"nvml": 0.1, "gpm": GpmListener.min_interval}
+    assert GpmListener.min_interval > 0.1
+    chosen, _ = select_listeners("nvml,gpm:0.1", 2.0, Target())
+    assert {lst.name: lst.interval for lst in chosen} == {"nvml": 2.0, "gpm": 0.1}
