@@ -78,7 +78,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--settle", type=float, default=2.0)
     ap.add_argument("--rate", type=float, default=10.0)
-    ap.add_argument("--sets", default="nvml,top,gpu_procs", help="listener sets, each measured alone")
+    ap.add_argument("--sets", default="nvml,top,gpu_procs", help="listener sets, each measured alone (all: every available listener)")
     ap.add_argument("--out", default="benchmark-results")
     args = ap.parse_args(argv)
 
@@ -94,8 +94,8 @@ def main(argv=None) -> int:
         run = client.create_run(experiment, run_name=f"threads-{listeners}")
         configs.append((f"monitor process, {listeners}",
                         [sys.executable, "-m", "radt_ext.monitor_process", "--run-id", run.info.run_id,
-                         "--tracking-uri", uri, "--pid", str(os.getpid()), "--interval", str(1.0 / args.rate),
-                         "--listeners", listeners], True))
+                         "--tracking-uri", uri, "--pid", str(os.getpid()), "--interval", str(1.0 / args.rate)]
+                        + ([] if listeners == "all" else ["--listeners", listeners]), True))
     rows = []
     for what, cmd, ready in configs:
         try:

@@ -21,8 +21,7 @@ from __future__ import annotations
 import time
 from typing import Mapping
 
-import psutil
-
+from listeners import process_tree as tree
 from listeners.base import Reading, Target
 from listeners.devices import GpuDevice, resolve
 from listeners.nvml_backend import nvml
@@ -38,14 +37,9 @@ UTIL_EVERY_S = 1.0
 TREE_EVERY_S = 1.0
 
 
-def process_tree(pid: int | None) -> set[int]:
-    """The pid and every descendant still alive; just {pid} when psutil cannot see it."""
-    if pid is None:
-        return set()
-    try:
-        return {pid} | {p.pid for p in psutil.Process(pid).children(recursive=True)}
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return {pid}
+def process_tree(pid: int | None, max_age: float = 0.0) -> set[int]:
+    """The pid and every descendant still alive (a listing at most `max_age` s old, shared with `top`)."""
+    return tree.pids(pid, max_age)
 
 
 class GpuProcsListener(NvmlListenerBase):
@@ -73,9 +67,9 @@ class GpuProcsListener(NvmlListenerBase):
         for d in self.devices:
             self._utilization(nv, d, set(), f"gpu{d.index}_proc_", now)  # the backlog: newest timestamp, clock
 
-    def _list_tree(self, mono: float) -> set[int]:
+    def _list_tree(self, mono: float, max_age: float = 0.0) -> set[int]:
         self._listed_at = mono
-        self._tree = process_tree(self.target.pid)
+        self._tree = process_tree(self.target.pid, max_age)
         self._pids |= self._tree
         return self._tree
 
@@ -85,7 +79,7 @@ class GpuProcsListener(NvmlListenerBase):
         mono = time.monotonic()
         if mono - self._listed_at >= TREE_EVERY_S or not self._tree:  # empty: no workload pid yet
             self._foreign.clear()  # the same sample re-learns them, with no listing more
-            pids = self._list_tree(mono)
+            pids = self._list_tree(mono, TREE_EVERY_S / 2)  # `top`'s listing of this tick, if it made one
         else:
             pids = self._tree
         if not pids:

@@ -1,7 +1,8 @@
 """CPU, memory and I/O of the workload's own process tree (psutil), plus the host's totals.
 
 The tree (Target.pid and every descendant) is listed again once a second (a listing
-walks /proc: every process of the host) and at the next sample after a member vanished,
+walks /proc: every process of the host; `listeners/process_tree.py` shares it with `gpu_procs`)
+and at the next sample after a member vanished,
 so workers started later are counted within a second and finished ones drop out; each
 member's counters are read every sample. CPU percentages
 need two readings of the same process; psutil keeps the previous one on the
@@ -19,11 +20,12 @@ import time
 
 import psutil
 
+from listeners import process_tree as tree
 from listeners.base import Listener, ListenerError, Target
 
 MIB = 1024 * 1024
 GONE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
-LIST_EVERY_S = 1.0
+LIST_EVERY_S = tree.LIST_EVERY_S
 
 
 class TopListener(Listener):
@@ -62,9 +64,11 @@ class TopListener(Listener):
         now = time.monotonic()
         if now - self._listed_at < LIST_EVERY_S:
             return self._members
+        # a member just vanished (_listed_at -inf): a listing of now; else `gpu_procs`' of this tick will do
+        max_age = 0.0 if self._listed_at == float("-inf") else LIST_EVERY_S / 2
         self._listed_at = now
         try:
-            members = [self._root, *self._root.children(recursive=True)]
+            members = tree.members(self._root, max_age)
         except GONE:
             members = []
         current: dict[tuple[int, float], psutil.Process] = {}

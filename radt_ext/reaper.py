@@ -14,7 +14,9 @@ import threading
 
 import psutil
 
-POLL_S = 0.1
+# A poll lists the host's processes (psutil reads every one to find the children): a few ms on a host
+# with a few hundred. Once a second; one that escapes between polls is found by its marker at the end.
+POLL_S = 1.0
 
 
 class ProcessTree:

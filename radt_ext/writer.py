@@ -46,8 +46,9 @@ MAX_BATCH = 1000  # MLflow's limit of metrics per log_batch call
 BULK_BATCH = 10_000  # points per transaction on the direct path: fewer commits (each an fsync in SQLite)
 MAX_TAGS = 100  # MLflow's limit of tags per log_batch call
 # A flush costs about the same CPU whatever its size (a thread woken from sleep, one commit), so it
-# comes every few seconds: the MLflow UI still sees a run's points within that time.
+# comes every few seconds; the first comes after one, so a run shows its first points at once.
 FLUSH_EVERY_S = 5.0
+FIRST_FLUSH_S = 1.0
 ENV_SPOOL_DIR = "RADT_EXT_SPOOL_DIR"
 LOCKED = ("database is locked", "database table is locked", "database is busy")
 
@@ -190,8 +191,10 @@ class MetricWriter:
 
     # -- the thread -----------------------------------------------------------------
     def _loop(self) -> None:
-        while not self._stop.wait(self.flush_interval):
+        wait = min(FIRST_FLUSH_S, self.flush_interval)
+        while not self._stop.wait(wait):
             self._drain()
+            wait = self.flush_interval
         self._drain()
 
     def _take_all(self) -> list[Point]:

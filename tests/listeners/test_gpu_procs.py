@@ -118,14 +118,14 @@ def test_the_closing_read_keeps_the_last_second_of_an_exited_workload(replay, mo
     import listeners.gpu_procs as gpu_procs
 
     load_pid = replay["meta"]["load"]["pid"]
-    monkeypatch.setattr(gpu_procs, "process_tree", lambda pid: {load_pid} if pid == load_pid else set())
+    monkeypatch.setattr(gpu_procs, "process_tree", lambda pid, *_: {load_pid} if pid == load_pid else set())
     listener = GpuProcsListener(Target(pid=load_pid, cuda_visible_devices=None), 0.2)
     listener.open()
     try:
         nv = nvml_backend.nvml()
         for _ in range(60):  # the recording moves on, into the load, between two reads
             listener.sample()
-        monkeypatch.setattr(gpu_procs, "process_tree", lambda pid: set())  # psutil no longer sees it
+        monkeypatch.setattr(gpu_procs, "process_tree", lambda pid, *_: set())  # psutil no longer sees it
         listener.target.pid = None
         closing = listener.closing_sample()
     finally:
@@ -162,7 +162,7 @@ def test_a_process_on_the_gpu_that_the_last_listing_missed_is_counted_at_once(re
     root = load_pid + 100_000  # the workload's root, never on the GPU
     listings = []
 
-    def late_worker(pid):  # the worker (the recording's matmul process) starts right after open
+    def late_worker(pid, *_):  # the worker (the recording's matmul process) starts right after open
         listings.append(pid)
         return {root} if len(listings) == 1 else {root, load_pid}
 
@@ -182,7 +182,7 @@ def test_a_strangers_process_on_the_gpu_does_not_make_the_tree_listed_every_samp
 
     listings = []
     real = gpu_procs.process_tree
-    monkeypatch.setattr(gpu_procs, "process_tree", lambda pid: listings.append(pid) or real(pid))
+    monkeypatch.setattr(gpu_procs, "process_tree", lambda pid, *a: listings.append(pid) or real(pid, *a))
     values = readings(os.getpid(), 10)  # the recorded GPU's processes are none of this test's tree
     assert all(v["gpu0_proc_count"] == 0 for v in values)
     assert len(listings) < len(values)  # not one listing a sample
