@@ -37,9 +37,12 @@ def per_call_us(fn: Callable[[], Any], n: int, spacing: float) -> float:
     return total / n / 1000.0
 
 
-def both(what: str, fn: Callable[[], Any], n: int, spacing: float, every_s: float | None = None) -> dict:
+def both(what: str, fn: Callable[[], Any], n: int, spacing: float, every_s: float | None = None,
+         sleep_s: float | None = None) -> dict:
+    """`every_s`: how often the monitor makes the call (for the share of a core); `sleep_s`: the sleep before
+    each spaced call (default `spacing`; the power drain sleeps its period, as what it returns grows with it)."""
     every = spacing if every_s is None else every_s
-    spaced = per_call_us(fn, n, every)
+    spaced = per_call_us(fn, n, spacing if sleep_s is None else sleep_s)
     warm = per_call_us(fn, n, 0.0)
     return {"what": what, "spaced_us": spaced, "warm_us": warm, "every_s": every,
             "pct_of_core": 100.0 * spaced / 1e6 / every}
@@ -72,13 +75,11 @@ def nvml_parts(n: int, spacing: float) -> list[dict]:
     rows = []
     try:
         for reader in lst._readers:
-            every = max(reader.every_s, spacing)
-            count = n if every <= spacing else max(3, min(n, int(20 / every)))
-            rows.append(both(f"nvml: {reader.name}", reader.read, count, spacing, every))
+            rows.append(both(f"nvml: {reader.name}", reader.read, n, spacing, max(reader.every_s, spacing)))
         for _, buffer, _ in lst._power.values():
             nv = nvml()
             rows.append(both("nvml: power buffer drain", lambda: buffer.drain(nv), max(3, min(n, 20)), spacing,
-                             buffer.drain_every_s))
+                             buffer.drain_every_s, buffer.drain_every_s))
         rows.append(both("nvml: whole sample()", lst.sample, n, spacing))
     finally:
         lst.close()
@@ -184,9 +185,10 @@ def main(argv=None) -> int:
             rows.append({"what": "part", "error": f"{type(exc).__name__}: {exc}".splitlines()[0]})
         for r in rows:
             print(r, flush=True)
-    text = table(["part", "spaced µs", "warm µs", "every s", "% of a core"],
+    text = (f"### CPU per call after {s:g} s asleep and back to back ({n} calls each)\n\n"
+            + table(["part", "spaced µs", "warm µs", "every s", "% of a core"],
                  [[r["what"], fmt(r.get("spaced_us")), fmt(r.get("warm_us")), fmt(r.get("every_s")),
-                   fmt(r.get("pct_of_core")) if "error" not in r else r["error"]] for r in rows])
+                   fmt(r.get("pct_of_core")) if "error" not in r else r["error"]] for r in rows]))
     print(text)
     write_results(args.out, "listener_cost", {"rows": rows, "args": vars(args)}, text)
     return 0

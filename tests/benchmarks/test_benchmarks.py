@@ -186,3 +186,16 @@ def test_logging_throughput_hour_is_read_back_complete(tmp_path, tracking_uri):
     assert hour["points"] == 10 * 10 * 30 and hour["stored"] == hour["points"]
     assert hour["read_back"]["complete"] is True
     assert result["paced"]["stored"] == result["paced"]["points"] > 0
+
+
+def test_listener_cost_measures_each_part_after_a_sleep_and_back_to_back(tmp_path, tracking_uri):
+    result = run_script("listener_cost", tmp_path, tracking_uri, "--samples", "3", "--spacing", "0.01",
+                        "--listeners", "nvml,top")
+    rows = {r["what"]: r for r in result["rows"]}
+    measured = [r for r in rows.values() if "error" not in r]
+    assert {"a thread waking only (Event.wait)", "recorder path, one reading of 20 values",
+            "nvml: whole sample()", "top: whole sample()"} <= set(rows)
+    assert any(w.startswith("nvml: gpu0_") for w in rows)  # each of the nvml listener's readings
+    for r in measured:
+        assert r["spaced_us"] > 0 and r["pct_of_core"] >= 0
+    assert all(r["error"] for r in rows.values() if "error" in r)  # a part the trace cannot answer: one line
