@@ -19,7 +19,7 @@ import sys
 import time
 
 from listeners.base import Listener, ListenerError, Reading, Target
-from listeners.streaming import StreamingProcess
+from listeners.streaming import DRAIN_EVERY_S, StreamingProcess
 
 TOOL = "dcgmi"
 
@@ -173,6 +173,7 @@ class DcgmListener(Listener):
         self.parser = DmonParser(ordinal)
         self.stream = StreamingProcess(argv, self.parser)
         self.stream.start(wait_first=min(5.0, max(1.0, 3 * self.interval)))
+        self.interval = max(self.interval, DRAIN_EVERY_S)  # the monitor drains; dcgmi keeps its -d
 
     def _open_bindings(self, ids, ordinal) -> None:
         module = import_bindings()

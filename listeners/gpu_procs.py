@@ -3,8 +3,8 @@
 Under collocation several workloads share one GPU, so device-wide readings cannot say
 who used what. This listener keeps only NVML's per-process entries
 (nvmlDeviceGetComputeRunningProcesses, nvmlDeviceGetProcessUtilization) whose pid is
-in the workload's process tree (the target pid and its descendants, found with psutil: listed again once a
-second, and at once when NVML shows a process the last listing does not hold).
+in the workload's process tree (the target pid and its descendants, found with psutil: listed again at once
+when NVML shows a process the last listing does not hold, and every TREE_EVERY_S in case a pid was reused).
 
 Values per visible GPU i: `gpu{i}_proc_count` (workload processes on the GPU) and
 `gpu{i}_proc_mem_mib` (their GPU memory), every interval; `gpu{i}_proc_sm_pct` and
@@ -32,9 +32,10 @@ MIB = 1024 * 1024
 # nvmlDeviceGetProcessUtilization costs ~2 ms of driver CPU a call (H100, driver 580; the running-process
 # list ~0.01 ms): at most this often, asking for the samples since the last read.
 UTIL_EVERY_S = 1.0
-# Listing the tree walks /proc (every process of the host): at most this often. A process on the GPU that the
-# last listing does not hold makes it list again at once, so a new worker is counted from its first sample.
-TREE_EVERY_S = 1.0
+# Listing the tree walks /proc (every process of the host). Only processes on the GPU matter here, and one that
+# the last listing does not hold makes it list again at once (a new worker counts from its first sample), so
+# the periodic listing only catches a pid reused by another process.
+TREE_EVERY_S = 10.0
 
 
 def process_tree(pid: int | None, max_age: float = 0.0) -> set[int]:
@@ -79,7 +80,7 @@ class GpuProcsListener(NvmlListenerBase):
         mono = time.monotonic()
         if mono - self._listed_at >= TREE_EVERY_S or not self._tree:  # empty: no workload pid yet
             self._foreign.clear()  # the same sample re-learns them, with no listing more
-            pids = self._list_tree(mono, TREE_EVERY_S / 2)  # `top`'s listing of this tick, if it made one
+            pids = self._list_tree(mono, 0.5)  # `top`'s listing of this tick, if it made one
         else:
             pids = self._tree
         if not pids:

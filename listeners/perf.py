@@ -14,7 +14,7 @@ import subprocess
 import time
 
 from listeners.base import Listener, ListenerError, Reading, Target
-from listeners.streaming import StreamingProcess
+from listeners.streaming import DRAIN_EVERY_S, StreamingProcess
 
 TOOL = "perf"
 HARDWARE_EVENTS = ("cycles", "instructions", "cache-misses", "branch-misses")
@@ -130,6 +130,7 @@ class PerfListener(Listener):
         self.stream = StreamingProcess(argv, self.parser, env={**os.environ, "LC_ALL": "C"})
         self.stream.start()
         self.parser.started = time.time()  # perf's interval clock starts once it has attached
+        self.interval = max(self.interval, DRAIN_EVERY_S)  # the monitor drains; perf keeps its -I
 
     def sample(self) -> list[Reading]:
         try:

@@ -16,7 +16,7 @@ import subprocess
 from datetime import datetime
 
 from listeners.base import Listener, ListenerError, Reading, Target
-from listeners.streaming import StreamingProcess
+from listeners.streaming import DRAIN_EVERY_S, StreamingProcess
 
 TOOL = "nvidia-smi"
 
@@ -258,6 +258,7 @@ class SmiListener(Listener):
         self.parser = RowParser(columns, self.fields, ordinal)
         self.stream = StreamingProcess(argv, self.parser)
         self.stream.start(wait_first=min(5.0, max(1.0, 3 * self.interval)))
+        self.interval = max(self.interval, DRAIN_EVERY_S)  # the monitor drains; the tool keeps its -lms
 
     def sample(self) -> list[Reading]:
         return self.stream.drain()

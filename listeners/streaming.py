@@ -19,6 +19,10 @@ from typing import Callable, Sequence
 
 from listeners.base import ListenerError, Reading
 
+# The tool writes at the listener's interval and each line is stamped as it arrives, so the monitor only
+# needs to drain the queue now and then: a listener's sample() comes at most this often.
+DRAIN_EVERY_S = 1.0
+
 # parser(line, received_time) -> readings (possibly empty); raising counts as "unusable line"
 Parser = Callable[[str, float], "list[Reading] | None"]
 

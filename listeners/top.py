@@ -3,8 +3,10 @@
 The tree (Target.pid and every descendant) is listed again once a second (a listing
 walks /proc: every process of the host; `listeners/process_tree.py` shares it with `gpu_procs`)
 and at the next sample after a member vanished,
-so workers started later are counted within a second and finished ones drop out; each
-member's counters are read every sample. CPU percentages
+so workers started later are counted within a second and finished ones drop out. Each
+member's CPU and memory are read every sample; its threads and I/O, and the host's memory,
+about once a second (every sample at intervals of a second or more), as each costs another
+/proc file a process. CPU percentages
 need two readings of the same process; psutil keeps the previous one on the
 Process object, so those objects are kept between samples (keyed by pid and
 creation time, so a reused pid is a new process).
@@ -47,6 +49,7 @@ class TopListener(Listener):
         self._ppid: dict[tuple[int, float], int] = {}
         self._members: list[tuple[tuple[int, float], psutil.Process]] = []
         self._listed_at = float("-inf")  # time.monotonic() of the last listing
+        self._reads = 0
         psutil.cpu_percent(None)  # the first call only sets the baseline
         if self.target.pid is not None:
             try:
@@ -100,21 +103,26 @@ class TopListener(Listener):
 
     def read(self) -> dict[str, float]:
         values: dict[str, float] = {}
+        # threads, I/O and the host's memory change slowly and cost a /proc file each: about once a second
+        full = self._reads % max(1, round(LIST_EVERY_S / self.interval)) == 0
+        self._reads += 1
         if self.target.pid is not None and hasattr(self, "_root"):
             cpu = rss = threads = count = 0.0
             tree = self._tree()
             io_read, io_write = self._io_done  # after _tree(): it adds the members that just left
             for key, proc in tree:
+                io_now = None
                 try:
                     with proc.oneshot():
                         cpu_now = proc.cpu_percent(None)
                         rss_now = proc.memory_info().rss
-                        threads_now = proc.num_threads()
-                        try:
-                            io = proc.io_counters()
-                            io_now = (io.read_bytes, io.write_bytes)
-                        except (AttributeError, psutil.AccessDenied):
-                            io_now = None
+                        if full:
+                            threads += proc.num_threads()
+                            try:
+                                io = proc.io_counters()
+                                io_now = (io.read_bytes, io.write_bytes)
+                            except (AttributeError, psutil.AccessDenied):
+                                pass
                 except GONE as exc:
                     if isinstance(exc, psutil.NoSuchProcess):  # exited since the listing: list again next time
                         self._listed_at = float("-inf")
@@ -126,25 +134,17 @@ class TopListener(Listener):
                     continue
                 cpu += cpu_now
                 rss += rss_now
-                threads += threads_now
                 count += 1
                 if io_now is not None:
                     start = self._io_start.setdefault(key, (0, 0))  # started after open(): all of it
                     self._io_last[key] = io_now
                     io_read += io_now[0] - start[0]
                     io_write += io_now[1] - start[1]
-            values.update(
-                proc_cpu_pct=cpu,
-                proc_rss_mib=rss / MIB,
-                proc_threads_count=threads,
-                proc_count=count,
-                proc_read_mib=io_read / MIB,
-                proc_write_mib=io_write / MIB,
-            )
-        memory = psutil.virtual_memory()
-        values.update(
-            host_cpu_pct=psutil.cpu_percent(None),
-            host_mem_used_mib=(memory.total - memory.available) / MIB,
-            host_mem_pct=memory.percent,
-        )
+            values.update(proc_cpu_pct=cpu, proc_rss_mib=rss / MIB, proc_count=count)
+            if full:
+                values.update(proc_threads_count=threads, proc_read_mib=io_read / MIB, proc_write_mib=io_write / MIB)
+        values["host_cpu_pct"] = psutil.cpu_percent(None)
+        if full:
+            memory = psutil.virtual_memory()
+            values.update(host_mem_used_mib=(memory.total - memory.available) / MIB, host_mem_pct=memory.percent)
         return values

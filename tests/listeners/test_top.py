@@ -35,11 +35,15 @@ def test_tree_with_grandchild_is_counted_and_a_stranger_is_not(tmp_path):
     assert counts[-1] == 0
     cpu = [s["proc_cpu_pct"] for s in samples]
     assert max(cpu) > 25 and max(cpu) > 2 * cpu[0]  # busy loops (100 = one core; the CI box is shared)
-    assert max(s["proc_threads_count"] for s in samples) >= 2
+    full = [s for s in samples if "proc_threads_count" in s]  # threads, I/O, host memory: about once a second
+    assert 0 < len(full) < len(samples)
+    assert max(s["proc_threads_count"] for s in full) >= 2
     # the grandchild's 2 MiB write survives its exit in the cumulative counter
-    assert samples[-1]["proc_write_mib"] >= 2.0
+    assert full[-1]["proc_write_mib"] >= 2.0
     for s in samples:
-        assert 0 <= s["host_cpu_pct"] <= 100 and 0 < s["host_mem_used_mib"] and 0 < s["host_mem_pct"] < 100
+        assert 0 <= s["host_cpu_pct"] <= 100
+    for s in full:
+        assert 0 < s["host_mem_used_mib"] and 0 < s["host_mem_pct"] < 100
 
 
 def test_probe_and_host_only():
@@ -73,7 +77,7 @@ def test_io_of_members_that_exit_is_counted_once_and_never_drops(tmp_path):
     script.write_text(STEPPED)
     workload = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, text=True)
-    listener = TopListener(Target(pid=workload.pid), 0.1)
+    listener = TopListener(Target(pid=workload.pid), 1.0)  # every sample reads I/O at 1 s
     try:
         assert workload.stdout.readline() == "ready\n"
         listener.open()
