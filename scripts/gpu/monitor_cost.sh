@@ -5,7 +5,7 @@
 #   b) the monitor process at 10 Hz per listener and all together, GPU idle; nvml and all under a bf16 load
 #   c) the same, nvml and all, GPU idle, with the code before
 #   d) CPU by thread, nvml and all (py-spy names the threads)
-# Run from the repository root: OUT=<dir> [BEFORE_DIR=<dir>] bash scripts/gpu/monitor_cost.sh  (LIMIT=560 s)
+# Run from the repository root: OUT=<dir> [BEFORE_DIR=<dir>] [LISTENER_COST=0: skip a] bash scripts/gpu/monitor_cost.sh  (LIMIT=560 s)
 # Writes $OUT/monitor_cost.tar.gz. DRY=<trace.json>: a tiny run on the replay, without a GPU.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
 export PATH=/tmp/site/bin:$PATH
@@ -13,6 +13,7 @@ set -u
 export PYTHONUNBUFFERED=1
 : "${OUT:?set OUT to the output directory}"
 LIMIT=${LIMIT:-560}
+LISTENER_COST=${LISTENER_COST:-1}
 MON_S=15 SETTLE=2 SAMPLES=30 THR_S=20
 if [ -n "${DRY:-}" ]; then MON_S=1 SETTLE=0.2 SAMPLES=3 THR_S=1; fi
 W=/tmp/monitor_cost; rm -rf $W; mkdir -p $W
@@ -29,8 +30,8 @@ part() {  # part NAME TIMEOUT_S command...: one part, under its own timeout; a f
 }
 
 { nvidia-smi --query-gpu=name,driver_version,power.limit --format=csv; nproc; ps -e | wc -l; } > $W/env.txt 2>&1
-part a_listener_cost 150 python3 -m benchmarks.listener_cost --samples $SAMPLES --out $W/listener_cost
-tail -n 22 $W/a_listener_cost.log
+[ "$LISTENER_COST" = 1 ] && part a_listener_cost 150 python3 -m benchmarks.listener_cost --samples $SAMPLES --out $W/listener_cost
+[ "$LISTENER_COST" = 1 ] && tail -n 22 $W/a_listener_cost.log
 part b_monitor_idle 200 python3 -m benchmarks.monitor_cost --seconds $MON_S --settle $SETTLE --rate 10 \
   --listeners nvml,gpm,smi,top,gpu_procs,all --phases idle --no-by-thread --out $W/monitor_idle
 tail -n 10 $W/b_monitor_idle.log
