@@ -2,9 +2,10 @@
 
 One thread, not one per listener: each wake-up of a sleeping thread costs more CPU than the
 readings it takes (the core's caches are cold again after every sleep, measured in
-docs/benchmarks), so the listeners due at the same moment are read in one wake-up. Streaming
-listeners (nvidia-smi, dcgmi, perf) read their tool in a thread of their own and only hand over
-their queue here.
+docs/benchmarks), so the listeners due at the same moment are read in one wake-up. Listeners open
+side by side, each in a short-lived thread, and each is sampled from the moment it is open.
+Streaming listeners (nvidia-smi, dcgmi, perf) read their tool in a thread of their own and only
+hand over their queue here.
 
 Readings go to a sink (the recorder: writer + summaries). A listener that fails to open, or
 fails `MAX_FAILURES` samples in a row, is stopped, closed and its error kept for the run's tags;
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+import queue
 import threading
 import time
 from dataclasses import dataclass
@@ -24,6 +26,7 @@ from listeners.base import Listener, Reading
 log = logging.getLogger(__name__)
 
 MAX_FAILURES = 3
+OPEN_GRACE_S = 10.0  # at stop, how long a listener still opening is waited for, to be closed
 FINAL_GAP_S = 0.02  # a last reading closer than this to the previous one would repeat it (same ms, 0 % CPU)
 Sink = Callable[[str, Reading], None]  # (listener name, reading)
 
@@ -35,7 +38,6 @@ class ListenerState:
     last_sample_at: float = float("-inf")  # time.monotonic() of the last successful sample
     error: str | None = None  # the last failure, kept even if the listener recovered
     gave_up: bool = False
-    opened: bool = False
     closed: bool = False
     failures: int = 0  # failed samples in a row
     start: float = 0.0  # time.monotonic() its schedule counts from
@@ -48,6 +50,7 @@ class Monitor:
         self.sink = sink
         self.final_gap = final_gap
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set by stop() and by each listener once it is open
         self._threads: list[threading.Thread] = []
         self._sink_lock = threading.Lock()
         self._closed = False  # stop() returned: the writer may be closed, the summary taken
@@ -60,6 +63,7 @@ class Monitor:
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
+        self._wake.set()
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
@@ -71,38 +75,69 @@ class Monitor:
         return {name: s.error for name, s in self.states.items() if s.error}
 
     def _run(self) -> None:
-        live = [state for state in self.states.values() if not self._stop.is_set() and self._open(state)]
+        # listeners open side by side (nvidia-smi's first line, an NVML init take a while); each is
+        # sampled from the moment it is open
+        opened: queue.SimpleQueue[ListenerState | None] = queue.SimpleQueue()
+        openers = [threading.Thread(target=self._open, args=(state, opened), name=f"radt-open-{name}", daemon=True)
+                   for name, state in self.states.items()]
+        for thread in openers:
+            thread.start()
+        live: list[ListenerState] = []
         try:
-            self._sample_loop(live)
+            self._sample_loop(opened, len(openers), live)
         finally:
+            deadline = time.monotonic() + OPEN_GRACE_S
+            for thread in openers:  # one still opening at stop: closed once it is open
+                thread.join(max(0.0, deadline - time.monotonic()))
+            live += self._take_opened(opened)
             for state in live:
                 self._finish(state)
 
-    def _open(self, state: ListenerState) -> bool:
+    def _open(self, state: ListenerState, opened: queue.SimpleQueue) -> None:
         try:
             state.listener.open()
         except Exception as exc:
             self._fail(state, "open", exc)
             state.gave_up = True
             self._close(state)  # release what it opened before failing (an NVML init, a tool process)
-            return False
-        state.opened = True
-        return True
+            opened.put(None)
+        else:
+            opened.put(state)
+        finally:
+            self._wake.set()
 
-    def _sample_loop(self, live: list[ListenerState]) -> None:
-        now = time.monotonic()
-        queue: list[tuple[float, int, ListenerState]] = []  # (due, order, state)
-        for order, state in enumerate(live):
-            state.start = now
-            queue.append((now, order, state))
-        heapq.heapify(queue)
-        while queue and not self._stop.is_set():
-            due, order, state = queue[0]
-            wait = due - time.monotonic()
-            if wait > 0:
-                self._stop.wait(wait)
+    @staticmethod
+    def _take_opened(opened: queue.SimpleQueue) -> list[ListenerState]:
+        out = []
+        while True:
+            try:
+                state = opened.get_nowait()
+            except queue.Empty:
+                return out
+            if state is not None:
+                out.append(state)
+
+    def _sample_loop(self, opened: queue.SimpleQueue, opening: int, live: list[ListenerState]) -> None:
+        heap: list[tuple[float, int, ListenerState]] = []  # (due, order, state)
+        while not self._stop.is_set():
+            self._wake.clear()  # before taking: an open that lands after this wakes the wait below
+            while opening:
+                try:
+                    state = opened.get_nowait()
+                except queue.Empty:
+                    break
+                opening -= 1
+                if state is not None:
+                    state.start = time.monotonic()
+                    live.append(state)
+                    heapq.heappush(heap, (state.start, len(live), state))
+            if not heap and not opening:
+                return
+            wait = heap[0][0] - time.monotonic() if heap else None
+            if wait is None or wait > 0:
+                self._wake.wait(wait)
                 continue
-            heapq.heappop(queue)
+            _, order, state = heapq.heappop(heap)
             if self._sample_once(state):
                 state.failures = 0
             else:
@@ -114,7 +149,7 @@ class Monitor:
             # absolute schedule: no drift; ticks missed while a sample was slow are skipped
             interval = state.listener.interval
             state.tick = max(state.tick + 1, int((time.monotonic() - state.start) / interval) + 1)
-            heapq.heappush(queue, (state.start + state.tick * interval, order, state))
+            heapq.heappush(heap, (state.start + state.tick * interval, order, state))
 
     def _finish(self, state: ListenerState) -> None:
         """One last reading so counters (energy) cover the whole run, the closing reading, close()."""

@@ -164,3 +164,43 @@ def test_a_value_that_is_no_number_is_the_listeners_failure_and_others_go_on(tra
     assert client.get_metric_history(run_id, "system/bad_w") == []  # nothing unusable reached the store
     assert len(client.get_metric_history(run_id, "system/cpu_s")) > 5  # the other listener went on
     assert recorder.writer.lost == 0
+
+
+class SlowOpen(Clock):
+    """A listener whose open takes a while (nvidia-smi's first line): the others are sampled meanwhile."""
+    name = "slow"
+
+    def __init__(self, interval, seconds):
+        super().__init__(interval)
+        self.seconds = seconds
+        self.opened_at = None
+
+    def open(self):
+        time.sleep(self.seconds)
+        self.opened_at = time.time()
+
+
+def test_listeners_open_side_by_side_and_each_is_sampled_once_open():
+    slow, fast = SlowOpen(interval=0.05, seconds=1.0), Clock(interval=0.05)
+    fast.name = "fast"
+    readings = []
+    monitor = Monitor([slow, fast], lambda name, r: readings.append((name, r.time)))
+    started = time.time()
+    monitor.start()
+    time.sleep(1.5)
+    monitor.stop()
+    fast_times = [t for name, t in readings if name == "fast"]
+    slow_times = [t for name, t in readings if name == "slow"]
+    assert fast_times and fast_times[0] - started < 0.5  # not held back by the slow open
+    assert slow_times and slow_times[0] >= slow.opened_at
+    assert len({name for name, _ in readings}) == 2
+
+
+def test_a_listener_still_opening_at_stop_is_closed_once_open():
+    slow = Counter(interval=0.05)
+    slow.open = lambda: time.sleep(0.5)
+    monitor = Monitor([slow], lambda name, r: None)
+    monitor.start()
+    time.sleep(0.1)
+    monitor.stop()
+    assert slow.events == ["closing", "close"]
