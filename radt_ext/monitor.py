@@ -5,7 +5,8 @@ readings it takes (the core's caches are cold again after every sleep, measured 
 docs/benchmarks), so the listeners due at the same moment are read in one wake-up. Listeners open
 side by side, each in a short-lived thread, and each is sampled from the moment it is open.
 Streaming listeners (nvidia-smi, dcgmi, perf) read their tool in a thread of their own and only
-hand over their queue here.
+hand over their queue here. The price: a listener call that hangs holds up the others' samples until
+it returns (a hung driver call would hold up every NVML listener anyway); stop() still returns on time.
 
 Readings go to a sink (the recorder: writer + summaries). A listener that fails to open, or
 fails `MAX_FAILURES` samples in a row, is stopped, closed and its error kept for the run's tags;
