@@ -12,7 +12,7 @@ RUNNING, when the run gets the command's status.
 Points wait in memory until their routing is known. A point read at time t is routed once nothing
 can still start or end before t unseen: no announced start is still unresolved, and the store
 was read at least ROUTE_LAG_S after t (a run's start and end times are taken by the workload's
-client just before it tells the store). `add()` is all the sampling path pays: one deque append.
+client just before it tells the store). `add_all()` is all the sampling path pays: a deque extended.
 """
 from __future__ import annotations
 
