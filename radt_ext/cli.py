@@ -91,7 +91,8 @@ def list_listeners():
         reason = registry.availability(name)
         try:
             cls = registry.load(name)
-            desc = f"{cls.description} (every {cls.default_interval:g} s)"
+            floor = f"; --interval goes no lower than {cls.min_interval:g} s" if cls.min_interval else ""
+            desc = f"{cls.description} (every {cls.default_interval:g} s{floor})"
         except Exception:
             desc = ""
         table.add_row(name, "no" if reason else "yes", reason or desc)
