@@ -199,3 +199,28 @@ def test_listener_cost_measures_each_part_after_a_sleep_and_back_to_back(tmp_pat
     for r in measured:
         assert r["spaced_us"] > 0 and r["pct_of_core"] >= 0
     assert all(r["error"] for r in rows.values() if "error" in r)  # a part the trace cannot answer: one line
+
+
+def test_tick_floor_measures_each_variant_in_a_process_of_its_own(tmp_path, tracking_uri):
+    trace = os.path.join(REPO, "listeners", "traces", "h100_power_samples.json")
+    result = run_script("tick_floor", tmp_path, tracking_uri, "--seconds", "0.5", "--settle", "0.2",
+                        "--repeats", "1", "--variants", "idle,wake,reads,listener,monitor_pinned", trace=trace)
+    runs = {r["variant"]: r for r in result["runs"]}
+    assert set(runs) == {"idle", "wake", "reads", "listener", "monitor_pinned"}
+    for name, r in runs.items():
+        assert r["wall_s"] >= 0.5 and r["cpu_s"] >= 0, r
+        assert (r["ticks"] > 0) == (name != "idle"), r  # idle wakes no thread
+    assert runs["monitor_pinned"]["pinned_cpu"] in os.sched_getaffinity(0)
+    assert not runs["monitor_pinned"].get("error")
+    power = next(b for b in result["buffers"] if b["buffer"] == "NVML_TOTAL_POWER_SAMPLES")
+    assert power["samples"] > 0 and power["median_spacing_ms"] > 0  # the recorded H100 buffer
+
+
+def test_ops_spread_measures_a_networks_rounds_back_to_back(tmp_path, tracking_uri):
+    pytest.importorskip("torch")
+    result = run_script("ops_spread", tmp_path, tracking_uri, "--configs", "mlp:8:fp32:training", "--rounds", "3",
+                        "--window", "0.02", "--device", "cpu")
+    rows = result["rows"]
+    assert {(r["variant"], r["phase"]) for r in rows} == {("timed", "forward"), ("timed", "backward")}
+    for r in rows:  # metered variants need the GPU's counter: on the CPU only the timed rounds
+        assert r["rounds"] == 3 and len(r["times_ms"]) == 3 and r["spread"] >= 0

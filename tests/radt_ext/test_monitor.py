@@ -204,3 +204,21 @@ def test_a_listener_still_opening_at_stop_is_closed_once_open():
     time.sleep(0.1)
     monitor.stop()
     assert slow.events == ["closing", "close"]
+
+
+def test_doorbell_keeps_a_ring_until_heard_and_otherwise_waits_its_timeout():
+    from radt_ext.monitor import Doorbell
+
+    bell = Doorbell()
+    bell.ring()
+    bell.ring()  # a second ring before anyone listened is the same ring
+    t = time.monotonic()
+    bell.wait(5.0)  # heard at once
+    assert time.monotonic() - t < 2.0
+    t = time.monotonic()
+    bell.wait(0.2)  # nothing rang since: the whole timeout
+    assert time.monotonic() - t >= 0.19
+    threading.Timer(0.1, bell.ring).start()
+    t = time.monotonic()
+    bell.wait(None)  # no timeout: until rung from another thread
+    assert time.monotonic() - t >= 0.05

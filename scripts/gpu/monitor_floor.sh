@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# What 10 Hz sampling of one GPU costs at the least, the monitor against it, and why a network's rounds
+# disagree, in one batch on one GPU:
+#   a) benchmarks.tick_floor: a process per variant (waking only; the nvml listener's driver calls alone;
+#      the listener; the monitor without the writer; pinned to one CPU), GPU idle
+#   b) benchmarks.monitor_cost: the monitor process behind track(), nvml and every listener, GPU idle, with
+#      this tree and, for comparison on the same machine, the code in $BEFORE_DIR (optional)
+#   c) benchmarks.ops_spread: networks measured round after round, metered, timed only, and after idle gaps
+# Run from the repository root: OUT=<dir> [BEFORE_DIR=<dir>] bash scripts/gpu/monitor_floor.sh
+# Writes $OUT/monitor_floor.tar.gz. DRY=<trace.json>: a tiny run on the replay, without a GPU.
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
+set -u
+export PYTHONUNBUFFERED=1
+: "${OUT:?set OUT to the output directory}"
+FLOOR_S=10 SETTLE=2 REPEATS=2 MON_S=15 ROUNDS=6 CONFIGS=
+if [ -n "${DRY:-}" ]; then FLOOR_S=0.5 SETTLE=0.2 REPEATS=1 MON_S=1 ROUNDS=2 CONFIGS="--configs mlp:8:fp32:training --device cpu --window 0.02"; fi
+W=/tmp/monitor_floor; rm -rf $W; mkdir -p $W
+export MLFLOW_TRACKING_URI=sqlite:///$W/mlflow.db RADT_EXT_SPOOL_DIR=$W/spool
+unset RADT_EXT_NVML_REPLAY
+[ -n "${DRY:-}" ] && export RADT_EXT_NVML_REPLAY=$DRY
+
+part() {  # part NAME TIMEOUT_S command...: one part, under its own timeout; a failure never stops the others
+  local name=$1 limit=$2; shift 2
+  echo "== $name at ${SECONDS}s (timeout ${limit}s): $*"
+  timeout -k 10 "$limit" "$@" > "$W/$name.log" 2>&1
+  echo "== $name exited $? at ${SECONDS}s"
+}
+
+{ nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.sm,pstate --format=csv; nproc; ps -e | wc -l
+  head -n 30 /proc/cpuinfo | grep -m1 "model name"; python3 -c "import torch; print('torch', torch.__version__)"; } > $W/env.txt 2>&1
+cat $W/env.txt
+part a_tick_floor 260 python3 -m benchmarks.tick_floor --seconds $FLOOR_S --settle $SETTLE --repeats $REPEATS \
+  --out $W/tick_floor
+tail -n 22 $W/a_tick_floor.log
+part b_monitor_idle 90 python3 -m benchmarks.monitor_cost --seconds $MON_S --settle $SETTLE --rate 10 \
+  --listeners nvml,all --phases idle --no-by-thread --out $W/monitor_idle
+tail -n 6 $W/b_monitor_idle.log
+if [ -n "${BEFORE_DIR:-}" ] && [ -d "$BEFORE_DIR" ]; then
+  (cd "$BEFORE_DIR" && PYTHONPATH=/tmp/site:$PWD part b_monitor_before 90 python3 -m benchmarks.monitor_cost \
+    --seconds $MON_S --settle $SETTLE --rate 10 --listeners nvml,all --phases idle --no-by-thread --out $W/monitor_before)
+  tail -n 6 $W/b_monitor_before.log
+fi
+part c_ops_spread 200 python3 -m benchmarks.ops_spread --rounds $ROUNDS $CONFIGS --out $W/ops_spread
+tail -n 22 $W/c_ops_spread.log
+tar -czf $OUT/monitor_floor.tar.gz -C $W --exclude mlflow.db --exclude spool . && ls -la $OUT
+echo "== done at ${SECONDS}s"
