@@ -75,7 +75,8 @@ def nvml_parts(n: int, spacing: float) -> list[dict]:
     rows = []
     try:
         for reader in lst._readers:
-            rows.append(both(f"nvml: {reader.name}", reader.read, n, spacing, max(reader.every_s, spacing)))
+            rows.append(both(f"nvml: {reader.name}", lambda reader=reader: reader.read({}), n, spacing,
+                             max(reader.every_s, spacing)))
         for _, buffer, _ in lst._power.values():
             nv = nvml()
             rows.append(both("nvml: power buffer drain", lambda: buffer.drain(nv), max(3, min(n, 20)), spacing,

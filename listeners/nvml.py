@@ -48,9 +48,10 @@ FIELD_IDS = {
     "NVML_FI_DEV_POWER_AVERAGE": "power_avg_w",
     "NVML_FI_DEV_MEMORY_TEMP": "mem_temp_c",
 }
-# Each reading at a rate that fits its cost: the energy counter at open, at close and at most this
-# often in between (the summary's joules come from open and close, so they stay exact);
-ENERGY_EVERY_S = 5.0
+# Each reading at a rate that fits its cost: the energy counter (~5 ms of CPU a read) at open, at close
+# and at most this often in between (the summary's joules come from open and close, so they stay exact;
+# the 50 Hz power timeline shows the energy's course);
+ENERGY_EVERY_S = 30.0
 # NVML measures PCIe throughput over a ~20 ms window inside each call, ~0.8 ms of it CPU (H100): at most
 # this often.
 PCIE_EVERY_S = 5.0
@@ -94,10 +95,13 @@ def _permanent(nv) -> tuple:
 
 @dataclass
 class _Reader:
-    """One reading of one GPU and how often it is taken (`every_s`; 0: every sample)."""
+    """One reading of one GPU and how often it is taken (`every_s`; 0: every sample).
+
+    `read(out)` puts its values into `out`: one dict a sample, not one per reading (a sample's
+    Python after the thread's sleep costs about as much as its driver calls)."""
 
     name: str
-    read: Callable[[], Mapping[str, float]]
+    read: Callable[[dict], None]
     every_s: float = 0.0
     last: float = float("-inf")  # time.monotonic() of the last read
 
@@ -112,6 +116,7 @@ class NvmlListener(NvmlListenerBase):
         self.requested_interval = self.interval
         self.devices: list[GpuDevice] = []
         self._readers: list[_Reader] = []
+        self._permanent: tuple = ()  # the NVML errors after which a reading is dropped for good
         self._power: dict[int, tuple[str, PowerSamples, _Reader]] = {}  # index → (prefix, buffer, its reader)
         self._energy: dict[int, tuple[str, Any, float]] = {}  # index → (prefix, handle, counter at open in mJ)
         self._pending: list[Reading] = []  # energy 0 J at the moment of open, handed out by the first sample
@@ -119,6 +124,7 @@ class NvmlListener(NvmlListenerBase):
         self.dropped: list[str] = []  # readings this GPU does not support, as `gpu{i}_<name>`
 
     def open_devices(self, nv) -> None:
+        self._permanent = _permanent(nv)
         self.devices = resolve(self.target.cuda_visible_devices)
         self._tags = describe(self.devices)
         for d in self.devices:
@@ -137,16 +143,19 @@ class NvmlListener(NvmlListenerBase):
         every = self.requested_interval
         slow = lambda period: max(period, every)  # noqa: E731
 
-        def one(name: str, fn, scale: float = 1.0) -> _Reader:
+        def one(name: str, fn, *args, scale: float = 1.0) -> _Reader:
             key = p + name
-            return _Reader(key, lambda: {key: float(fn()) * scale})
+
+            def read(out: dict) -> None:
+                out[key] = float(fn(*args)) * scale
+            return _Reader(key, read)
 
         readers: list[_Reader] = []
 
         buffer = PowerSamples(gpu)
         reason = buffer.open(nv, time.time())
         if reason is None:
-            drain = _Reader(p + "power_w", lambda: {}, buffer.drain_every_s)
+            drain = _Reader(p + "power_w", lambda out: None, buffer.drain_every_s)
             drain.last = time.monotonic()
             self._power[d.index] = (p, buffer, drain)
             self._tags[f"gpu.{d.index}.power_source"] = (
@@ -159,7 +168,7 @@ class NvmlListener(NvmlListenerBase):
             if fields and "power_w" in fields.names:
                 source = "instantaneous power field (nvmlDeviceGetFieldValues)"
             else:  # no instantaneous power field: NVML's averaged reading
-                readers.append(one("power_w", lambda: nv.nvmlDeviceGetPowerUsage(gpu), 1e-3))
+                readers.append(one("power_w", nv.nvmlDeviceGetPowerUsage, gpu, scale=1e-3))
                 source = "averaged power (nvmlDeviceGetPowerUsage)"
             self._tags[f"gpu.{d.index}.power_source"] = f"point reads every {every:g} s, {source}: {reason}"
 
@@ -167,7 +176,8 @@ class NvmlListener(NvmlListenerBase):
             now = time.time()
             self._energy[d.index] = (p, gpu, energy_mj(nv, gpu))
             self._pending.append(Reading(now, {p + "energy_j": 0.0}))
-            energy = _Reader(p + "energy_j", lambda: self._read_energy(nv, d.index), slow(ENERGY_EVERY_S))
+            energy = _Reader(p + "energy_j", lambda out: out.update(self._read_energy(nv, d.index)),
+                             slow(ENERGY_EVERY_S))
             energy.last = time.monotonic()
             readers.append(energy)
         except nv.NVMLError:
@@ -175,30 +185,41 @@ class NvmlListener(NvmlListenerBase):
 
         util_key, mem_util_key = p + "util_pct", p + "mem_util_pct"
 
-        def utilization():
+        def utilization(out: dict) -> None:
             u = nv.nvmlDeviceGetUtilizationRates(d.handle)
-            return {util_key: float(u.gpu), mem_util_key: float(u.memory)}
+            out[util_key], out[mem_util_key] = float(u.gpu), float(u.memory)
 
-        def throttle():
+        old_reasons = nv.nvmlDeviceGetCurrentClocksThrottleReasons  # drivers before 535
+        reasons = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", old_reasons)
+        seen: list = [None, {}]  # the last mask and its decoded values: the mask seldom changes
+
+        def throttle(out: dict) -> None:
+            nonlocal reasons
             try:
-                mask = nv.nvmlDeviceGetCurrentClocksEventReasons(gpu)
-            except (AttributeError, nv.NVMLError_FunctionNotFound):  # drivers before 535
-                mask = nv.nvmlDeviceGetCurrentClocksThrottleReasons(gpu)
-            return decode_throttle(p, int(mask))
+                mask = reasons(gpu)
+            except nv.NVMLError_FunctionNotFound:
+                if reasons is old_reasons:
+                    raise
+                reasons = old_reasons
+                mask = reasons(gpu)
+            if mask != seen[0]:
+                seen[:] = [mask, decode_throttle(p, int(mask))]
+            out.update(seen[1])
 
-        def pcie():
-            return {
-                p + "pcie_tx_kibps": float(nv.nvmlDeviceGetPcieThroughput(gpu, nv.NVML_PCIE_UTIL_TX_BYTES)),
-                p + "pcie_rx_kibps": float(nv.nvmlDeviceGetPcieThroughput(gpu, nv.NVML_PCIE_UTIL_RX_BYTES)),
-            }
+        def memory(out: dict) -> None:
+            out[p + "mem_used_mib"] = nv.nvmlDeviceGetMemoryInfo(d.handle).used / MIB
+
+        def pcie(out: dict) -> None:
+            out[p + "pcie_tx_kibps"] = float(nv.nvmlDeviceGetPcieThroughput(gpu, nv.NVML_PCIE_UTIL_TX_BYTES))
+            out[p + "pcie_rx_kibps"] = float(nv.nvmlDeviceGetPcieThroughput(gpu, nv.NVML_PCIE_UTIL_RX_BYTES))
 
         return readers + [
-            one("temp_c", lambda: nv.nvmlDeviceGetTemperature(gpu, nv.NVML_TEMPERATURE_GPU)),
-            one("sm_clock_mhz", lambda: nv.nvmlDeviceGetClockInfo(gpu, nv.NVML_CLOCK_SM)),
-            one("mem_clock_mhz", lambda: nv.nvmlDeviceGetClockInfo(gpu, nv.NVML_CLOCK_MEM)),
-            _Reader(p + "util_pct", utilization),
-            one("mem_used_mib", lambda: nv.nvmlDeviceGetMemoryInfo(d.handle).used, 1.0 / MIB),
-            one("pstate_num", lambda: nv.nvmlDeviceGetPerformanceState(gpu)),
+            one("temp_c", nv.nvmlDeviceGetTemperature, gpu, nv.NVML_TEMPERATURE_GPU),
+            one("sm_clock_mhz", nv.nvmlDeviceGetClockInfo, gpu, nv.NVML_CLOCK_SM),
+            one("mem_clock_mhz", nv.nvmlDeviceGetClockInfo, gpu, nv.NVML_CLOCK_MEM),
+            _Reader(util_key, utilization),
+            _Reader(p + "mem_used_mib", memory),
+            one("pstate_num", nv.nvmlDeviceGetPerformanceState, gpu),
             _Reader(p + "pcie", pcie, slow(PCIE_EVERY_S)),
             _Reader(p + "throttle", throttle),
         ]
@@ -233,8 +254,7 @@ class NvmlListener(NvmlListenerBase):
         if not kept:
             return None
 
-        def read():
-            out = {}
+        def read(out: dict) -> None:
             for f in nv.nvmlDeviceGetFieldValues(gpu, ids):
                 name = kept.get(int(f.fieldId))
                 if name is None:
@@ -244,7 +264,6 @@ class NvmlListener(NvmlListenerBase):
                 except nv.NVMLError:
                     continue  # this entry failed this time; the others still count
                 out[p + name] = value / 1000.0 if name.endswith("_w") else value  # NVML reports mW
-            return out
 
         read.names = set(kept.values())
         return read
@@ -277,23 +296,23 @@ class NvmlListener(NvmlListenerBase):
         return not reader.every_s or now - reader.last >= reader.every_s - self.interval / 2
 
     def _read_due(self, now: float) -> dict[str, float]:
-        nv = nvml()
-        permanent = _permanent(nv)
         values: dict[str, float] = {}
-        dropped = []
-        for i, reader in enumerate(self._readers):
-            if not self._due(reader, now):
+        dropped = None
+        slack = self.interval / 2  # a reader as slow as the tick is taken every tick despite jitter
+        for reader in self._readers:
+            if reader.every_s and now - reader.last < reader.every_s - slack:
                 continue
             reader.last = now
             try:
-                values.update(reader.read())
-            except permanent:
-                dropped.append(i)
+                reader.read(values)
+            except self._permanent:
+                dropped = dropped or []
+                dropped.append(reader)
                 self.dropped.append(reader.name)
-            except nv.NVMLError:
+            except nvml().NVMLError:
                 pass  # a passing failure (timeout, busy): skip this reading this time
-        for i in reversed(dropped):
-            del self._readers[i]
+        if dropped:
+            self._readers = [r for r in self._readers if r not in dropped]
         return values
 
     def _drain(self, now: float) -> list[Reading]:
