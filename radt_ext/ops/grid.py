@@ -1,7 +1,8 @@
 """Profile a grid of models × batch sizes × precisions × modes inside a time budget.
 
 The minimum grid (every model at three batch sizes, both precisions, both modes) is planned
-first, middle batch size first, so what finishes is the most useful part; extra models follow
+first, middle batch size first (`--batches resnet50=256,dlrm=65536` gives a model batch sizes of
+your own, one or more), so what finishes is the most useful part; extra models follow
 only while time is left. Each profile is written (`<model>_b<batch>_<precision>_<mode>.csv`
 and `.json`) the moment it completes, so a run cut short keeps every finished profile.
 A profile whose estimated time does not fit in what is left is skipped, not started. A profile
@@ -28,17 +29,40 @@ EXTRA = ("mobilenet_v2",)
 TINY_BATCHES = (2, 4, 8)
 
 
-def plan(models, extra, precisions, modes, tiny: bool) -> list[tuple[str, int, str, str, bool]]:
-    """(model, batch, precision, mode, is_extra) in the order they run."""
+def plan(models, extra, precisions, modes, tiny: bool, batches: dict[str, tuple[int, ...]] | None = None
+         ) -> list[tuple[str, int, str, str, bool]]:
+    """(model, batch, precision, mode, is_extra) in the order they run: the middle batch size of each
+    model first, then the smallest, then the largest (and any further ones of `batches`)."""
+    batches = batches or {}
     items = []
     for group, is_extra in ((models, False), (extra, True)):
-        for bi in (1, 0, 2):
+        sizes = {}
+        for m in group:
+            own = batches.get(m) or (TINY_BATCHES if tiny else catalog.MODELS[m][2])
+            sizes[m] = [own[i] for i in (1, 0, *range(2, len(own)))] if len(own) > 1 else list(own)
+        for r in range(max((len(b) for b in sizes.values()), default=0)):
             for precision in precisions:
                 for model in group:
-                    batches = TINY_BATCHES if tiny else catalog.MODELS[model][2]
-                    for mode in modes:
-                        items.append((model, batches[bi], precision, mode, is_extra))
+                    if r < len(sizes[model]):
+                        for mode in modes:
+                            items.append((model, sizes[model][r], precision, mode, is_extra))
     return items
+
+
+def parse_batches(text: str) -> dict[str, tuple[int, ...]]:
+    """`resnet50=256,dlrm=65536:131072` -> {"resnet50": (256,), "dlrm": (65536, 131072)}."""
+    out: dict[str, tuple[int, ...]] = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        model, _, sizes = part.partition("=")
+        try:
+            values = tuple(int(v) for v in sizes.split(":"))
+        except ValueError:
+            values = ()
+        if not model or not values or min(values) < 1:
+            raise UsageError(f"--batches {part!r}: give MODEL=N or MODEL=N:N:N with whole numbers ≥ 1, "
+                             "e.g. resnet50=256,dlrm=65536")
+        out[model] = tuple(sorted(set(values), key=values.index))
+    return out
 
 
 def profile_name(model: str, batch: int, precision: str, mode: str) -> str:
@@ -65,7 +89,7 @@ def run(args) -> int:
     meter, facts, reason = open_meter(device, energy=not args.no_energy)
     print(f"ops grid on {facts.get('gpu_name', 'cpu')}: energy {'on' if meter else 'off (' + reason + ')'}", flush=True)
     items = plan(args.models.split(","), [e for e in args.extra.split(",") if e], args.precisions.split(","),
-                 args.modes.split(","), args.tiny)
+                 args.modes.split(","), args.tiny, args.batch_sizes)
     done: dict = {}
     log = open(out / "grid.jsonl", "a")
     counts = {"done": 0, "failed": 0, "skipped": 0, "kept": 0}
@@ -118,6 +142,7 @@ def main(argv=None) -> int:
     p.add_argument("--budget-s", type=float, default=450.0)
     p.add_argument("--models", default=",".join(MINIMUM))
     p.add_argument("--extra", default=",".join(EXTRA), help="models profiled only while time is left")
+    p.add_argument("--batches", default="", help="batch sizes of your own per model: MODEL=N[:N...],...")
     p.add_argument("--precisions", default="fp32,bf16")
     p.add_argument("--modes", default="training,inference")
     p.add_argument("--window-s", type=float, default=0.1, help="least length of one measurement window")
@@ -127,9 +152,16 @@ def main(argv=None) -> int:
     p.add_argument("--tiny", action="store_true", help="small inputs and batches (a dry run on the CPU)")
     p.add_argument("--no-energy", action="store_true")
     args = p.parse_args(argv)
-    for m in args.models.split(",") + [e for e in args.extra.split(",") if e]:
+    named = args.models.split(",") + [e for e in args.extra.split(",") if e]
+    for m in named:
         if m not in catalog.MODELS:
             p.error(f"unknown model {m!r}; choose from {', '.join(catalog.MODELS)}")
+    try:
+        args.batch_sizes = parse_batches(args.batches)
+    except UsageError as exc:
+        p.error(str(exc))
+    for m in set(args.batch_sizes) - set(named):
+        p.error(f"--batches names {m!r}, which is not among --models or --extra")
     return run(args)
 
 

@@ -90,3 +90,23 @@ def test_grid_run_again_keeps_what_it_wrote_and_measures_the_rest(tmp_path):
     assert dict(zip(log.profile, log.status)) == {"mlp_b4_fp32_inference": "kept", "mlp_b2_fp32_inference": "kept",
                                                    "mlp_b8_fp32_inference": "done"}
     assert first.read_text() == written and (tmp_path / "mlp_b8_fp32_inference.json").exists()
+
+
+def test_grid_batches_of_your_own_replace_a_models_and_keep_the_order(tmp_path):
+    items = grid.plan(["mlp", "dlrm"], [], ["bf16"], ["inference"], tiny=False,
+                      batches={"mlp": (64,), "dlrm": (8, 16, 32, 4)})
+    assert [(m, b) for m, b, *_ in items] == [("mlp", 64), ("dlrm", 16), ("dlrm", 8), ("dlrm", 32), ("dlrm", 4)]
+    assert grid.parse_batches("mlp=64, dlrm=8:16") == {"mlp": (64,), "dlrm": (8, 16)}
+    code = grid.main(["--out", str(tmp_path), "--tiny", "--device", "cpu", "--models", "mlp", "--extra=",
+                      "--precisions", "fp32", "--modes", "inference", "--batches", "mlp=3", "--budget-s", "60"])
+    assert code == 0
+    assert sorted(p.name for p in tmp_path.glob("*.csv")) == ["mlp_b3_fp32_inference.csv"]
+
+
+@pytest.mark.parametrize("bad", ["mlp=0", "mlp=x", "mlp", "=4", "resnet50=4"])
+def test_grid_refuses_bad_batches_in_one_line(bad, capsys):
+    with pytest.raises(SystemExit) as exc:
+        grid.main(["--out", "unused", "--tiny", "--device", "cpu", "--models", "mlp", "--extra=", "--batches", bad])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "--batches" in err[-1]
