@@ -224,3 +224,14 @@ def test_ops_spread_measures_a_networks_rounds_back_to_back(tmp_path, tracking_u
     assert {(r["variant"], r["phase"]) for r in rows} == {("timed", "forward"), ("timed", "backward")}
     for r in rows:  # metered variants need the GPU's counter: on the CPU only the timed rounds
         assert r["rounds"] == 3 and len(r["times_ms"]) == 3 and r["spread"] >= 0
+
+
+def test_ops_repeat_compares_two_runs_of_one_grid(tmp_path, tracking_uri):
+    runs = os.path.join(REPO, "docs", "ops", "runs", "h100_gpu_bound")
+    result = run_script("ops_repeat", tmp_path, tracking_uri, "--a", os.path.join(runs, "run1", "profiles.csv.gz"),
+                        "--b", os.path.join(runs, "run2", "profiles.csv.gz"))
+    rows, summary = result["rows"], result["summary"]
+    assert summary["profiles"] == len(rows) == 24  # every profile of the recorded H100 grid, in both runs
+    same = [r for r in rows if r["model"] == "resnet50" and r["precision"] == "bf16" and r["mode"] == "training"]
+    assert len(same) == 1 and abs(same[0]["network_time_change_pct"]) < 100
+    assert 0 <= summary["time_within_goal"][0] <= 24 and summary["time_ratio"]["n"] == 48
