@@ -16,18 +16,8 @@ LIMIT=${LIMIT:-560}
 LISTENER_COST=${LISTENER_COST:-1}
 MON_S=15 SETTLE=2 SAMPLES=30 THR_S=20
 if [ -n "${DRY:-}" ]; then MON_S=1 SETTLE=0.2 SAMPLES=3 THR_S=1; fi
-W=/tmp/monitor_cost; rm -rf $W; mkdir -p $W
-export MLFLOW_TRACKING_URI=sqlite:///$W/mlflow.db RADT_EXT_SPOOL_DIR=$W/spool
-unset RADT_EXT_NVML_REPLAY
-[ -n "${DRY:-}" ] && export RADT_EXT_NVML_REPLAY=$DRY
-ROOT=$PWD
-
-part() {  # part NAME TIMEOUT_S command...: one part, under its own timeout; a failure never stops the others
-  local name=$1 limit=$2; shift 2
-  echo "== $name at ${SECONDS}s (timeout ${limit}s): $*"
-  timeout -k 10 "$limit" "$@" > "$W/$name.log" 2>&1
-  echo "== $name exited $? at ${SECONDS}s"
-}
+W=/tmp/monitor_cost
+. "$(dirname "${BASH_SOURCE[0]}")/batch_lib.sh"  # fresh $W, its store and spool; part()
 
 { nvidia-smi --query-gpu=name,driver_version,power.limit --format=csv; nproc; ps -e | wc -l; } > $W/env.txt 2>&1
 [ "$LISTENER_COST" = 1 ] && part a_listener_cost 150 python3 -m benchmarks.listener_cost --samples $SAMPLES --out $W/listener_cost

@@ -18,17 +18,8 @@ FLOOR_S=10 SETTLE=2 REPEATS=2 MON_S=15 SPREAD_ARGS=${SPREAD_ARGS:---rounds 6}
 FLOOR_VARIANTS=${FLOOR_VARIANTS:-idle,wake,reads,reads_pinned,listener,monitor,monitor_pinned}
 BEFORE_FLOOR_VARIANTS=${BEFORE_FLOOR_VARIANTS:-listener,monitor}
 if [ -n "${DRY:-}" ]; then FLOOR_S=0.5 SETTLE=0.2 REPEATS=1 MON_S=1 SPREAD_ARGS="--rounds 2 --configs mlp:8:fp32:training --device cpu --window 0.02"; fi
-W=/tmp/monitor_floor; rm -rf $W; mkdir -p $W
-export MLFLOW_TRACKING_URI=sqlite:///$W/mlflow.db RADT_EXT_SPOOL_DIR=$W/spool
-unset RADT_EXT_NVML_REPLAY
-[ -n "${DRY:-}" ] && export RADT_EXT_NVML_REPLAY=$DRY
-
-part() {  # part NAME TIMEOUT_S command...: one part, under its own timeout; a failure never stops the others
-  local name=$1 limit=$2; shift 2
-  echo "== $name at ${SECONDS}s (timeout ${limit}s): $*"
-  timeout -k 10 "$limit" "$@" > "$W/$name.log" 2>&1
-  echo "== $name exited $? at ${SECONDS}s"
-}
+W=/tmp/monitor_floor
+. "$(dirname "${BASH_SOURCE[0]}")/batch_lib.sh"  # fresh $W, its store and spool; part()
 
 { nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.sm,pstate --format=csv; nproc; ps -e | wc -l
   head -n 30 /proc/cpuinfo | grep -m1 "model name"; python3 -c "import torch; print('torch', torch.__version__)"; } > $W/env.txt 2>&1

@@ -19,17 +19,9 @@ if [ -n "${DRY:-}" ]; then
   CALLS=3 SMI_S=0.5 FID_S=1 MON_S=1 SETTLE=0.5 REC_S=2 WARM50=0.5 WARM18=0.5
   EXTRA50="--image-size 32 --batch 2 --cycles 1" EXTRA18="--batch 8 --cycles 1"
 fi
-W=/tmp/power_sampling; rm -rf $W; mkdir -p $W/trace $W/calls $W/fidelity $W/monitor $W/paired_resnet50 $W/paired_resnet18
-export MLFLOW_TRACKING_URI=sqlite:///$W/mlflow.db RADT_EXT_SPOOL_DIR=$W/spool
-unset RADT_EXT_NVML_REPLAY
-[ -n "${DRY:-}" ] && export RADT_EXT_NVML_REPLAY=$DRY
-
-part() {  # part NAME TIMEOUT_S command...: one part, under its own timeout; a failure never stops the others
-  local name=$1 limit=$2; shift 2
-  echo "== $name at ${SECONDS}s (timeout ${limit}s): $*"
-  timeout -k 10 "$limit" "$@" > "$W/$name.log" 2>&1
-  echo "== $name exited $? at ${SECONDS}s"
-}
+W=/tmp/power_sampling
+. "$(dirname "${BASH_SOURCE[0]}")/batch_lib.sh"  # fresh $W, its store and spool; part()
+mkdir -p $W/trace $W/calls $W/fidelity $W/monitor $W/paired_resnet50 $W/paired_resnet18
 
 { nvidia-smi; nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv
   python3 -c "import torch, torchvision, mlflow, pynvml, psutil; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'torchvision', torchvision.__version__, 'mlflow', mlflow.__version__, 'psutil', psutil.__version__)"

@@ -12,17 +12,9 @@ export PYTHONUNBUFFERED=1
 LIMIT=${LIMIT:-540}
 MON_S=8 SETTLE=2 WARM50=8 EXTRA50=""
 if [ -n "${DRY:-}" ]; then MON_S=0.5 SETTLE=0.2 WARM50=0.5 EXTRA50="--image-size 32 --batch 2 --cycles 1"; fi
-W=/tmp/power_sampling_followup; rm -rf $W; mkdir -p $W/monitor $W/paired_resnet50
-export MLFLOW_TRACKING_URI=sqlite:///$W/mlflow.db RADT_EXT_SPOOL_DIR=$W/spool
-unset RADT_EXT_NVML_REPLAY
-[ -n "${DRY:-}" ] && export RADT_EXT_NVML_REPLAY=$DRY
-
-part() {  # part NAME TIMEOUT_S command...: one part, under its own timeout; a failure never stops the others
-  local name=$1 limit=$2; shift 2
-  echo "== $name at ${SECONDS}s (timeout ${limit}s): $*"
-  timeout -k 10 "$limit" "$@" > "$W/$name.log" 2>&1
-  echo "== $name exited $? at ${SECONDS}s"
-}
+W=/tmp/power_sampling_followup
+. "$(dirname "${BASH_SOURCE[0]}")/batch_lib.sh"  # fresh $W, its store and spool; part()
+mkdir -p $W/monitor $W/paired_resnet50
 
 { nvidia-smi --query-gpu=name,driver_version,power.limit --format=csv; nproc; } > $W/env.txt 2>&1
 part a_monitor_cost 170 python3 -m benchmarks.monitor_cost --seconds $MON_S --settle $SETTLE --rate 10 \
