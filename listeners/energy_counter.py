@@ -46,7 +46,8 @@ class EnergyCounter:
             raise
 
     def read_j(self) -> float:
-        """Joules since the driver loaded (a cheap call: it may be polled between the counter's updates)."""
+        """Joules since the driver loaded. Not a cheap call (4-5 ms of driver CPU on an H100, docs/benchmarks):
+        the profiler polls it between chunks of queued work, which keep the GPU busy meanwhile."""
         return nvml().nvmlDeviceGetTotalEnergyConsumption(self._handle) / 1000.0
 
     def facts(self) -> dict[str, Any]:
