@@ -4,9 +4,9 @@ The tree (Target.pid and every descendant) is listed again once a second (a list
 walks /proc: every process of the host; `listeners/process_tree.py` shares it with `gpu_procs`)
 and at the next sample after a member vanished,
 so workers started later are counted within a second and finished ones drop out. Each
-member's CPU and memory are read every sample; its threads and I/O, and the host's memory,
+member's CPU and memory are read every sample; its threads and I/O, and the host's CPU and memory,
 about once a second (every sample at intervals of a second or more), as each costs another
-/proc file a process. CPU percentages
+/proc file a process (the host's CPU is then its average over that second). CPU percentages
 need two readings of the same process; psutil keeps the previous one on the
 Process object, so those objects are kept between samples (keyed by pid and
 creation time, so a reused pid is a new process).
@@ -143,8 +143,8 @@ class TopListener(Listener):
             values.update(proc_cpu_pct=cpu, proc_rss_mib=rss / MIB, proc_count=count)
             if full:
                 values.update(proc_threads_count=threads, proc_read_mib=io_read / MIB, proc_write_mib=io_write / MIB)
-        values["host_cpu_pct"] = psutil.cpu_percent(None)
-        if full:
+        if full:  # the host's CPU since the last read: its average over about a second
+            values["host_cpu_pct"] = psutil.cpu_percent(None)
             memory = psutil.virtual_memory()
             values.update(host_mem_used_mib=(memory.total - memory.available) / MIB, host_mem_pct=memory.percent)
         return values

@@ -40,10 +40,10 @@ def test_tree_with_grandchild_is_counted_and_a_stranger_is_not(tmp_path):
     assert max(s["proc_threads_count"] for s in full) >= 2
     # the grandchild's 2 MiB write survives its exit in the cumulative counter
     assert full[-1]["proc_write_mib"] >= 2.0
-    for s in samples:
+    for s in full:  # the host's CPU and memory come with them
         assert 0 <= s["host_cpu_pct"] <= 100
-    for s in full:
         assert 0 < s["host_mem_used_mib"] and 0 < s["host_mem_pct"] < 100
+    assert not any("host_cpu_pct" in s for s in samples if "proc_threads_count" not in s)
 
 
 def test_probe_and_host_only():
