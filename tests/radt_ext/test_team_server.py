@@ -9,7 +9,6 @@ import functools
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import textwrap
@@ -188,11 +187,11 @@ def test_radt_ext_run_over_http_stores_every_sample(mlflow_auth_server, user, mo
     # every point the writer sent is in the server's history, none lost over HTTP
     assert int(tags["radt_ext.metrics_sent"]) == int(tags["radt_ext.metrics_stored"]) == points
 
-    # and they arrived at the sampling rate asked for (loose: 2 shared CPU cores)
-    stamps = sorted({m.timestamp for m in max(histories.values(), key=len)})
-    assert len(stamps) >= 0.3 * 1.5 / INTERVAL, len(stamps)
-    gaps = [(b - a) / 1000 for a, b in zip(stamps, stamps[1:])]
-    assert statistics.median(gaps) < 4 * INTERVAL, statistics.median(gaps)
+    # and they were read at the rate asked for (loose: 2 shared CPU cores); a sleeping workload's values
+    # repeat, so the store holds fewer points than readings (README, "Repeated values")
+    readings = int(tags["radt_ext.listener.top.samples"])
+    assert readings >= 0.3 * 1.5 / INTERVAL, readings
+    assert int(tags["radt_ext.metrics_repeated"]) > 0
 
 
 @pytest.mark.skipif(not _radt_has("run"), reason="`radt-ext run` is not installed")
