@@ -17,7 +17,6 @@ measures `timed` only.
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 from benchmarks.common import fmt, table, write_results
@@ -37,17 +36,12 @@ def sm_clock() -> float:
         return float("nan")
 
 
-def spread(times: list[float]) -> float:
-    mid = statistics.median(times)
-    return (max(times) - min(times)) / mid if mid > 0 else float("nan")
-
-
 def measure_config(config: str, variants: list[str], rounds: int, gap: float, window_s: float, device) -> list[dict]:
     import torch
 
     from radt_ext.ops import catalog
     from radt_ext.ops.measure import Clock
-    from radt_ext.ops.network import NetworkRounds
+    from radt_ext.ops.network import NetworkRounds, combined
     from radt_ext.ops.profiler import cudnn_pinned
 
     name, batch, precision, mode = config.split(":")
@@ -75,10 +69,11 @@ def measure_config(config: str, variants: list[str], rounds: int, gap: float, wi
                     nr.round()
                 for phase, ws in nr.windows.items():
                     times = [w.time_ms for w in ws]
+                    whole = combined(ws)  # the median round and spread as the profiler computes them
                     rows.append({"config": config, "variant": variant, "phase": phase, "rounds": len(ws),
                                  "times_ms": times, "power_w": [w.power_w for w in ws], "sm_clock_mhz": clocks,
-                                 "median_ms": statistics.median(times), "spread": spread(times),
-                                 "spread_first3": spread(times[:3])})
+                                 "median_ms": whole["time_ms"], "spread": whole["spread"],
+                                 "spread_first3": combined(ws[:3])["spread"]})
                     print(rows[-1], flush=True)
     finally:
         if meter is not None:

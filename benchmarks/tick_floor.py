@@ -11,7 +11,7 @@ wakes every `--interval` and does the variant's work:
   SM and memory clocks, utilization, memory, performance state, clock-event reasons, one
   field-values call), no listener code;
 - `listener`: `NvmlListener.sample()`, as the monitor calls it (power buffer drained once a
-  second, the energy counter every 5 s);
+  second, the energy counter every `ENERGY_EVERY_S`);
 - `monitor`: the real `Monitor` thread with the `nvml` listener, readings through the recorder's
   path (summaries, store filter) into a list: everything of the monitor process but the writer;
 - `*_pinned`: the same with the process pinned to one CPU (does a wake-up on the same core cost less?).
@@ -58,23 +58,17 @@ def _reads(nv, gpu):
 
 
 def _recorder_path():
-    """The recorder's sink without the writer: summaries and the store filter, points kept in a list."""
+    """`Recorder._sink` itself without a writer: summaries and the store filter, points kept in a list."""
+    from types import SimpleNamespace
+
     from radt_ext.point_filter import PointFilter
-    from radt_ext.recorder import PREFIX
+    from radt_ext.recorder import Recorder
     from radt_ext.summaries import Summaries
 
-    summaries, points = Summaries(), []
-    kept = PointFilter(lambda *p: points.append(p))
-    t0 = time.time()
-
-    def sink(_listener, reading):
-        t = reading.time
-        values = [(k, float(v)) for k, v in reading.values.items() if v is not None]
-        summaries.add_all(t, values)
-        ts, step = int(t * 1000), max(0, int((t - t0) * 1000))
-        for k, v in values:
-            kept.add(PREFIX + k, v, ts, step)
-    return sink, points
+    points: list = []
+    state = SimpleNamespace(t0=time.time(), summaries=Summaries(), points=PointFilter(lambda *p: points.append(p)),
+                            keep=None, workload_runs=None)
+    return (lambda listener, reading: Recorder._sink(state, listener, reading)), points
 
 
 def _pin() -> int:

@@ -298,9 +298,8 @@ class NvmlListener(NvmlListenerBase):
     def _read_due(self, now: float) -> dict[str, float]:
         values: dict[str, float] = {}
         dropped = None
-        slack = self.interval / 2  # a reader as slow as the tick is taken every tick despite jitter
         for reader in self._readers:
-            if reader.every_s and now - reader.last < reader.every_s - slack:
+            if reader.every_s and not self._due(reader, now):  # those read every sample skip the call
                 continue
             reader.last = now
             try:
