@@ -3,3 +3,6 @@ a dataset, fit per-op-type models on it, and predict a workload's time and energ
 
 profile (capture → measure → cost) → store (MLflow runs, CSV) → dataset → predict → best-gpu.
 """
+
+WINDOW_S = 0.1  # an operation's window: one update period of a Hopper GPU's energy counter
+NET_WINDOW_S = 0.3  # a network round's window: several steps, so no part of a step weighs more than another

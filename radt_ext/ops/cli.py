@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from radt_ext.errors import UsageError
+from radt_ext.ops import NET_WINDOW_S, WINDOW_S
 
 DATASET = "docs/ops/dataset.csv.gz"
 VALIDATION = "docs/ops/validation.json"
@@ -40,12 +41,15 @@ def _client(experiment_name: str | None):
 @click.option("--precision", default="fp32", show_default=True, help="fp32, bf16 or fp16 (weights and activations)")
 @click.option("--mode", default="training", show_default=True, help="training or inference")
 @click.option("--device", default=None, help="cuda:N or cpu (default: cuda:0 when there is a GPU)")
-@click.option("--window-s", type=float, default=0.1, show_default=True, help="least length of a measurement window")
+@click.option("--window-s", type=float, default=WINDOW_S, show_default=True,
+              help="least length of an operation's measurement window")
+@click.option("--net-window-s", type=float, default=NET_WINDOW_S, show_default=True,
+              help="least length of each of the network's measurement rounds")
 @click.option("--input-shape", default=None, help="sample shape for your own module, e.g. 3,32,32")
 @click.option("--no-energy", is_flag=True, help="time only (for a GPU without an energy counter)")
 @click.option("--experiment-name", default=None)
 @click.option("--out", default=None, type=click.Path(file_okay=False), help="also write <name>.csv/.json here")
-def profile(model, batch, precision, mode, device, window_s, input_shape, no_energy, experiment_name, out):
+def profile(model, batch, precision, mode, device, window_s, net_window_s, input_shape, no_energy, experiment_name, out):
     """Profile MODEL (a recipe model or package.module:attribute) and log it as one run."""
     import torch
 
@@ -63,7 +67,7 @@ def profile(model, batch, precision, mode, device, window_s, input_shape, no_ene
     if dev.type == "cuda" and meter is None and not no_energy:
         raise UsageError(f"{reason}")
     try:
-        prof = profiler.profile(net, mode, dev, meter, window_s=window_s)
+        prof = profiler.profile(net, mode, dev, meter, window_s=window_s, net_window_s=net_window_s)
     finally:
         if meter is not None:
             meter.close()

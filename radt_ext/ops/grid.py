@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from radt_ext.errors import UsageError
-from radt_ext.ops import catalog, profiler, store
+from radt_ext.ops import NET_WINDOW_S, WINDOW_S, catalog, profiler, store
 from radt_ext.ops.device import open_meter
 
 MINIMUM = ("small_cnn", "mlp", "resnet18", "resnet50", "vit", "dlrm")
@@ -145,8 +145,8 @@ def main(argv=None) -> int:
     p.add_argument("--batches", default="", help="batch sizes of your own per model: MODEL=N[:N...],...")
     p.add_argument("--precisions", default="fp32,bf16")
     p.add_argument("--modes", default="training,inference")
-    p.add_argument("--window-s", type=float, default=0.1, help="least length of one measurement window")
-    p.add_argument("--net-window-s", type=float, default=0.1,
+    p.add_argument("--window-s", type=float, default=WINDOW_S, help="least length of one measurement window")
+    p.add_argument("--net-window-s", type=float, default=NET_WINDOW_S,
                    help="least length of each of the network's measurement rounds")
     p.add_argument("--device", default=None)
     p.add_argument("--tiny", action="store_true", help="small inputs and batches (a dry run on the CPU)")

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import math
 import statistics
+import threading
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Protocol
@@ -20,10 +22,27 @@ import torch
 # A counter that updates every 100 ms is seen to update 99.x or 100.x ms apart (polling jitter): a
 # window of one update period counts as 0.1 s instead of waiting a second period half the time.
 TICK_SLACK = 0.95
+READ_PAUSE_S = 0.0002  # between reads on the reading thread: a meter that reads in microseconds (a replay) leaves the GIL
 
 
 class Meter(Protocol):
     def read_j(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class Metering:
+    """How a metered window keeps the device busy and reads the energy counter."""
+    chunk_s: float = 0.01  # work per chunk
+    queued_s: float = 0.03  # work kept queued ahead (at least two chunks)
+    settle_s: float = 0.02  # counter updates this soon after the window starts are not used
+    threaded: bool = True  # read the counter on a thread of its own, not between launches
+    whole_periods: bool = True  # span = update periods counted x the median period, not the polled times
+
+
+METERING = Metering()
+# The profiler's metering until 2026-11-25: the counter read (4-5 ms of driver CPU on an H100) on the
+# launching thread between 4 ms chunks, two in flight, left the GPU idle part of each window.
+POLLED = Metering(chunk_s=0.004, queued_s=0.0, settle_s=0.01, threaded=False, whole_periods=False)
 
 
 @dataclass
@@ -32,7 +51,8 @@ class Window:
     energy_mj: float  # energy per call (nan without a meter)
     power_w: float  # mean power over the window (nan without a meter)
     reps: int  # calls in the window
-    window_s: float  # wall-clock length of the window
+    window_s: float  # length of the metered span (wall clock without a meter)
+    busy: float = math.nan  # share of the window's device timeline that its chunks covered
 
 
 class Chunk:
@@ -47,10 +67,11 @@ class Chunk:
                 fn()
             self._end.record()
         else:
-            t0 = time.perf_counter()
+            self.t0 = time.perf_counter()
             for _ in range(calls):
                 fn()
-            self._ms = (time.perf_counter() - t0) * 1e3
+            self.t1 = time.perf_counter()
+            self._ms = (self.t1 - self.t0) * 1e3
             self._end = None
 
     def done(self) -> bool:
@@ -58,6 +79,15 @@ class Chunk:
 
     def ms(self) -> float:
         return self._ms if self._end is None else self._start.elapsed_time(self._end)
+
+
+def busy_share(chunks: list[Chunk]) -> float:
+    """Share of the time from the first chunk's start to the last one's end that chunks ran."""
+    if not chunks:
+        return math.nan
+    first, last = chunks[0], chunks[-1]
+    span = (last.t1 - first.t0) * 1e3 if first._end is None else first._start.elapsed_time(last._end)
+    return min(1.0, sum(c.ms() for c in chunks) / span) if span > 0 else math.nan
 
 
 class Clock:
@@ -93,10 +123,10 @@ def _calibrate(fn, clock: Clock, min_window_s: float, warmup: int) -> float:
 
 
 def measure(fn: Callable[[], object], clock: Clock, meter: Meter | None, min_window_s: float,
-            warmup: int = 2, chunks: int = 5) -> Window:
+            warmup: int = 2, chunks: int = 5, metering: Metering = METERING) -> Window:
     per_call_s = _calibrate(fn, clock, min_window_s, warmup)
     if meter is not None:
-        return _metered(fn, clock, meter, per_call_s, min_window_s)
+        return _metered(fn, clock, meter, per_call_s, min_window_s, metering)
     per_chunk = max(1, math.ceil(min_window_s / per_call_s / chunks))
     t0 = time.perf_counter()
     done = [clock.chunk(fn, per_chunk) for _ in range(chunks)]
@@ -110,48 +140,128 @@ def measure(fn: Callable[[], object], clock: Clock, meter: Meter | None, min_win
         clock.sync()
         wall = time.perf_counter() - t0
     return Window(time_ms=statistics.median(c.ms() for c in done) / per_chunk, energy_mj=math.nan,
-                  power_w=math.nan, reps=per_chunk * len(done), window_s=wall)
+                  power_w=math.nan, reps=per_chunk * len(done), window_s=wall, busy=busy_share(done))
+
+
+class Ticks:
+    """The energy counter's updates seen during one window, as (time seen, joules)."""
+
+    def __init__(self, meter: Meter, settle_s: float, threaded: bool):
+        self.meter, self.settle_s = meter, settle_s
+        self.seen: list[tuple[float, float]] = []
+        self.reads, self.read_s = 0, 0.0
+        self.t0 = time.perf_counter()
+        self.first = self.last = self._read()
+        self._error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="energy-ticks", daemon=True) if threaded else None
+        if self._thread is not None:
+            self._thread.start()
+
+    def _read(self) -> float:
+        t = time.perf_counter()
+        value = self.meter.read_j()
+        self.reads += 1
+        self.read_s += time.perf_counter() - t
+        return value
+
+    def poll(self) -> None:
+        value = self._read()
+        if value != self.last:
+            now = time.perf_counter()
+            if now - self.t0 >= self.settle_s:  # an update right at the start may still count what ran before
+                self.seen.append((now, value))
+            self.last = value
+
+    def _loop(self) -> None:
+        try:
+            while not self._stop.wait(READ_PAUSE_S):
+                self.poll()
+        except BaseException as exc:  # raised on the launching thread by stop()
+            self._error = exc
+
+    def failed(self) -> bool:
+        return self._error is not None
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+
+# Gaps between consecutive counter updates seen so far, per meter: the update period is their median.
+_gaps: "weakref.WeakKeyDictionary[object, deque]" = weakref.WeakKeyDictionary()
+
+
+def whole_periods_s(times: list[float], known_gaps, read_s: float) -> float:
+    """Seconds from the first to the last of `times` (updates seen), counted in whole update periods
+    (the median of `known_gaps`) where that is safe: seen times are late by up to one read (4-5 ms on
+    an H100, 5 % of a 0.1 s window), while a counter that updates on a fixed period is exact in periods."""
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    if len(known_gaps) < 5:
+        return times[-1] - times[0]
+    period = statistics.median(known_gaps)
+    if period < 10 * read_s:  # a counter updating about as fast as it is read: counting periods may miss some
+        return times[-1] - times[0]
+    return period * sum(max(1, round(g / period)) for g in gaps)
+
+
+def _span_s(meter: Meter, ticks: Ticks, whole_periods: bool) -> float:
+    times = [t for t, _ in ticks.seen]
+    if not whole_periods:
+        return times[-1] - times[0]
+    try:
+        known = _gaps.setdefault(meter, deque(maxlen=500))
+    except TypeError:  # a meter that takes no weak reference: this window's gaps only
+        known = deque()
+    known.extend(b - a for a, b in zip(times, times[1:]))
+    return whole_periods_s(times, known, ticks.read_s / max(1, ticks.reads))
 
 
 def _metered(fn, clock: Clock, meter: Meter, per_call_s: float, min_window_s: float,
-             chunk_s: float = 0.004, settle_s: float = 0.01) -> Window:
-    """Keep the device busy with short chunks (two in flight) while polling the energy counter; the
-    power is the counter's rise between two of its updates at least `min_window_s` apart, divided
-    by the time between them. A counter that updates only every ~100 ms (Hopper) is read between
-    its own updates, so no partial period biases the result; energy per call = power x time."""
-    calls = max(1, math.ceil(chunk_s / per_call_s))
-    inflight = deque([clock.chunk(fn, calls), clock.chunk(fn, calls)])
+             metering: Metering = METERING) -> Window:
+    """Keep the device busy with chunks queued `metering.queued_s` ahead while the energy counter is
+    read (on a thread of its own: the read costs milliseconds of driver CPU, during which launches go
+    on); the power is the counter's rise between two of its updates at least `min_window_s` apart,
+    divided by the time between them. A counter that updates only every ~100 ms (Hopper) is read
+    between its own updates, so no partial period biases the result; energy per call = power x time."""
+    calls = max(1, math.ceil(metering.chunk_s / per_call_s))
+    depth = max(2, math.ceil(metering.queued_s / (calls * per_call_s)))
+    inflight: deque[Chunk] = deque()
     finished: list[Chunk] = []
-    t_start = time.perf_counter()
-    last = first = meter.read_j()
-    ticks: list[tuple[float, float]] = []
-    deadline = t_start + max(1.5, 15 * min_window_s)
-
-    def poll():
-        nonlocal last
-        value = meter.read_j()
-        if value != last:
-            now = time.perf_counter()
-            if now - t_start >= settle_s:  # an update right at the start may still count what ran before
-                ticks.append((now, value))
-            last = value
-
-    while True:
-        head = inflight[0]
-        while not head.done():
-            poll()
-        finished.append(inflight.popleft())
-        poll()
-        if len(ticks) >= 2 and ticks[-1][0] - ticks[0][0] >= TICK_SLACK * min_window_s:
-            break
-        if time.perf_counter() > deadline:  # a counter that hardly moves: use what it did
-            ticks = [(t_start, first), (time.perf_counter(), last)]
-            break
-        inflight.append(clock.chunk(fn, calls))
-    clock.sync()
+    ticks = Ticks(meter, metering.settle_s, metering.threaded)
+    deadline = ticks.t0 + max(1.5, 15 * min_window_s)
+    fallback = False
+    try:
+        while True:
+            while len(inflight) < depth:
+                inflight.append(clock.chunk(fn, calls))
+            if not metering.threaded:
+                ticks.poll()
+            if inflight[0].done():
+                finished.append(inflight.popleft())
+                seen = ticks.seen
+                if len(seen) >= 2 and seen[-1][0] - seen[0][0] >= TICK_SLACK * min_window_s:
+                    break
+                if time.perf_counter() > deadline or ticks.failed():
+                    fallback = True  # a counter that hardly moves: use what it did
+                    break
+            elif metering.threaded:
+                time.sleep(0.0005)  # lets the reading thread record its time as soon as its read returns
+    finally:
+        try:
+            ticks.stop()
+        finally:
+            clock.sync()
     finished += inflight
     time_ms = statistics.median(c.ms() for c in finished) / calls
-    (ta, ea), (tb, eb) = ticks[0], ticks[-1]
-    power = (eb - ea) / (tb - ta) if tb > ta else math.nan
+    if fallback:
+        span = time.perf_counter() - ticks.t0
+        power = (ticks.last - ticks.first) / span
+    else:
+        span = _span_s(meter, ticks, metering.whole_periods)
+        power = (ticks.seen[-1][1] - ticks.seen[0][1]) / span if span > 0 else math.nan
     return Window(time_ms=time_ms, energy_mj=power * time_ms, power_w=power, reps=calls * len(finished),
-                  window_s=tb - ta)
+                  window_s=span, busy=busy_share(finished))

@@ -15,7 +15,7 @@ from typing import Callable
 import torch
 
 from radt_ext.ops.capture import tensors
-from radt_ext.ops.measure import Clock, Meter, Window, measure
+from radt_ext.ops.measure import METERING, Clock, Meter, Metering, Window, measure
 
 ROUNDS = 3
 WARMUP_STEPS = 3  # whole steps first: lazy kernel loading, allocator, library handles
@@ -31,9 +31,10 @@ def _backward(model, inputs) -> Callable[[], object]:
 class NetworkRounds:
     """Windows of the whole network (forward, and backward in training), one round at a time."""
 
-    def __init__(self, model, inputs: tuple, mode: str, clock: Clock, meter: Meter | None, window_s: float):
+    def __init__(self, model, inputs: tuple, mode: str, clock: Clock, meter: Meter | None, window_s: float,
+                 metering: Metering = METERING):
         self.model, self.inputs, self.training = model, inputs, mode == "training"
-        self.clock, self.meter, self.window_s = clock, meter, window_s
+        self.clock, self.meter, self.window_s, self.metering = clock, meter, window_s, metering
         self.windows: dict[str, list[Window]] = {}
         with torch.set_grad_enabled(self.training):
             for _ in range(WARMUP_STEPS):
@@ -48,12 +49,15 @@ class NetworkRounds:
     def round(self) -> None:
         fwd = (lambda: self.model(*self.inputs))
         with torch.set_grad_enabled(self.training):
-            self._add("forward" if self.training else "inference", measure(fwd, self.clock, self.meter, self.window_s))
+            self._add("forward" if self.training else "inference", self._measure(fwd))
         if self.training:
             with torch.enable_grad():
                 bwd = _backward(self.model, self.inputs)
-                self._add("backward", measure(bwd, self.clock, self.meter, self.window_s))
+                self._add("backward", self._measure(bwd))
                 del bwd
+
+    def _measure(self, fn) -> Window:
+        return measure(fn, self.clock, self.meter, self.window_s, metering=self.metering)
 
     def _add(self, phase: str, w: Window) -> None:
         self.windows.setdefault(phase, []).append(w)
@@ -70,5 +74,7 @@ def combined(ws: list[Window]) -> dict:
     time_ms = statistics.median(times)
     span = sum(w.window_s for w in ws)
     power = sum(w.power_w * w.window_s for w in ws) / span if span > 0 else math.nan
+    busy = [w.busy for w in ws if not math.isnan(w.busy)]
     return {"time_ms": time_ms, "energy_mj": power * time_ms, "power_w": power, "reps": sum(w.reps for w in ws),
-            "window_s": span, "spread": (max(times) - min(times)) / time_ms if time_ms > 0 else math.nan}
+            "window_s": span, "spread": (max(times) - min(times)) / time_ms if time_ms > 0 else math.nan,
+            "busy": min(busy) if busy else math.nan}

@@ -13,24 +13,24 @@ import contextlib
 import math
 import platform
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 import torch
 
 from radt_ext.errors import UsageError
-from radt_ext.ops import backward, cost
+from radt_ext.ops import NET_WINDOW_S, WINDOW_S, backward, cost
 from radt_ext.ops.capture import OpCall, capture, out_of_place, tensors
 from radt_ext.ops.catalog import Network
-from radt_ext.ops.measure import Clock, Meter, Window, measure
+from radt_ext.ops.measure import METERING, Clock, Meter, Window, measure
 from radt_ext.ops.network import ROUNDS, NetworkRounds
 
 CUDNN_BENCHMARK = False
 
 MODES = ("training", "inference")
 COLUMNS = ["order", "op", "name", "count", "input_shapes", "params", "phase", "flops", "bytes",
-           "time_ms", "energy_mj", "power_w", "reps", "window_s", "spread"]
-ADDED = ("spread",)  # columns newer than the first dataset: NaN when a file lacks them
+           "time_ms", "energy_mj", "power_w", "reps", "window_s", "spread", "busy"]
+ADDED = ("spread", "busy")  # columns newer than the first dataset: NaN when a file lacks them
 
 
 TEXT = ("op", "name", "input_shapes", "params", "phase")
@@ -89,14 +89,14 @@ def _measure_call(call: OpCall, mode: str, clock: Clock, meter: Meter | None, wi
 def per_copy(w: Window, k: int) -> Window:
     """A window of calls that each ran k copies of an operation, per copy."""
     return Window(time_ms=w.time_ms / k, energy_mj=w.energy_mj / k, power_w=w.power_w, reps=w.reps * k,
-                  window_s=w.window_s)
+                  window_s=w.window_s, busy=w.busy)
 
 
 def _row(call: OpCall, phase: str, flops: float, nbytes: int, w) -> dict:
     return {"order": call.order, "op": call.op, "name": call.name, "count": call.count,
             "input_shapes": call.input_shapes, "params": call.params, "phase": phase, "flops": flops,
             "bytes": nbytes, "time_ms": w.time_ms, "energy_mj": w.energy_mj, "power_w": w.power_w,
-            "reps": w.reps, "window_s": w.window_s, "spread": math.nan}
+            "reps": w.reps, "window_s": w.window_s, "spread": math.nan, "busy": w.busy}
 
 
 @contextlib.contextmanager
@@ -111,8 +111,8 @@ def cudnn_pinned():
         torch.backends.cudnn.benchmark = was
 
 
-def profile(net: Network, mode: str, device: torch.device, meter: Meter | None, window_s: float = 0.1,
-            net_window_s: float | None = None) -> Profile:
+def profile(net: Network, mode: str, device: torch.device, meter: Meter | None, window_s: float = WINDOW_S,
+            net_window_s: float = NET_WINDOW_S) -> Profile:
     """Profile `net` in `mode`; raises UsageError with one line when the network cannot run."""
     if mode not in MODES:
         raise UsageError(f"unknown mode {mode!r}; choose training or inference")
@@ -127,7 +127,6 @@ def profile(net: Network, mode: str, device: torch.device, meter: Meter | None, 
         raise UsageError(f"{net.name} does not run on these inputs: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
     if not calls:
         raise UsageError(f"{net.name} has no operation the profiler can measure (no leaf modules)")
-    net_window_s = net_window_s or window_s
     with cudnn_pinned():  # the same convolution algorithms for the network and its operations
         net_rounds = NetworkRounds(model, net.inputs, mode, clock, meter, net_window_s)
         at = {round(i * len(calls) / (ROUNDS - 1)) for i in range(ROUNDS - 1)}  # before and between the ops
@@ -147,7 +146,7 @@ def profile(net: Network, mode: str, device: torch.device, meter: Meter | None, 
         table.loc[at, "bytes"] = float((mine["bytes"] * mine["count"]).sum())
     meta = {"model": net.name, "mode": mode, "device": str(device), "ops_distinct": len(calls),
             "ops_total": sum(c.count for c in calls), "window_s": window_s, "net_window_s": net_window_s,
-            "net_rounds": ROUNDS, "cudnn_benchmark": CUDNN_BENCHMARK,
+            "net_rounds": ROUNDS, "cudnn_benchmark": CUDNN_BENCHMARK, "metering": asdict(METERING),
             "torch": torch.__version__, "python": platform.python_version(),
             "profile_s": round(time.perf_counter() - started, 3)}
     if device.type == "cuda":

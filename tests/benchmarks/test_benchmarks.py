@@ -235,3 +235,18 @@ def test_ops_repeat_compares_two_runs_of_one_grid(tmp_path, tracking_uri):
     same = [r for r in rows if r["model"] == "resnet50" and r["precision"] == "bf16" and r["mode"] == "training"]
     assert len(same) == 1 and abs(same[0]["network_time_change_pct"]) < 100
     assert 0 <= summary["time_within_goal"][0] <= 24 and summary["time_ratio"]["n"] == 48
+
+
+def test_ops_metering_measures_each_metering_in_turn(tmp_path, tracking_uri):
+    pytest.importorskip("torch")
+    result = run_script("ops_metering", tmp_path, tracking_uri, "--configs", "mlp:8:fp32:training", "--repeats", "2",
+                        "--ops", "2", "--window", "0.02", "--net-window", "0.02", "--device", "cpu")
+    rows = result["rows"]
+    assert not [r for r in rows if r.get("error")], rows
+    networks = {(r["phase"], r["variant"]) for r in rows if r["what"] == "network"}
+    assert networks == {(p, v) for p in ("forward", "backward") for v in ("polled", "threaded")}
+    ops = [r for r in rows if r["what"] != "network"]
+    assert len(ops) == 4 and {r["phase"] for r in ops} == {"forward"}  # two operations, each metering
+    for r in rows:  # on the CPU a window times only; every window's chunks ran back to back
+        assert r["windows"] == 2 and r["time_ms"] > 0 and 0 < r["busy"] <= 1
+    assert result["ramps"] == []  # the ramp needs the GPU's counter

@@ -70,3 +70,36 @@ def test_metered_window_spans_counter_updates(tmp_path, replay):
         w = measure(lambda: x @ x, Clock(torch.device("cpu")), counter, min_window_s=0.02)
     assert w.window_s >= TICK_SLACK * 0.02 and w.power_w > 0  # one update period may read a little short
     assert w.energy_mj == pytest.approx(w.power_w * w.time_ms)
+
+
+def test_span_counts_whole_update_periods():
+    from radt_ext.ops.measure import whole_periods_s
+
+    known = [0.1002, 0.0998, 0.1003, 0.0999, 0.1000, 0.1047]  # a 100 ms counter seen up to 5 ms late
+    seen = [0.020, 0.1247, 0.2201, 0.4203]  # the third update missed
+    assert whole_periods_s(seen, known, read_s=0.0048) == pytest.approx(4 * 0.1001)  # the median period, four times
+    assert whole_periods_s(seen, known[:3], read_s=0.0048) == pytest.approx(0.4003)  # too few periods known
+    # a counter that updates about as often as it is read: the seen times are all there is
+    assert whole_periods_s(seen, [0.001] * 10, read_s=0.0005) == pytest.approx(0.4003)
+
+
+def test_metered_window_raises_what_the_reading_thread_hit(tmp_path, replay):
+    import torch
+
+    from radt_ext.ops.measure import Clock, measure
+
+    replay(energy_trace(tmp_path))
+
+    class Failing(EnergyCounter):  # the real counter, until the driver stops answering
+        reads = 0
+
+        def read_j(self):
+            self.reads += 1
+            if self.reads > 3:
+                raise ListenerError("the driver stopped answering")
+            return super().read_j()
+
+    x = torch.randn(16, 16)
+    with Failing() as counter:
+        with pytest.raises(ListenerError, match="stopped answering"):
+            measure(lambda: x @ x, Clock(torch.device("cpu")), counter, min_window_s=0.02)

@@ -28,3 +28,5 @@ def test_small_cnn_profile_on_the_gpu_has_energy():
     # the board draws at least its idle power and at most its limit over a metered window
     assert (t.power_w < facts["power_limit_w"] * 1.1).all()
     assert not math.isnan(prof.network("energy_mj"))
+    # the counter is read on its own thread while chunks stay queued: the GPU never waits between chunks
+    assert (t.busy > 0.9).all(), t[["op", "phase", "busy"]]
