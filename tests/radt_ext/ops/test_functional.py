@@ -127,7 +127,7 @@ def test_cudnn_setting_is_restored_after_a_profile():
         torch.backends.cudnn.benchmark = before
 
 
-def test_old_dataset_files_load_without_the_spread_column(tmp_path):
+def test_old_dataset_files_load_without_the_newer_columns(tmp_path):
     import pandas as pd
 
     from radt_ext.ops import dataset
@@ -136,7 +136,10 @@ def test_old_dataset_files_load_without_the_spread_column(tmp_path):
     net = new.op == "network"
     # the slice is of the current profiler: every network row has its rounds' spread, no operation row does
     assert new.loc[net, "spread"].notna().all() and new.loc[~net, "spread"].isna().all()
+    # and every window's GPU timeline is covered by its chunks: the counter read never starves the GPU
+    assert (new.busy > 0.9).all()
     old = tmp_path / "old.csv.gz"
-    new.drop(columns="spread").to_csv(old, index=False)
+    new.drop(columns=["spread", "busy"]).to_csv(old, index=False)
     df = dataset.load(old)
-    assert "spread" in df.columns and df.spread.isna().all() and len(df) == len(new)
+    assert {"spread", "busy"} <= set(df.columns) and df.spread.isna().all() and df.busy.isna().all()
+    assert len(df) == len(new)
