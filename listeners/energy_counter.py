@@ -1,17 +1,24 @@
 """One GPU's cumulative energy counter and its specifications, for measurement windows.
 
-The per-operation profiler reads the counter before and after a window of repeated work
-(`read_j()` twice) and asks once for the facts a predictor needs (`facts()`): name, driver,
-power limit, maximum clocks, memory bus width and the bandwidth they imply.
+The per-operation profiler reads the counter through a window of repeated work (`read_j()`), checks
+the power it gives against the driver's own power samples over the same span (`timeline_w()`), and
+asks once for the facts a predictor needs (`facts()`): name, driver, power limit, maximum clocks,
+memory bus width and the bandwidth they imply.
 """
 from __future__ import annotations
 
+import math
 import os
+import time
+from collections import deque
 from typing import Any
 
 from listeners.base import ListenerError
 from listeners.nvml_backend import nvml
 from listeners.nvml_listener import start_nvml
+from listeners.power_samples import PowerSamples
+
+TIMELINE_KEEP_S = 10.0  # drained power samples kept for windows that ended before the drain
 
 
 def _text(value: Any) -> str:
@@ -26,6 +33,8 @@ class EnergyCounter:
 
         nv = start_nvml()
         self._open = True
+        self._timeline: deque = deque()  # (epoch s, W) drained from the driver's power samples
+        self._samples: PowerSamples | None = None
         try:
             visible = resolve(os.environ.get("CUDA_VISIBLE_DEVICES") if cuda_visible_devices is None
                               else cuda_visible_devices)
@@ -41,9 +50,33 @@ class EnergyCounter:
             if self.device.is_mig:
                 raise ListenerError(
                     f"{self.device.uuid} is a MIG device: the energy counter covers the whole GPU; profile on a whole GPU")
+            self._open_timeline()
         except BaseException:
             self.close()
             raise
+
+    def _open_timeline(self) -> None:
+        samples = PowerSamples(self._handle)
+        try:
+            failed = samples.open(nvml(), time.time())
+        except Exception:  # a call a replayed trace never recorded
+            failed = "unreadable"
+        self._samples = None if failed else samples
+
+    def timeline_w(self, start: float, end: float) -> float:
+        """Mean of the driver's power samples (about every 20 ms on Hopper) taken between two epoch times,
+        a check on the counter's power over the same span; nan where the GPU keeps no sample buffer."""
+        if self._samples is None:
+            return math.nan
+        try:
+            self._timeline.extend(self._samples.drain(nvml()))
+        except Exception:  # NVMLError, or a call a replayed trace never recorded
+            self._samples = None
+            return math.nan
+        while self._timeline and self._timeline[0][0] < self._timeline[-1][0] - TIMELINE_KEEP_S:
+            self._timeline.popleft()
+        inside = [w for t, w in self._timeline if start <= t <= end]
+        return sum(inside) / len(inside) if inside else math.nan
 
     def read_j(self) -> float:
         """Joules since the driver loaded. Not a cheap call (4-5 ms of driver CPU on an H100, docs/benchmarks):

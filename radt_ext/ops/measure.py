@@ -53,6 +53,7 @@ class Window:
     reps: int  # calls in the window
     window_s: float  # length of the metered span (wall clock without a meter)
     busy: float = math.nan  # share of the window's device timeline that its chunks covered
+    timeline_w: float = math.nan  # mean of the driver's power samples over the metered span (a check on power_w)
 
 
 class Chunk:
@@ -257,11 +258,15 @@ def _metered(fn, clock: Clock, meter: Meter, per_call_s: float, min_window_s: fl
             clock.sync()
     finished += inflight
     time_ms = statistics.median(c.ms() for c in finished) / calls
+    timeline = math.nan
     if fallback:
         span = time.perf_counter() - ticks.t0
         power = (ticks.last - ticks.first) / span
     else:
         span = _span_s(meter, ticks, metering.whole_periods)
         power = (ticks.seen[-1][1] - ticks.seen[0][1]) / span if span > 0 else math.nan
+        if hasattr(meter, "timeline_w"):
+            epoch = time.time() - time.perf_counter()
+            timeline = meter.timeline_w(epoch + ticks.seen[0][0], epoch + ticks.seen[-1][0])
     return Window(time_ms=time_ms, energy_mj=power * time_ms, power_w=power, reps=calls * len(finished),
-                  window_s=span, busy=busy_share(finished))
+                  window_s=span, busy=busy_share(finished), timeline_w=timeline)

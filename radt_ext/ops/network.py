@@ -75,6 +75,9 @@ def combined(ws: list[Window]) -> dict:
     span = sum(w.window_s for w in ws)
     power = sum(w.power_w * w.window_s for w in ws) / span if span > 0 else math.nan
     busy = [w.busy for w in ws if not math.isnan(w.busy)]
+    seen = [w for w in ws if not math.isnan(w.timeline_w)]
+    seen_s = sum(w.window_s for w in seen)
     return {"time_ms": time_ms, "energy_mj": power * time_ms, "power_w": power, "reps": sum(w.reps for w in ws),
             "window_s": span, "spread": (max(times) - min(times)) / time_ms if time_ms > 0 else math.nan,
-            "busy": min(busy) if busy else math.nan}
+            "busy": min(busy) if busy else math.nan,
+            "timeline_w": sum(w.timeline_w * w.window_s for w in seen) / seen_s if seen_s > 0 else math.nan}

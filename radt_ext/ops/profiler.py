@@ -29,8 +29,8 @@ CUDNN_BENCHMARK = False
 
 MODES = ("training", "inference")
 COLUMNS = ["order", "op", "name", "count", "input_shapes", "params", "phase", "flops", "bytes",
-           "time_ms", "energy_mj", "power_w", "reps", "window_s", "spread", "busy"]
-ADDED = ("spread", "busy")  # columns newer than the first dataset: NaN when a file lacks them
+           "time_ms", "energy_mj", "power_w", "reps", "window_s", "spread", "busy", "timeline_w"]
+ADDED = ("spread", "busy", "timeline_w")  # columns newer than the first dataset: NaN when a file lacks them
 
 
 TEXT = ("op", "name", "input_shapes", "params", "phase")
@@ -89,14 +89,15 @@ def _measure_call(call: OpCall, mode: str, clock: Clock, meter: Meter | None, wi
 def per_copy(w: Window, k: int) -> Window:
     """A window of calls that each ran k copies of an operation, per copy."""
     return Window(time_ms=w.time_ms / k, energy_mj=w.energy_mj / k, power_w=w.power_w, reps=w.reps * k,
-                  window_s=w.window_s, busy=w.busy)
+                  window_s=w.window_s, busy=w.busy, timeline_w=w.timeline_w)
 
 
 def _row(call: OpCall, phase: str, flops: float, nbytes: int, w) -> dict:
     return {"order": call.order, "op": call.op, "name": call.name, "count": call.count,
             "input_shapes": call.input_shapes, "params": call.params, "phase": phase, "flops": flops,
             "bytes": nbytes, "time_ms": w.time_ms, "energy_mj": w.energy_mj, "power_w": w.power_w,
-            "reps": w.reps, "window_s": w.window_s, "spread": math.nan, "busy": w.busy}
+            "reps": w.reps, "window_s": w.window_s, "spread": math.nan, "busy": w.busy,
+            "timeline_w": w.timeline_w}
 
 
 @contextlib.contextmanager

@@ -13,11 +13,12 @@ from listeners.energy_counter import EnergyCounter, unavailable_reason
 TRACES = Path(__file__).resolve().parents[2] / "listeners" / "traces"
 
 
-def energy_trace(tmp_path: Path, error: int | None = None) -> Path:
-    """The H200 recording, its energy field (recorded through nvmlDeviceGetFieldValues) also answering
-    nvmlDeviceGetTotalEnergyConsumption; or that call failing with NVML error `error`."""
-    trace = json.loads((TRACES / "h200_matmul.json").read_text())
-    samples = next(iter(trace["calls"]["nvmlDeviceGetFieldValues"].values()))
+def energy_trace(tmp_path: Path, error: int | None = None, recording: str = "h200_matmul.json") -> Path:
+    """A recording (the H200's by default), its energy field (recorded through nvmlDeviceGetFieldValues) also
+    answering nvmlDeviceGetTotalEnergyConsumption; or that call failing with NVML error `error`."""
+    trace = json.loads((TRACES / recording).read_text())
+    samples = next(s for s in trace["calls"]["nvmlDeviceGetFieldValues"].values()
+                   if any(f["fields"]["fieldId"] == 83 for f in s[0]))
     energy = [next(f["fields"]["value"]["fields"]["ullVal"] for f in s if f["fields"]["fieldId"] == 83)
               for s in samples]
     answers = [{"nvml_error": error}] * 3 if error is not None else energy
@@ -103,3 +104,16 @@ def test_metered_window_raises_what_the_reading_thread_hit(tmp_path, replay):
     with Failing() as counter:
         with pytest.raises(ListenerError, match="stopped answering"):
             measure(lambda: x @ x, Clock(torch.device("cpu")), counter, min_window_s=0.02)
+
+
+def test_power_timeline_beside_the_counter(tmp_path, replay):
+    import math
+    import time
+
+    replay(energy_trace(tmp_path, recording="h100_power_samples.json"))  # the H100's driver sample buffer
+    with EnergyCounter() as counter:
+        watts = counter.timeline_w(0.0, time.time() + 3600)
+    assert 50 < watts < 700  # the recorded samples after open: the board's power, in W (NVML gives mW)
+    replay(energy_trace(tmp_path))  # the H200 recording kept no sample buffer
+    with EnergyCounter() as counter:
+        assert math.isnan(counter.timeline_w(0.0, time.time() + 3600))

@@ -30,3 +30,7 @@ def test_small_cnn_profile_on_the_gpu_has_energy():
     assert not math.isnan(prof.network("energy_mj"))
     # the counter is read on its own thread while chunks stay queued: the GPU never waits between chunks
     assert (t.busy > 0.9).all(), t[["op", "phase", "busy"]]
+    # the driver's power samples over each window (about five in 0.1 s) agree with the counter's power
+    seen = t[t.timeline_w.notna()]
+    assert len(seen) >= 0.9 * len(t)
+    assert ((seen.timeline_w / seen.power_w - 1).abs().median()) < 0.1, seen[["op", "power_w", "timeline_w"]]
