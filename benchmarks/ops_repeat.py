@@ -2,12 +2,16 @@
 
     python -m benchmarks.ops_repeat --a docs/ops/runs/h100_gpu_bound/run1/profiles.csv.gz \
         --b docs/ops/runs/h100_gpu_bound/run2/profiles.csv.gz --out docs/ops/runs/h100_gpu_bound
+    python -m benchmarks.ops_repeat --a docs/ops/dataset.csv.gz --b docs/ops/runs/h100_repeat/profiles.csv.gz \
+        --gpu H100 --out docs/ops/runs/h100_repeat
 
 Two datasets (`radt-ext ops dataset` files) of the same models, batch sizes, precisions and modes:
 per profile, Σ operations / network for time and energy in each (the 10 % goal of
 `radt-ext ops check`), and how far the second run's network time and energy per step lie from
 the first's. Measured twice on one GPU, that gap is what any prediction between GPUs must beat: a
-difference between two GPUs smaller than it cannot be told from a repeat.
+difference between two GPUs smaller than it cannot be told from a repeat. Only the profiles both hold
+are compared (`--gpu` picks one GPU's from datasets of several). Where run B's windows also averaged the
+driver's power samples (`timeline_w`), how far that lies from the counter's power is reported too.
 """
 from __future__ import annotations
 
@@ -18,11 +22,14 @@ from benchmarks.common import fmt, spread, table, write_results
 GOAL = 0.10
 
 
-def compare(a_path: str, b_path: str) -> dict:
+def compare(a_path: str, b_path: str, gpu: str | None = None) -> dict:
     from radt_ext.ops import dataset as ds
 
     keys = ["model", "batch", "precision", "mode"]
-    a, b = ds.summed_vs_network(ds.load(a_path)), ds.summed_vs_network(ds.load(b_path))
+    a_data, b_data = ds.load(a_path), ds.load(b_path)
+    if gpu:
+        a_data, b_data = a_data[a_data.gpu == gpu], b_data[b_data.gpu == gpu]
+    a, b = ds.summed_vs_network(a_data), ds.summed_vs_network(b_data)
     m = a.merge(b, on=keys, suffixes=("_a", "_b"))
     rows = []
     for _, r in m.iterrows():
@@ -39,6 +46,11 @@ def compare(a_path: str, b_path: str) -> dict:
                "energy_ratio": spread([x[c] for x in rows for c in ("energy_ratio_a", "energy_ratio_b")]),
                "network_time_change_abs_pct": spread([abs(x["network_time_change_pct"]) for x in rows]),
                "network_energy_change_abs_pct": spread([abs(x["network_energy_change_pct"]) for x in rows])}
+    seen = b_data[b_data.timeline_w.notna() & (b_data.power_w > 0)]
+    if len(seen):
+        off = (100 * (seen.timeline_w / seen.power_w - 1)).abs()
+        summary["timeline_vs_counter_abs_pct"] = {**spread(list(off)), "within_5": int((off <= 5).sum()),
+                                                  "within_10": int((off <= 10).sum())}
     return {"rows": rows, "summary": summary}
 
 
@@ -46,9 +58,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--a", required=True, help="dataset of the first run")
     ap.add_argument("--b", required=True, help="dataset of the second run (same grid)")
+    ap.add_argument("--gpu", default=None, help="compare this GPU's profiles only (e.g. H100)")
     ap.add_argument("--out", default="benchmark-results")
     args = ap.parse_args(argv)
-    res = compare(args.a, args.b)
+    res = compare(args.a, args.b, args.gpu)
+    if not res["rows"]:
+        ap.error("the two datasets share no profile (model, batch, precision, mode); check --gpu")
     s, n = res["summary"], res["summary"]["profiles"]
     text = (f"### Σ operations / network, and run B against run A ({n} profiles in both)\n\n"
             + table(["model", "batch", "precision", "mode", "time A", "time B", "energy A", "energy B",
@@ -63,6 +78,10 @@ def main(argv=None) -> int:
             f"Run against run: network time |B/A − 1| median {fmt(s['network_time_change_abs_pct']['median'])} %, "
             f"max {fmt(s['network_time_change_abs_pct']['max'])} %; energy median "
             f"{fmt(s['network_energy_change_abs_pct']['median'])} %, max {fmt(s['network_energy_change_abs_pct']['max'])} %.")
+    if "timeline_vs_counter_abs_pct" in s:
+        t = s["timeline_vs_counter_abs_pct"]
+        text += (f" Run B's windows, the driver's power samples against the counter's power: |timeline / counter − 1| "
+                 f"median {fmt(t['median'])} %, max {fmt(t['max'])} %, within 5 % in {t['within_5']} of {t['n']} windows.")
     write_results(args.out, "ops_repeat", {**res, "args": vars(args)}, text)
     return 0
 
