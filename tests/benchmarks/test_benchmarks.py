@@ -250,3 +250,19 @@ def test_ops_metering_measures_each_metering_in_turn(tmp_path, tracking_uri):
     for r in rows:  # on the CPU a window times only; every window's chunks ran back to back
         assert r["windows"] == 2 and r["time_ms"] > 0 and 0 < r["busy"] <= 1
     assert result["ramps"] == []  # the ramp needs the GPU's counter
+
+
+def test_ops_repeat_picks_one_gpu_and_checks_the_power_timeline(tmp_path, tracking_uri):
+    ops = os.path.join(REPO, "docs", "ops")
+    repeat = os.path.join(ops, "runs", "h100_repeat", "profiles.csv.gz")
+    result = run_script("ops_repeat", tmp_path, tracking_uri, "--a", os.path.join(ops, "dataset.csv.gz"),
+                        "--b", repeat, "--gpu", "H100")
+    summary = result["summary"]
+    assert summary["profiles"] == len(result["rows"]) == 8  # the repeat's profiles, found in the H100's half
+    timeline = summary["timeline_vs_counter_abs_pct"]
+    assert timeline["n"] > 0 and timeline["within_5"] <= timeline["n"] and timeline["median"] >= 0
+    env = dict(os.environ, PYTHONPATH=REPO)
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.ops_repeat", "--a", os.path.join(ops, "dataset.csv.gz"),
+                           "--b", repeat, "--gpu", "H200", "--out", str(tmp_path / "none")],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "share no profile" in proc.stderr  # the repeat holds no H200 profile
