@@ -29,6 +29,8 @@ def compare(a_path: str, b_path: str, gpu: str | None = None) -> dict:
     a_data, b_data = ds.load(a_path), ds.load(b_path)
     if gpu:
         a_data, b_data = a_data[a_data.gpu == gpu], b_data[b_data.gpu == gpu]
+    if a_data.empty or b_data.empty:
+        return {"rows": [], "summary": {"profiles": 0}}
     a, b = ds.summed_vs_network(a_data), ds.summed_vs_network(b_data)
     m = a.merge(b, on=keys, suffixes=("_a", "_b"))
     rows = []
