@@ -32,7 +32,7 @@ def _profile_runs(uri) -> list:
 
 def test_profile_on_the_cpu_logs_one_run(tracking_uri, tmp_path):
     r = cli("profile", "mlp", "--device", "cpu", "--batch", "2", "--mode", "inference", "--window-s", "0.002",
-            "--out", str(tmp_path))
+            "--net-window-s", "0.002", "--out", str(tmp_path))
     assert r.exit_code == 0, r.output
     assert "energy unavailable: profiled on the CPU" in r.output
     runs = _profile_runs(tracking_uri)
@@ -48,7 +48,7 @@ def test_profile_on_the_cpu_logs_one_run(tracking_uri, tmp_path):
     (["tests.radt_ext.ops.modules:TwoLayer", "--input-shape", "x"], "is not a list of integers"),
 ])
 def test_bad_profile_input_is_one_line_and_no_run(tracking_uri, args, message):
-    line = _one_line(cli("profile", *args, "--device", "cpu", "--batch", "2", "--window-s", "0.002"))
+    line = _one_line(cli("profile", *args, "--device", "cpu", "--batch", "2", "--window-s", "0.002", "--net-window-s", "0.002"))
     assert message in line
     assert _profile_runs(tracking_uri) == []
 

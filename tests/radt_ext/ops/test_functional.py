@@ -46,7 +46,7 @@ def test_resnet_inplace_residual_add_is_captured_and_replayed_out_of_place():
 
 def test_dlrm_interaction_is_profiled_with_flops_and_bytes():
     net = catalog.build("dlrm", 8, "fp32", CPU, tiny=True)
-    prof = profiler.profile(net, "training", CPU, None, window_s=0.002)
+    prof = profiler.profile(net, "training", CPU, None, window_s=0.002, net_window_s=0.002)
     t = prof.table
     fn = t[t.op.isin(["stack", "bmm", "getitem", "cat"])].set_index(["op", "phase"])
     assert set(fn.index.get_level_values(0)) == {"stack", "bmm", "getitem", "cat"}
@@ -91,7 +91,7 @@ def test_backward_copies_fit_the_memory_budget(monkeypatch):
 
 def test_profile_with_functional_ops_logs_to_mlflow(tracking_uri):
     net = catalog.build("vit", 2, "bf16", CPU, tiny=True)
-    prof = profiler.profile(net, "training", CPU, None, window_s=0.002)
+    prof = profiler.profile(net, "training", CPU, None, window_s=0.002, net_window_s=0.002)
     prof.meta.update(batch=2, precision="bf16", gpu_name="cpu")
     client = MlflowClient(tracking_uri)
     run_id = store.log(prof, client, "0")
@@ -107,7 +107,7 @@ def test_network_is_measured_in_rounds_with_their_spread():
     from radt_ext.ops.network import ROUNDS
 
     net = catalog.build("resnet18", 2, "fp32", CPU, tiny=True)
-    prof = profiler.profile(net, "training", CPU, None, window_s=0.002)
+    prof = profiler.profile(net, "training", CPU, None, window_s=0.002, net_window_s=0.002)
     t = prof.table
     net_rows = t[t.op == "network"]
     assert list(net_rows.phase) == ["forward", "backward"]
@@ -121,7 +121,7 @@ def test_cudnn_setting_is_restored_after_a_profile():
     torch.backends.cudnn.benchmark = True
     try:
         net = catalog.build("mlp", 2, "fp32", CPU, tiny=True)
-        profiler.profile(net, "inference", CPU, None, window_s=0.002)
+        profiler.profile(net, "inference", CPU, None, window_s=0.002, net_window_s=0.002)
         assert torch.backends.cudnn.benchmark is True
     finally:
         torch.backends.cudnn.benchmark = before

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 def test_mlp_training_profile_dedupes_and_measures_both_phases():
     net = catalog.build("mlp", 4, "fp32", CPU, tiny=True)
-    prof = profiler.profile(net, "training", CPU, None, window_s=0.002)
+    prof = profiler.profile(net, "training", CPU, None, window_s=0.002, net_window_s=0.002)
     t = prof.table
     ops = t[t.op != "network"]
     # Flatten, 4 Linear (two of them hidden→hidden, the same call) and 3 identical ReLUs
@@ -43,7 +43,7 @@ def test_mlp_training_profile_dedupes_and_measures_both_phases():
 def test_inference_profile_has_one_phase_and_keeps_inplace_relu():
     net = catalog.build("resnet18", 2, "fp32", CPU, tiny=True)
     relu = net.module.relu
-    prof = profiler.profile(net, "inference", CPU, None, window_s=0.002)
+    prof = profiler.profile(net, "inference", CPU, None, window_s=0.002, net_window_s=0.002)
     assert set(prof.table.phase) == {"inference"}
     assert relu.inplace  # replayed out of place, restored afterwards
     assert {"Conv2d", "BatchNorm2d", "ReLU", "MaxPool2d", "AdaptiveAvgPool2d", "Linear"} <= set(prof.table.op)
@@ -87,7 +87,7 @@ def test_bf16_profile_moves_half_the_bytes():
     rows = {}
     for precision in ("fp32", "bf16"):
         net = catalog.build("mlp", 4, precision, CPU, tiny=True)
-        t = profiler.profile(net, "inference", CPU, None, window_s=0.002).table
+        t = profiler.profile(net, "inference", CPU, None, window_s=0.002, net_window_s=0.002).table
         rows[precision] = t[t.op == "Linear"].sort_values("order")
     assert (rows["fp32"]["bytes"].to_numpy() == 2 * rows["bf16"]["bytes"].to_numpy()).all()
     assert (rows["fp32"].flops.to_numpy() == rows["bf16"].flops.to_numpy()).all()
@@ -95,7 +95,7 @@ def test_bf16_profile_moves_half_the_bytes():
 
 def test_embedding_moves_the_rows_it_gathers():
     net = catalog.build("dlrm", 8, "fp32", CPU, tiny=True)
-    t = profiler.profile(net, "inference", CPU, None, window_s=0.002).table
+    t = profiler.profile(net, "inference", CPU, None, window_s=0.002, net_window_s=0.002).table
     emb = t[t.op == "Embedding"].iloc[0]
     assert emb["count"] == catalog.TINY["dlrm"]["num_tables"]
     assert emb.flops == 0
@@ -104,14 +104,14 @@ def test_embedding_moves_the_rows_it_gathers():
 
 def test_users_module_profiles_and_bad_modules_are_one_line():
     net = catalog.build("tests.radt_ext.ops.modules:TwoLayer", 3, "fp32", CPU, input_shape=(7,))
-    prof = profiler.profile(net, "training", CPU, None, window_s=0.002)
+    prof = profiler.profile(net, "training", CPU, None, window_s=0.002, net_window_s=0.002)
     assert set(prof.table.op) == {"network", "Linear", "GELU"}
     gelu = prof.table[(prof.table.op == "GELU") & (prof.table.phase == "forward")].iloc[0]
     assert gelu.flops == 8 * 3 * 16
 
     wrong = catalog.build("tests.radt_ext.ops.modules:TwoLayer", 3, "fp32", CPU, input_shape=(5,))
     with pytest.raises(UsageError, match=r"does not run on these inputs: RuntimeError: mat1 and mat2") as exc:
-        profiler.profile(wrong, "inference", CPU, None, window_s=0.002)
+        profiler.profile(wrong, "inference", CPU, None, window_s=0.002, net_window_s=0.002)
     assert "\n" not in str(exc.value)
     for spec, message in [("nosuch", "unknown model 'nosuch'"),
                           ("tests.radt_ext.ops.nosuch:X", "cannot load tests.radt_ext.ops.nosuch:X"),

@@ -16,7 +16,7 @@ CPU = torch.device("cpu")
 def cpu_profile():
     torch.set_num_threads(1)
     net = catalog.build("small_cnn", 2, "fp32", CPU, tiny=True)
-    prof = profiler.profile(net, "training", CPU, None, window_s=0.002)
+    prof = profiler.profile(net, "training", CPU, None, window_s=0.002, net_window_s=0.002)
     meter, facts, reason = open_meter(CPU)
     prof.meta.update(facts, batch=2, precision="fp32", energy_unavailable=reason)
     return prof
