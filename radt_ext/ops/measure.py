@@ -22,7 +22,8 @@ import torch
 # A counter that updates every 100 ms is seen to update 99.x or 100.x ms apart (polling jitter): a
 # window of one update period counts as 0.1 s instead of waiting a second period half the time.
 TICK_SLACK = 0.95
-READ_PAUSE_S = 0.0002  # between reads on the reading thread: a meter that reads in microseconds (a replay) leaves the GIL
+# between reads on the reading thread, so a meter that reads in microseconds (a replay) leaves the GIL
+READ_PAUSE_S = 0.0002
 
 
 class Meter(Protocol):

@@ -48,7 +48,8 @@ def test_profile_on_the_cpu_logs_one_run(tracking_uri, tmp_path):
     (["tests.radt_ext.ops.modules:TwoLayer", "--input-shape", "x"], "is not a list of integers"),
 ])
 def test_bad_profile_input_is_one_line_and_no_run(tracking_uri, args, message):
-    line = _one_line(cli("profile", *args, "--device", "cpu", "--batch", "2", "--window-s", "0.002", "--net-window-s", "0.002"))
+    line = _one_line(cli("profile", *args, "--device", "cpu", "--batch", "2", "--window-s", "0.002",
+                         "--net-window-s", "0.002"))
     assert message in line
     assert _profile_runs(tracking_uri) == []
 
