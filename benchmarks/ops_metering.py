@@ -19,9 +19,9 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from collections import deque
 
 from benchmarks.common import fmt, median, table, write_results
+from benchmarks.ops_config import opened
 
 CONFIGS = "resnet50:256:bf16:inference,mlp:65536:bf16:training,dlrm:65536:fp32:inference"
 
@@ -56,22 +56,14 @@ def op_forward(call, mode: str):
 
 def ramp(fn, clock, meter, idle_s: float, seconds: float) -> list[dict]:
     """Per counter period, its power and when it ended (ms after the work started), after an idle pause."""
-    from radt_ext.ops.measure import METERING, Ticks, measure
+    from radt_ext.ops.measure import Feeder, Ticks, measure
 
-    per_call_s = measure(fn, clock, None, 0.02).time_ms / 1e3
-    calls = max(1, math.ceil(METERING.chunk_s / per_call_s))
-    depth = max(2, math.ceil(METERING.queued_s / (calls * per_call_s)))
+    feeder = Feeder(fn, clock, measure(fn, clock, None, 0.02).time_ms / 1e3)
     clock.sync()
     time.sleep(idle_s)
     ticks = Ticks(meter, 0.0, threaded=True)
-    inflight = deque()
     while time.perf_counter() - ticks.t0 < seconds:
-        while len(inflight) < depth:
-            inflight.append(clock.chunk(fn, calls))
-        if inflight[0].done():
-            inflight.popleft()
-        else:
-            time.sleep(0.0005)
+        feeder.step()
     ticks.stop()
     clock.sync()
     seen = ticks.seen  # from the first update on: the period before it began while the GPU was idle
@@ -81,58 +73,37 @@ def ramp(fn, clock, meter, idle_s: float, seconds: float) -> list[dict]:
 
 def measure_config(config: str, repeats: int, n_ops: int, window_s: float, net_window_s: float, idle_s: float,
                    ramp_s: float, device) -> tuple[list[dict], dict]:
-    import torch
-
-    from radt_ext.ops import catalog
     from radt_ext.ops.capture import capture
-    from radt_ext.ops.measure import Clock, measure
+    from radt_ext.ops.measure import measure
     from radt_ext.ops.network import NetworkRounds
-    from radt_ext.ops.profiler import cudnn_pinned
 
-    name, batch, precision, mode = config.split(":")
-    net = catalog.build(name, int(batch), precision, device)
-    model = net.module.train(mode == "training")
-    clock = Clock(device)
-    meter = None
-    if device.type == "cuda":
-        from listeners.energy_counter import EnergyCounter
-
-        meter = EnergyCounter()
     rows, ramps = [], {}
-    try:
-        with cudnn_pinned():
-            calls = capture(model, net.inputs, grad=mode == "training")
-            ops = busiest(calls, mode, clock, n_ops)
-            samples: dict[tuple[str, str, str], list] = {}
-            for _ in range(repeats):
-                for variant, metering in meterings().items():  # alternating, so drift hits both alike
-                    rounds = NetworkRounds(model, net.inputs, mode, clock, meter, net_window_s, metering)
-                    rounds.round()
-                    for phase, ws in rounds.windows.items():
-                        samples.setdefault(("network", phase, variant), []).extend(ws)
-                    for call in ops:
-                        w = measure(op_forward(call, mode), clock, meter, window_s, metering=metering)
-                        phase = "forward" if mode == "training" else "inference"
-                        samples.setdefault((f"{call.op} {call.name}", phase, variant), []).append(w)
-            for (what, phase, variant), ws in samples.items():
-                energy = [w.energy_mj for w in ws]
-                mid = median(energy)
-                rows.append({"config": config, "what": what, "phase": phase, "variant": variant, "windows": len(ws),
-                             "time_ms": median(w.time_ms for w in ws), "power_w": median(w.power_w for w in ws),
-                             "energy_mj": mid, "energy_spread": (max(energy) - min(energy)) / mid if mid == mid and mid > 0
-                             else math.nan, "busy": median(w.busy for w in ws),
-                             "window_s": median(w.window_s for w in ws)})
-                print(rows[-1], flush=True)
-            if meter is not None and ops:
-                ramps = {"config": config, "op": f"{ops[0].op} {ops[0].name}", "idle_s": idle_s,
-                         "periods": ramp(op_forward(ops[0], mode), clock, meter, idle_s, ramp_s)}
-                print(ramps, flush=True)
-    finally:
-        if meter is not None:
-            meter.close()
-        del net, model
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
+    with opened(config, device) as c:
+        ops = busiest(capture(c.model, c.inputs, grad=c.mode == "training"), c.mode, c.clock, n_ops)
+        phase = "forward" if c.mode == "training" else "inference"
+        samples: dict[tuple[str, str, str], list] = {}
+        for _ in range(repeats):
+            for variant, metering in meterings().items():  # alternating, so drift hits both alike
+                rounds = NetworkRounds(c.model, c.inputs, c.mode, c.clock, c.meter, net_window_s, metering)
+                rounds.round()
+                for net_phase, ws in rounds.windows.items():
+                    samples.setdefault(("network", net_phase, variant), []).extend(ws)
+                for call in ops:
+                    w = measure(op_forward(call, c.mode), c.clock, c.meter, window_s, metering=metering)
+                    samples.setdefault((f"{call.op} {call.name}", phase, variant), []).append(w)
+        for (what, ph, variant), ws in samples.items():
+            energy = [w.energy_mj for w in ws]
+            mid = median(energy)
+            rows.append({"config": config, "what": what, "phase": ph, "variant": variant, "windows": len(ws),
+                         "time_ms": median(w.time_ms for w in ws), "power_w": median(w.power_w for w in ws),
+                         "energy_mj": mid, "energy_spread": (max(energy) - min(energy)) / mid if mid == mid and mid > 0
+                         else math.nan, "busy": median(w.busy for w in ws),
+                         "window_s": median(w.window_s for w in ws)})
+            print(rows[-1], flush=True)
+        if c.meter is not None and ops:
+            ramps = {"config": config, "op": f"{ops[0].op} {ops[0].name}", "idle_s": idle_s,
+                     "periods": ramp(op_forward(ops[0], c.mode), c.clock, c.meter, idle_s, ramp_s)}
+            print(ramps, flush=True)
     return rows, ramps
 
 

@@ -20,6 +20,7 @@ import argparse
 import time
 
 from benchmarks.common import fmt, table, write_results
+from benchmarks.ops_config import opened
 
 CONFIGS = ("mlp:512:bf16:inference,mlp:512:bf16:training,dlrm:1024:fp32:inference,vit:32:bf16:inference,"
            "resnet50:32:bf16:training")
@@ -37,50 +38,29 @@ def sm_clock() -> float:
 
 
 def measure_config(config: str, variants: list[str], rounds: int, gap: float, window_s: float, device) -> list[dict]:
-    import torch
-
-    from radt_ext.ops import catalog
-    from radt_ext.ops.measure import Clock
     from radt_ext.ops.network import NetworkRounds, combined
-    from radt_ext.ops.profiler import cudnn_pinned
 
-    name, batch, precision, mode = config.split(":")
-    net = catalog.build(name, int(batch), precision, device)
-    model = net.module.train(mode == "training")
-    clock = Clock(device)
-    meter = None
-    if device.type == "cuda":
-        from listeners.energy_counter import EnergyCounter
-
-        meter = EnergyCounter()
     rows = []
-    try:
-        with cudnn_pinned():
-            for variant in variants:
-                use = None if variant == "timed" else meter
-                if variant != "timed" and meter is None:
-                    continue
-                nr = NetworkRounds(model, net.inputs, mode, clock, use, window_s)
-                clocks = []
-                for _ in range(rounds):
-                    if variant == "metered_gap":
-                        time.sleep(gap)
-                    clocks.append(sm_clock())
-                    nr.round()
-                for phase, ws in nr.windows.items():
-                    times = [w.time_ms for w in ws]
-                    whole = combined(ws)  # the median round and spread as the profiler computes them
-                    rows.append({"config": config, "variant": variant, "phase": phase, "rounds": len(ws),
-                                 "times_ms": times, "power_w": [w.power_w for w in ws], "sm_clock_mhz": clocks,
-                                 "median_ms": whole["time_ms"], "spread": whole["spread"],
-                                 "spread_first3": combined(ws[:3])["spread"]})
-                    print(rows[-1], flush=True)
-    finally:
-        if meter is not None:
-            meter.close()
-        del net, model
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
+    with opened(config, device) as c:
+        for variant in variants:
+            use = None if variant == "timed" else c.meter
+            if variant != "timed" and c.meter is None:
+                continue
+            nr = NetworkRounds(c.model, c.inputs, c.mode, c.clock, use, window_s)
+            clocks = []
+            for _ in range(rounds):
+                if variant == "metered_gap":
+                    time.sleep(gap)
+                clocks.append(sm_clock())
+                nr.round()
+            for phase, ws in nr.windows.items():
+                times = [w.time_ms for w in ws]
+                whole = combined(ws)  # the median round and spread as the profiler computes them
+                rows.append({"config": config, "variant": variant, "phase": phase, "rounds": len(ws),
+                             "times_ms": times, "power_w": [w.power_w for w in ws], "sm_clock_mhz": clocks,
+                             "median_ms": whole["time_ms"], "spread": whole["spread"],
+                             "spread_first3": combined(ws[:3])["spread"]})
+                print(rows[-1], flush=True)
     return rows
 
 

@@ -145,6 +145,29 @@ def measure(fn: Callable[[], object], clock: Clock, meter: Meter | None, min_win
                   power_w=math.nan, reps=per_chunk * len(done), window_s=wall, busy=busy_share(done))
 
 
+class Feeder:
+    """Chunks of equal size kept `metering.queued_s` of work (at least two chunks) ahead on the device."""
+
+    def __init__(self, fn: Callable[[], object], clock: Clock, per_call_s: float, metering: Metering = METERING):
+        self.fn, self.clock = fn, clock
+        self.calls = max(1, math.ceil(metering.chunk_s / per_call_s))
+        self.depth = max(2, math.ceil(metering.queued_s / (self.calls * per_call_s)))
+        self.inflight: deque[Chunk] = deque()
+        self.finished: list[Chunk] = []
+
+    def step(self, wait: bool = True) -> bool:
+        """Top the queue up; True when its oldest chunk had finished (and moved to `finished`). With
+        `wait`, a queue still busy sleeps a moment, so a reading thread records its time promptly."""
+        while len(self.inflight) < self.depth:
+            self.inflight.append(self.clock.chunk(self.fn, self.calls))
+        if self.inflight[0].done():
+            self.finished.append(self.inflight.popleft())
+            return True
+        if wait:
+            time.sleep(0.0005)
+        return False
+
+
 class Ticks:
     """The energy counter's updates seen during one window, as (time seen, joules)."""
 
@@ -229,36 +252,28 @@ def _metered(fn, clock: Clock, meter: Meter, per_call_s: float, min_window_s: fl
     on); the power is the counter's rise between two of its updates at least `min_window_s` apart,
     divided by the time between them. A counter that updates only every ~100 ms (Hopper) is read
     between its own updates, so no partial period biases the result; energy per call = power x time."""
-    calls = max(1, math.ceil(metering.chunk_s / per_call_s))
-    depth = max(2, math.ceil(metering.queued_s / (calls * per_call_s)))
-    inflight: deque[Chunk] = deque()
-    finished: list[Chunk] = []
+    feeder = Feeder(fn, clock, per_call_s, metering)
     ticks = Ticks(meter, metering.settle_s, metering.threaded)
     deadline = ticks.t0 + max(1.5, 15 * min_window_s)
     fallback = False
     try:
         while True:
-            while len(inflight) < depth:
-                inflight.append(clock.chunk(fn, calls))
             if not metering.threaded:
                 ticks.poll()
-            if inflight[0].done():
-                finished.append(inflight.popleft())
+            if feeder.step(wait=metering.threaded):
                 seen = ticks.seen
                 if len(seen) >= 2 and seen[-1][0] - seen[0][0] >= TICK_SLACK * min_window_s:
                     break
                 if time.perf_counter() > deadline or ticks.failed():
                     fallback = True  # a counter that hardly moves: use what it did
                     break
-            elif metering.threaded:
-                time.sleep(0.0005)  # lets the reading thread record its time as soon as its read returns
     finally:
         try:
             ticks.stop()
         finally:
             clock.sync()
-    finished += inflight
-    time_ms = statistics.median(c.ms() for c in finished) / calls
+    finished = feeder.finished + list(feeder.inflight)
+    time_ms = statistics.median(c.ms() for c in finished) / feeder.calls
     timeline = math.nan
     if fallback:
         span = time.perf_counter() - ticks.t0
@@ -269,5 +284,5 @@ def _metered(fn, clock: Clock, meter: Meter, per_call_s: float, min_window_s: fl
         if hasattr(meter, "timeline_w"):
             epoch = time.time() - time.perf_counter()
             timeline = meter.timeline_w(epoch + ticks.seen[0][0], epoch + ticks.seen[-1][0])
-    return Window(time_ms=time_ms, energy_mj=power * time_ms, power_w=power, reps=calls * len(finished),
+    return Window(time_ms=time_ms, energy_mj=power * time_ms, power_w=power, reps=feeder.calls * len(finished),
                   window_s=span, busy=busy_share(finished), timeline_w=timeline)
