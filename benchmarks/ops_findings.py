@@ -2,9 +2,11 @@
 
     python -m benchmarks.ops_findings [--out docs/ops]
 
-Prints: per-operation H200/H100 ratios; the share of profiles whose summed operations are within 10 %
-of the network; summed/network per phase; the functional operations' share; the network rounds' spread;
-and the measured H200-vs-H100 network gaps against the two profiles' spreads (from validation.csv).
+Prints: per-operation H200/H100 ratios; the windows' busy share and power against the power limit; the
+share of profiles whose summed operations are within 10 % of the network and the profiles that miss;
+summed/network per phase, with the operations' and the network's mean power where energy misses; the
+functional operations' share; the network rounds' spread; the measured H200-vs-H100 network gaps against
+the two profiles' spreads and the largest prediction errors (from validation.csv).
 """
 from __future__ import annotations
 
@@ -39,10 +41,21 @@ def main(argv=None) -> int:
     print(f"operation rows reading 0 mJ: {(ops.energy_mj <= 0).sum()}; above the power limit: "
           f"{(ops.power_w > ops.power_limit_w).sum()}; windows over 0.15 s: {(ops.window_s > 0.15).mean():.0%}")
 
+    if df.busy.notna().any():
+        print(f"busy share of windows: median {df.busy.median():.4f}, lowest {df.busy.min():.3f}")
+    over = ops[ops.power_w > ops.power_limit_w]
+    print(f"operation power: {ops.power_w.min():.0f}-{ops.power_w.max():.0f} W, median {ops.power_w.median():.0f} W; "
+          f"above the limit {len(over)} rows, {(over.time_ms * over['count']).sum() / (ops.time_ms * ops['count']).sum():.1%} "
+          f"of summed operation time, by type {over.op.value_counts().to_dict()}")
+    hot = net[net.power_w > net.power_limit_w]
+    print(f"network rows above the limit: {len(hot)} of {len(net)} (max {net.power_w.max():.0f} W), by model "
+          f"{hot.model.value_counts().to_dict()}")
+
     check = ds.summed_vs_network(df)
     for m in ("time", "energy"):
         w = (check[f"{m}_ratio"] - 1).abs() <= 0.10
         print(f"summed within 10 % on {m}: {w.sum()}/{len(check)} = {w.mean():.0%}")
+        print(check[~w][KEYS + ["network_time", "time_ratio", "energy_ratio"]].to_string(index=False))
 
     ops["t"], ops["e"] = ops.time_ms * ops["count"], ops.energy_mj * ops["count"]
     per = ops.groupby(KEYS + ["phase"])[["t", "e"]].sum().reset_index().merge(
@@ -50,6 +63,10 @@ def main(argv=None) -> int:
     per["time_ratio"], per["energy_ratio"] = per.t / per.time_ms, per.e / per.energy_mj
     print("summed/network per phase, median over batch sizes and precisions:")
     print(per.groupby(["mode", "phase", "model", "gpu"]).time_ratio.median().unstack().round(2).to_string())
+    per["ops_w"], per["net_w"] = per.e / per.t, per.energy_mj / per.time_ms
+    emiss = per[(per.energy_ratio - 1).abs() > 0.10]
+    print("phases whose summed energy misses 10 %, with the operations' and the network's mean power (W):")
+    print(emiss[KEYS + ["phase", "time_ratio", "energy_ratio", "ops_w", "net_w"]].round(3).to_string(index=False))
     miss = (per.time_ratio - 1).abs() > 0.10
     print(f"network spread, median: phases within 10 % {per.spread[~miss].median():.3f}, missing {per.spread[miss].median():.3f}")
     print("network spread by gpu and mode:", net.groupby(["gpu", "mode"]).spread.median().round(3).to_dict())
@@ -66,6 +83,12 @@ def main(argv=None) -> int:
           f"profiles' spreads in {(gap < noise).mean():.0%} of {len(v)} cases (median larger spread {noise.median():.3f})")
     print(f"median time error where both spreads < 5 %: {v.time_error[noise < .05].median():.3f} ({(noise < .05).sum()} cases); "
           f"otherwise {v.time_error[noise >= .05].median():.3f}")
+    worst = v.sort_values("time_error", ascending=False).head(8)
+    print("largest time errors (predicted and measured change from the source GPU):")
+    for _, r in worst.iterrows():
+        print(f"  {r.model} b{r.batch} {r.precision} {r['mode']} {r.source}->{r.target}: error {r.time_error:.3f}, "
+              f"predicted {r.pred_time_ms / r.source_time_ms - 1:+.1%}, measured {r.time_ms / r.source_time_ms - 1:+.1%}, "
+              f"spreads {r.s_a:.3f} / {r.s_b:.3f}")
     return 0
 
 
