@@ -266,3 +266,13 @@ def test_ops_repeat_picks_one_gpu_and_checks_the_power_timeline(tmp_path, tracki
                            "--b", repeat, "--gpu", "H200", "--out", str(tmp_path / "none")],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "share no profile" in proc.stderr  # the repeat holds no H200 profile
+
+
+def test_ops_findings_prints_the_figures_the_docs_quote():
+    env = dict(os.environ, PYTHONPATH=REPO)
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.ops_findings", "--out", os.path.join(REPO, "docs", "ops")],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for line in ("profiles per GPU {'H100': 72, 'H200': 72}", "busy share of windows", "summed within 10 % on time",
+                 "network rows above the limit", "largest time errors"):
+        assert line in proc.stdout, line
