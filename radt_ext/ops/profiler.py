@@ -13,7 +13,7 @@ import contextlib
 import math
 import platform
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import pandas as pd
 import torch
@@ -88,8 +88,7 @@ def _measure_call(call: OpCall, mode: str, clock: Clock, meter: Meter | None, wi
 
 def per_copy(w: Window, k: int) -> Window:
     """A window of calls that each ran k copies of an operation, per copy."""
-    return Window(time_ms=w.time_ms / k, energy_mj=w.energy_mj / k, power_w=w.power_w, reps=w.reps * k,
-                  window_s=w.window_s, busy=w.busy, timeline_w=w.timeline_w)
+    return replace(w, time_ms=w.time_ms / k, energy_mj=w.energy_mj / k, reps=w.reps * k)
 
 
 def _row(call: OpCall, phase: str, flops: float, nbytes: int, w) -> dict:
