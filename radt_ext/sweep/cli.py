@@ -33,9 +33,10 @@ def _slurm_options(file: str, given: dict):
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--dry-run", is_flag=True, help="print the expanded plan and run nothing")
-@click.option("--executor", type=click.Choice(["local", "sequential", "slurm"]), default="local", show_default=True,
-              help="local: a lane per device, lanes at the same time; sequential: one variant at a time; "
-                   "slurm: a Slurm job per variant")
+@click.option("--executor", type=click.Choice(["local", "sequential", "slurm", "pack"]), default="local",
+              show_default=True, help="local: a lane per device, lanes at the same time; sequential: one variant at a "
+                                      "time; slurm: a Slurm job per variant; pack: jobs share GPUs as the store's "
+                                      "profiles allow (also schedule: pack in FILE)")
 @click.option("--status", is_flag=True, help="show each variant's state (store, and Slurm jobs) and run nothing")
 @click.option("--cancel", is_flag=True, help="cancel this sweep's queued or running Slurm jobs")
 @click.option("--partition", default=None, help="Slurm partition (slurm)")
@@ -59,6 +60,9 @@ def sweep(file, dry_run, executor, status, cancel, **slurm_flags):
     from radt_ext.sweep.console import console as make_console
 
     console = make_console()
+    packed = _packed(file, executor)
+    if packed is not None:
+        return _run_packed(file, packed, dry_run, console)
     if status or cancel:
         return _status_or_cancel(file, variants, console, cancel, slurm_flags)
     runner = executor
@@ -82,6 +86,38 @@ def sweep(file, dry_run, executor, status, cancel, **slurm_flags):
     if len(outcomes) < len(variants) or any(o.status == "KILLED" for o in outcomes):
         sys.exit(next((o.exit_code for o in outcomes if o.status == "KILLED"), 130) or 130)
     sys.exit(1 if bad else 0)
+
+
+def _packed(file: str, executor: str):
+    """The spec to pack (--executor pack, or schedule: pack in FILE), else None."""
+    if Path(file).suffix.lower() == ".csv":
+        if executor == "pack":
+            raise UsageError(f"{file}: --executor pack reads a YAML sweep spec; a radT CSV file sets its groups itself")
+        return None
+    from radt_ext.sweep.spec import load
+
+    spec = load(file)
+    scheduled = spec.pack is not None and spec.pack.scheduled
+    if scheduled and executor not in ("local", "pack"):
+        raise UsageError(f"{file}: schedule: pack runs on this machine's GPUs; drop --executor {executor} "
+                         "or the schedule")
+    return spec if scheduled or executor == "pack" else None
+
+
+def _run_packed(file, spec, dry_run: bool, console) -> None:
+    from radt_ext.packing import queue, run
+    from radt_ext.sweep.executor import results_table
+
+    queue.job_variants(spec)  # a group of several workloads: one line before anything runs
+    outcomes = run.run(spec, dry=dry_run, console=console)
+    if dry_run:
+        todo = sum(o.status == "PLANNED" for o in outcomes)
+        click.echo(f"{len(outcomes)} jobs, {todo} to run, {len(outcomes) - todo} done (dry run: nothing ran)")
+        return
+    console.print(results_table(outcomes))
+    if any(o.status == "KILLED" for o in outcomes) or len(outcomes) < len(queue.job_variants(spec)):
+        sys.exit(next((o.exit_code for o in outcomes if o.status == "KILLED"), 130) or 130)
+    sys.exit(1 if any(o.status not in ("FINISHED", "SKIPPED") for o in outcomes) else 0)
 
 
 def _status_or_cancel(file, variants, console, cancel: bool, slurm_flags) -> None:

@@ -21,6 +21,7 @@ before anything runs. The format (docs/collocation.md):
     grid: {batch_size: [128, 512]}      # every workload that declares the param
     random: {samples: 3, seed: 0, params: {lr: {loguniform: [1e-4, 1e-2]}}}
     slurm: {partition: gpu, gpus_per_job: 1, time_limit: 90}   # for --executor slurm (slurm_options.py)
+    schedule: pack              # pack the jobs onto the GPUs (radt_ext/packing/options.py): max_slowdown, pack
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ from radt_ext.errors import UsageError
 from radt_ext.sweep import recipes
 
 TOP_KEYS = {"name", "experiment", "modes", "devices", "repeats", "listeners", "child_listeners", "interval",
-            "workloads", "groups", "grid", "random", "slurm"}
+            "workloads", "groups", "grid", "random", "slurm", "schedule", "max_slowdown", "pack"}
 WORKLOAD_KEYS = {"recipe", "command", "params", "mps", "mig", "env"}
 GROUP_KEYS = {"workloads", "modes", "grid", "random", "name"}
 DISTRIBUTIONS = {"uniform", "loguniform", "choice", "randint"}
@@ -87,6 +88,7 @@ class Sweep:
     workloads: dict[str, WorkloadDef]
     groups: list[GroupDef]
     slurm: object = None  # SlurmOptions of the `slurm:` block (where a Slurm sweep runs; not in any hash)
+    pack: object = None  # PackOptions of schedule: pack / max_slowdown / pack: (how jobs share GPUs; not in any hash)
 
 
 def one_line(text: str) -> str:
@@ -269,8 +271,18 @@ def parse(data: Any, source: str = "<spec>", default_name: str = "sweep", base: 
         slurm = slurm_options.parse(data["slurm"], source)
         if slurm.folder and base is not None:
             slurm.folder = str(base / slurm.folder)
+    pack = _pack(data, groups, source)
     return Sweep(name, experiment, source, devices, repeats, listeners, child_listeners,
-                 float(interval) if interval is not None else None, workloads, groups, slurm)
+                 float(interval) if interval is not None else None, workloads, groups, slurm, pack)
+
+
+def _pack(data: dict, groups: list[GroupDef], source: str):
+    from radt_ext.packing import options
+
+    try:
+        return options.parse(data, list(dict.fromkeys(m for g in groups for m in g.modes)), source)
+    except UsageError as exc:
+        raise SpecError(one_line(str(exc))) from None
 
 
 def _devices(c: _Checker, value) -> list[str]:

@@ -1,0 +1,12 @@
+"""Packing a queue of jobs onto a node's GPUs: which jobs share a GPU, in which mode, from the store's
+exclusive profiles and measured group slowdowns (docs/collocation.md, "Packing a queue").
+
+    options.py   schedule: pack, max_slowdown and the pack: block of a sweep spec
+    profiles.py  what the store knows: profiles, measured groups, jobs done in packed groups
+    model.py     the contention model: predicted slowdown, MPS thread percentage, energy
+    planner.py   the queue → groups per GPU, each with its reason
+    explain.py   the dry run's plan table and the tags of each group run
+    queue.py     a sweep spec as a queue of jobs
+    executor.py  runs the plan, replanning whenever a device of the pool frees
+    run.py       the sweep command's entry (dry run or run)
+"""

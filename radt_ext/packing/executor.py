@@ -1,0 +1,185 @@
+"""Run a queue packed: whenever a device frees, read what the store knows, plan the jobs not started
+yet, and run the plan's first group there. Each group run carries its decision and prediction as tags.
+
+The devices come from a pool: `acquire(timeout) -> device or None` (None: none free yet) and
+`release(device)`. `DevicePool` is the plain one over a list of devices.
+"""
+from __future__ import annotations
+
+import contextlib
+import queue as queue_mod
+import threading
+from dataclasses import replace
+
+from radt_ext.collocation.group import GroupRunner
+from radt_ext.collocation.modes import CPU, Group, Workload
+from radt_ext.errors import UsageError
+from radt_ext.packing import explain, profiles
+from radt_ext.packing.options import PackOptions
+from radt_ext.packing.planner import Decision, Planner
+from radt_ext.packing.queue import jobs_of
+from radt_ext.session import exit_code
+from radt_ext.signals import SignalRelay
+from radt_ext.sweep import console as out
+from radt_ext.sweep.variant_run import Outcome, baseline, result_line
+
+
+class DevicePool:
+    def __init__(self, devices: list[str]):
+        self.devices = list(devices)
+        self._free: queue_mod.Queue = queue_mod.Queue()
+        for d in devices:
+            self._free.put(d)
+
+    def acquire(self, timeout: float | None = None) -> str | None:
+        try:
+            return self._free.get(timeout=timeout)
+        except queue_mod.Empty:
+            return None
+
+    def release(self, device: str) -> None:
+        self._free.put(device)
+
+
+def group_of(d: Decision, device: str, uri: str, client, max_slowdown: float) -> Group:
+    """The collocation group of a decision on a device; the jobs' own variants keep their hashes."""
+    variants = [j.ref for j in d.jobs]
+    first = variants[0]
+    if len(variants) == 1:  # alone: the job's own exclusive variant, so resume finds it by `sweep.hash`
+        group = first.group({}, uri)
+        group.workloads[0].device = device
+        group.run_name = f"{first.sweep_id}:{replace(first, device=device).title}"
+        group.workloads[0].tags.update({profiles.JOB_TAG: first.hash, **explain.job_tags(d, 0)})
+        group.tags.update(explain.group_tags(d, max_slowdown))
+        return group
+    workloads, baselines = [], {}
+    for i, (job, v) in enumerate(zip(d.jobs, variants)):
+        w = v.workloads[0]
+        tags = {"sweep.workload_hash": w.key, "sweep.workload": w.source, profiles.JOB_TAG: v.hash,
+                **{f"sweep.param.{k}": x for k, x in v.setting.items()}, **explain.job_tags(d, i)}
+        mps = d.mode == "mps"
+        workloads.append(Workload(job.name, list(w.command), device=device, params=dict(w.params), env=dict(w.env),
+                                  tags=tags, cwd=w.cwd,
+                                  mps_thread_percentage=(w.mps_thread_percentage or d.thread_pcts[i]) if mps else None,
+                                  mps_pinned_mem_limit=w.mps_pinned_mem_limit if mps else None))
+        found = baseline(client, v.experiment, w.key)
+        if found:
+            baselines[job.name] = found
+    names = "+".join(j.name for j in d.jobs)
+    tags = {"sweep.id": first.sweep_id, "sweep.group": names, **explain.group_tags(d, max_slowdown)}
+    return Group(mode=d.mode, workloads=workloads, experiment_name=first.experiment,
+                 run_name=f"{first.sweep_id}:pack {d.mode} {names} on {device}", listeners=first.listeners,
+                 child_listeners=first.child_listeners, interval=first.interval, tags=tags,
+                 child_tags={"sweep.id": first.sweep_id}, tracking_uri=uri, baselines=baselines)
+
+
+class PackExecutor:
+    name = "pack"
+    local = True
+
+    def __init__(self, options: PackOptions, devices: list[str], pool=None):
+        self.options = options
+        self.devices = list(devices)
+        self.pool = pool or DevicePool(self.devices)
+        self._lock = threading.Lock()
+        self._active: dict[str, GroupRunner] = {}
+        self.stopping: int | None = None
+        self._error: BaseException | None = None
+
+    def check(self, uri: str) -> None:
+        from listeners import registry
+        from listeners.base import ListenerError, Target
+
+        for device in self.devices:
+            if device == CPU:
+                continue
+            try:
+                registry.check_target(Target(pid=None, cuda_visible_devices=device))
+            except ListenerError as exc:
+                raise UsageError(f"devices: {device!r}: {exc}; use one of this machine's GPUs or cpu") from None
+
+    def stop(self, signum: int) -> None:
+        with self._lock:
+            self.stopping = self.stopping or signum
+            runners = list(self._active.values())
+        for r in runners:
+            r.stop(signum)
+
+    def planner(self, client, experiment: str) -> Planner:
+        return Planner(profiles.read(client, experiment), self.options, gpu_mode_ok=CPU not in self.devices)
+
+    def run(self, todo, ctx) -> list[Outcome]:
+        outcomes: dict[int, Outcome] = {}
+        experiment = todo[0].experiment
+        done = profiles.read(ctx.client, experiment).packed_done
+        remaining = []
+        for v in todo:
+            if v.hash in done:
+                ctx.console.print(f"[{v.index}] {v.title}: FINISHED before in a packed group (run {done[v.hash]}), "
+                                  "skipped", highlight=False)
+                outcomes[v.index] = Outcome(v, "SKIPPED", done[v.hash])
+            else:
+                remaining.append(v)
+        threads: list[threading.Thread] = []
+        with out.progress(ctx.console) as progress, SignalRelay(self.stop):
+            task = progress.add_task("pack", total=len(remaining))
+            echo = lambda m: progress.console.print(m, highlight=False, soft_wrap=True)  # noqa: E731
+            while remaining and not self.stopping and self._error is None:
+                device = self.pool.acquire(timeout=0.2)  # short waits keep the main thread free for signals
+                if device is None:
+                    continue
+                with self._lock:
+                    if self.stopping or self._error is not None:
+                        self.pool.release(device)
+                        break
+                    plan = self.planner(ctx.client, experiment).plan(jobs_of(remaining), self.devices)
+                    d = plan.decisions[0]
+                    taken = {id(j.ref) for j in d.jobs}
+                    remaining = [v for v in remaining if id(v) not in taken]
+                echo(f"gpu {device}: {d.summary}: {d.reason}")
+                t = threading.Thread(target=self._run_group, args=(d, device, ctx, echo, progress, task, outcomes),
+                                     name=f"radt-pack-{device}", daemon=True)
+                threads.append(t)
+                t.start()
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.2)
+        if self._error is not None:
+            raise self._error
+        return [outcomes[i] for i in sorted(outcomes)]
+
+    def _run_group(self, d: Decision, device: str, ctx, echo, progress, task, outcomes) -> None:
+        variants = [j.ref for j in d.jobs]
+        try:
+            group = group_of(d, device, ctx.uri, ctx.client, self.options.max_slowdown)
+            runner = GroupRunner(group, echo=echo)
+            with self._lock:
+                if self.stopping or self._error is not None:
+                    return
+                self._active[device] = runner
+            try:
+                result = runner.run()
+            except UsageError as exc:  # refused at run time (another MPS daemon owns the GPU): the queue goes on
+                echo(f"gpu {device}: {d.summary}: REFUSED: {exc}")
+                for v in variants:
+                    outcomes[v.index] = Outcome(replace(v, mode=d.mode), "REFUSED", exit_code=2)
+                return
+            finally:
+                with self._lock:
+                    self._active.pop(device, None)
+            shown = replace(variants[0], mode=d.mode, device=device, label="+".join(j.name for j in d.jobs))
+            echo(result_line(shown, result))
+            for v, child in zip(variants, result.children):
+                outcomes[v.index] = Outcome(replace(v, mode=d.mode), child.status, result.parent_run_id,
+                                            dict(child.summary), exit_code(child.returncode or 0))
+            progress.advance(task, len(variants))
+            if result.status == "KILLED":
+                with self._lock:
+                    self.stopping = self.stopping or 15  # a stopped group stops the queue; a re-run resumes
+        except BaseException as exc:  # an internal error: nothing new starts, the sweep raises it
+            with self._lock:
+                if self._error is None:
+                    self._error = exc
+        finally:
+            with contextlib.suppress(Exception):
+                self.pool.release(device)

@@ -1,0 +1,60 @@
+"""Every decision in words: the dry run's plan table, and the tags a group run carries."""
+from __future__ import annotations
+
+from radt_ext.packing.planner import Decision, Plan
+from radt_ext.sweep import console as out
+
+
+def _num(value: float | None, fmt: str = "{:.2f}") -> str:
+    return "?" if value is None else fmt.format(value)
+
+
+def plan_table(plan: Plan):
+    table = out.table("gpu", "#", "mode", "job", "MPS tp %", "pred. slowdown", "pred. energy J", "alone s",
+                      "why", title=f"pack plan (max_slowdown {plan.max_slowdown:g})")
+    for gpu, decisions in plan.gpus.items():
+        for n, d in enumerate(decisions):
+            for i, j in enumerate(d.jobs):
+                table.add_row(gpu if n == 0 and i == 0 else "", str(n) if i == 0 else "",
+                              d.mode if i == 0 else "", j.name, str(d.thread_pcts[i] or "-"),
+                              _num(d.slowdowns[i]), _num(d.energies[i], "{:.0f}"),
+                              _num(j.profile.duration_s if j.profile else None, "{:.1f}"),
+                              d.reason if i == 0 else "")
+    return table
+
+
+def totals_line(plan: Plan) -> str:
+    packed, alone = plan.predicted_makespan_s(), plan.one_per_gpu_makespan_s()
+    energy = [d.energy_j for d in plan.decisions]
+    jobs = sum(len(d.jobs) for d in plan.decisions)
+    shared = sum(len(d.jobs) for d in plan.decisions if len(d.jobs) > 1)
+    line = f"{jobs} jobs in {len(plan.decisions)} groups on {len(plan.gpus)} GPU(s), {shared} sharing a GPU"
+    if packed is not None and alone:
+        line += (f"; predicted makespan {packed:.1f} s against {alone:.1f} s one job per GPU at a time "
+                 f"(ratio {packed / alone:.2f})")
+    else:
+        line += "; makespan not predicted (jobs without a profile run alone first)"
+    if None not in energy and energy:
+        line += f"; predicted GPU energy {sum(energy):.0f} J"
+    return line
+
+
+def group_tags(d: Decision, max_slowdown: float) -> dict[str, str]:
+    tags = {"pack.decision": d.summary, "pack.reason": d.reason, "pack.source": d.source,
+            "pack.max_slowdown": f"{max_slowdown:g}", "pack.predicted_slowdown": f"{d.max_slowdown:.4f}"}
+    if d.energy_j is not None:
+        tags["pack.predicted_energy_j"] = f"{d.energy_j:.1f}"
+    if d.makespan_s is not None:
+        tags["pack.predicted_makespan_s"] = f"{d.makespan_s:.2f}"
+    return tags
+
+
+def job_tags(d: Decision, i: int) -> dict[str, str]:
+    tags = {"pack.decision": d.summary, "pack.reason": d.reason, "pack.predicted_slowdown": f"{d.slowdowns[i]:.4f}"}
+    if d.energies[i] is not None:
+        tags["pack.predicted_energy_j"] = f"{d.energies[i]:.1f}"
+    if d.thread_pcts[i]:
+        tags["pack.thread_percentage"] = str(d.thread_pcts[i])
+    if d.jobs[i].profile is not None:
+        tags["pack.profile_run_id"] = d.jobs[i].profile.run_id
+    return tags

@@ -1,0 +1,102 @@
+"""What a packed sweep may do: `schedule: pack`, `max_slowdown` and the `pack:` block of the spec.
+
+    schedule: pack             # or `radt-ext sweep FILE --executor pack`
+    max_slowdown: 1.5          # no job predicted slower than this (collocated time / time alone)
+    modes: [naive, mps]        # the ways jobs may share a GPU (exclusive, alone, is always allowed)
+    pack:
+      max_jobs_per_gpu: 4
+      memory_headroom_pct: 10  # kept free of the GPU's memory beside the jobs' peaks
+      gpu_memory_mib: 81559    # default: read from the store's runs, else from the GPU
+      mps_thread_percentage: auto   # auto (a share when the SMs are oversubscribed), none, or 1..100
+
+Each problem is one line naming the field, raised before anything runs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from radt_ext.errors import UsageError
+
+SHARING_MODES = ("naive", "mps")  # the modes the planner chooses among for a shared GPU
+SCHEDULES = ("pack",)
+KEYS = ("max_jobs_per_gpu", "memory_headroom_pct", "gpu_memory_mib", "mps_thread_percentage")
+
+
+@dataclass
+class PackOptions:
+    max_slowdown: float = 1.5
+    modes: tuple[str, ...] = SHARING_MODES
+    max_jobs_per_gpu: int = 4
+    memory_headroom_pct: float = 10.0
+    gpu_memory_mib: float | None = None
+    mps_thread_percentage: str = "auto"  # "auto", "none" or a whole number 1..100 as text
+    scheduled: bool = False  # the spec says schedule: pack (else only --executor pack packs it)
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+
+
+def max_slowdown(value, where: str = "max_slowdown") -> float:
+    if not _number(value) or value < 1 or value > 100:
+        raise UsageError(f"{where}: {value!r} is not a bound on slowdown; give a number >= 1 "
+                         "(1.5: no job more than 1.5x slower than alone)")
+    return float(value)
+
+
+def sharing_modes(modes: list[str], where: str = "modes") -> tuple[str, ...]:
+    """The spec's modes as the planner's choices: exclusive dropped (always allowed), mig refused."""
+    out = []
+    for m in modes:
+        if m == "exclusive":
+            continue
+        if m not in SHARING_MODES:
+            raise UsageError(f"{where}: mode {m!r} cannot be packed; schedule: pack chooses among "
+                             f"exclusive, {', '.join(SHARING_MODES)}")
+        if m not in out:
+            out.append(m)
+    return tuple(out) or SHARING_MODES
+
+
+def parse(data: dict, modes: list[str], source: str) -> PackOptions | None:
+    """The options of a spec's top-level mapping, or None when it does not ask for packing."""
+    schedule = data.get("schedule")
+    if schedule is not None and schedule not in SCHEDULES:
+        raise UsageError(f"{source}: schedule: {schedule!r} is not a schedule; use one of {', '.join(SCHEDULES)}")
+    block = data.get("pack")
+    if schedule is None and block is None and "max_slowdown" not in data:
+        return None
+    opts = PackOptions(modes=sharing_modes(modes, f"{source}: modes"), scheduled=schedule == "pack")
+    if "max_slowdown" in data:
+        opts.max_slowdown = max_slowdown(data["max_slowdown"], f"{source}: max_slowdown")
+    if block is None:
+        return opts
+    if not isinstance(block, dict):
+        raise UsageError(f"{source}: pack: expected a mapping such as {{max_jobs_per_gpu: 4}}")
+    for key, value in block.items():
+        where = f"{source}: pack.{key}"
+        if key not in KEYS:
+            raise UsageError(f"{where}: unknown field; use one of {', '.join(KEYS)}")
+        if key == "max_jobs_per_gpu":
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 48:
+                raise UsageError(f"{where}: expected a whole number 1..48, got {value!r}")
+            opts.max_jobs_per_gpu = value
+        elif key == "memory_headroom_pct":
+            if not _number(value) or not 0 <= value < 100:
+                raise UsageError(f"{where}: expected a percentage 0..99, got {value!r}")
+            opts.memory_headroom_pct = float(value)
+        elif key == "gpu_memory_mib":
+            if not _number(value) or value <= 0:
+                raise UsageError(f"{where}: expected the GPU's memory in MiB (e.g. 81559), got {value!r}")
+            opts.gpu_memory_mib = float(value)
+        else:
+            opts.mps_thread_percentage = thread_percentage(value, where)
+    return opts
+
+
+def thread_percentage(value, where: str) -> str:
+    if value in ("auto", "none"):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 100:
+        return str(value)
+    raise UsageError(f"{where}: expected auto, none or a whole number 1..100, got {value!r}")

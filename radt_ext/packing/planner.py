@@ -1,0 +1,227 @@
+"""A queue of jobs → groups, each for one GPU, with the mode, the predicted slowdown and energy of
+every job and a one-line reason.
+
+1. Jobs without a usable profile run alone first (their run is the profile the next plans use).
+2. The others, largest demand first (max of SM and DRAM active, then duration): while a GPU has
+   nothing to run, the next job takes it alone; after that each goes into the
+   open group where every member's predicted slowdown stays within `max_slowdown`, the group's peak
+   memories fit the GPU with the headroom, and the group has room; among those, the one with the
+   lowest predicted slowdown; else a group of their own.
+3. A group's prediction in a mode comes from the store where it can: the same jobs measured together
+   in that mode (newest run), else for a pair the closest measured pair (profiles within
+   CLOSE_PCT points); else the contention model (model.py). The mode is the allowed one with the
+   lowest predicted slowdown (naive on a tie: no daemon).
+4. The groups go to GPUs longest first, each to the GPU free soonest (the static plan a dry run
+   prints; the executor replans from the store whenever a GPU frees).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from radt_ext.packing import model
+from radt_ext.packing.options import PackOptions
+from radt_ext.packing.profiles import Knowledge, Profile
+
+CLOSE_PCT = 15.0  # a measured pair stands for another when their profiles differ by at most this (pct points)
+
+
+@dataclass
+class Job:
+    name: str  # unique in the queue (a workload name inside a group)
+    key: str  # workload hash: how its profile and measured groups are found
+    ref: object = None  # what the executor runs (a sweep Variant)
+    profile: Profile | None = None
+
+
+@dataclass
+class Decision:
+    jobs: list[Job]
+    mode: str  # exclusive (alone), naive or mps
+    slowdowns: list[float]
+    energies: list[float | None]
+    thread_pcts: list[int | None]
+    source: str  # model / measured run / closest measured pair
+    reason: str
+
+    @property
+    def max_slowdown(self) -> float:
+        return max(self.slowdowns) if self.slowdowns else 1.0
+
+    @property
+    def makespan_s(self) -> float | None:
+        times = [j.profile.duration_s * s for j, s in zip(self.jobs, self.slowdowns)
+                 if j.profile is not None and j.profile.duration_s]
+        return max(times) if len(times) == len(self.jobs) else None
+
+    @property
+    def energy_j(self) -> float | None:
+        return sum(self.energies) if self.energies and None not in self.energies else None
+
+    @property
+    def summary(self) -> str:
+        parts = [j.name + (f" (tp {tp})" if tp else "") for j, tp in zip(self.jobs, self.thread_pcts)]
+        how = "alone" if self.mode == "exclusive" else f"{self.mode} {len(self.jobs)} jobs"
+        return f"{how}: {' + '.join(parts)}"
+
+
+@dataclass
+class Plan:
+    decisions: list[Decision]  # in the order they are handed to GPUs
+    gpus: dict[str, list[Decision]] = field(default_factory=dict)
+    max_slowdown: float = 1.5
+    gpu_memory_mib: float | None = None
+
+    def predicted_makespan_s(self, decisions_by_gpu: dict[str, list[Decision]] | None = None) -> float | None:
+        loads = []
+        for ds in (decisions_by_gpu or self.gpus).values():
+            times = [d.makespan_s for d in ds]
+            if None in times:
+                return None
+            loads.append(sum(times))
+        return max(loads) if loads else 0.0
+
+    def one_per_gpu_makespan_s(self) -> float | None:
+        """The same jobs one per GPU at a time, longest first to the GPU free soonest."""
+        times = [j.profile.duration_s if j.profile and j.profile.duration_s else None
+                 for d in self.decisions for j in d.jobs]
+        if None in times:
+            return None
+        loads = [0.0] * max(1, len(self.gpus))
+        for t in sorted(times, reverse=True):
+            loads[loads.index(min(loads))] += t
+        return max(loads)
+
+
+class Planner:
+    def __init__(self, knowledge: Knowledge, options: PackOptions, gpu_mode_ok: bool = True):
+        self.k = knowledge
+        self.opts = options
+        self.modes = [m for m in options.modes if gpu_mode_ok or m != "mps"]
+        self.gpu_memory = options.gpu_memory_mib or knowledge.gpu_memory_mib
+        idle = [p.idle_power_w for p in knowledge.profiles.values() if p.idle_power_w]
+        self.idle_power_w = min(idle) if idle else None
+
+    # -- predictions ------------------------------------------------------------------
+    def _measured(self, jobs: list[Job], mode: str) -> tuple[list[float], str] | None:
+        keys = tuple(sorted(j.key for j in jobs))
+        for g in self.k.groups:  # newest first
+            if g.mode == mode and g.keys == keys:
+                seen: dict[str, int] = {}
+                out = []
+                for j in jobs:
+                    n = seen[j.key] = seen.get(j.key, -1) + 1
+                    out.append(g.slowdowns[j.key][n])
+                return out, f"measured together in run {g.run_id[:8]}"
+        if len(jobs) != 2:
+            return None
+        best = None
+        for g in self.k.groups:
+            if g.mode != mode or len(g.keys) != 2:
+                continue
+            a, b = (self.k.profiles.get(x) for x in g.keys)
+            if a is None or b is None or not a.usable or not b.usable:
+                continue
+            for first, second in ((a, b), (b, a)):
+                d = _distance(jobs[0].profile, first) + _distance(jobs[1].profile, second)
+                if d <= CLOSE_PCT and (best is None or d < best[0]):
+                    best = (d, g, first.key, second.key)
+        if best is None:
+            return None
+        d, g, ka, kb = best
+        sa = g.slowdowns[ka][0]
+        sb = g.slowdowns[kb][-1] if ka == kb else g.slowdowns[kb][0]
+        return [sa, sb], f"closest measured pair, run {g.run_id[:8]} ({d:.0f} pts away)"
+
+    def predict(self, jobs: list[Job], mode: str) -> Decision:
+        for j in jobs:
+            j.profile = j.profile or self.k.profiles.get(j.key)
+        profiles = [j.profile for j in jobs]
+        measured = self._measured(jobs, mode) if len(jobs) > 1 else None
+        if measured:
+            slow, source = measured
+        else:
+            slow, source = model.slowdowns(profiles, mode), ("alone" if len(jobs) == 1 else "contention model")
+        tps = model.thread_percentages(profiles, self.opts.mps_thread_percentage) if mode == "mps" else [None] * len(jobs)
+        energies = [model.energy(p, s, len(jobs), self.idle_power_w) for p, s in zip(profiles, slow)]
+        return Decision(list(jobs), mode if len(jobs) > 1 else "exclusive", slow, energies, tps, source, "")
+
+    def best(self, jobs: list[Job]) -> Decision:
+        options = [self.predict(jobs, m) for m in self.modes] or [self.predict(jobs, "naive")]
+        return min(options, key=lambda d: (round(d.max_slowdown, 6), d.mode != "naive"))
+
+    def why_not(self, jobs: list[Job]) -> str | None:
+        """Why these jobs cannot share a GPU (None: they can)."""
+        if len(jobs) > self.opts.max_jobs_per_gpu:
+            return f"more than {self.opts.max_jobs_per_gpu} jobs on a GPU"
+        mem = [j.profile.mem_mib for j in jobs]
+        if self.gpu_memory and len(jobs) > 1:
+            if None in mem:
+                return "a peak memory is unknown"
+            room = self.gpu_memory * (1 - self.opts.memory_headroom_pct / 100)
+            if sum(mem) > room:
+                return (f"peak memory {sum(mem) / 1024:.1f} GiB > {room / 1024:.1f} GiB "
+                        f"({100 - self.opts.memory_headroom_pct:g} % of the GPU)")
+        return None
+
+    # -- the plan ---------------------------------------------------------------------
+    def plan(self, jobs: list[Job], gpus: list[str]) -> Plan:
+        for j in jobs:
+            p = self.k.profiles.get(j.key)
+            j.profile = p if p is not None and p.usable else None
+        first: list[Decision] = []
+        for j in jobs:
+            if j.profile is None:
+                first.append(Decision([j], "exclusive", [1.0], [None], [None], "alone",
+                                      "no exclusive profile in the store: runs alone first and is profiled"))
+        groups: list[Decision] = []
+        queue = sorted((j for j in jobs if j.profile is not None),
+                       key=lambda j: (-model.pressure(j.profile), -(j.profile.duration_s or 0), j.name))
+        for j in queue:
+            fits, refusals = [], []
+            if len(groups) < len(gpus) - len(first):  # a GPU with nothing to run: the job takes it alone
+                d = self.predict([j], "exclusive")
+                d.reason = "alone: a GPU is free for it"
+                groups.append(d)
+                continue
+            for i, g in enumerate(groups):
+                together = g.jobs + [j]
+                blocked = self.why_not(together)
+                if blocked:
+                    refusals.append(f"with {'+'.join(x.name for x in g.jobs)}: {blocked}")
+                    continue
+                d = self.best(together)
+                if d.max_slowdown > self.opts.max_slowdown:
+                    refusals.append(f"with {'+'.join(x.name for x in g.jobs)}: predicted {d.max_slowdown:.2f} "
+                                    f"> {self.opts.max_slowdown:g} ({d.mode}, {d.source})")
+                    continue
+                fits.append((d.max_slowdown, i, d))
+            if fits:
+                _, i, d = min(fits, key=lambda x: (x[0], x[1]))
+                d.reason = (f"{d.mode}: predicted slowdown {d.max_slowdown:.2f} <= {self.opts.max_slowdown:g} "
+                            f"({d.source}){self._memory_note(d.jobs)}")
+                groups[i] = d
+            else:
+                d = self.predict([j], "exclusive")
+                d.reason = "alone: " + (refusals[0] if len(refusals) == 1 else
+                                        f"fits no group ({'; '.join(refusals[:2])}{'; ...' if len(refusals) > 2 else ''})"
+                                        if refusals else "the first job of the queue")
+                groups.append(d)
+        groups.sort(key=lambda d: -(d.makespan_s or 0.0))
+        plan = Plan(first + groups, {g: [] for g in gpus}, self.opts.max_slowdown, self.gpu_memory)
+        loads = {g: 0.0 for g in gpus}
+        for d in plan.decisions:
+            gpu = min(gpus, key=lambda g: loads[g])
+            plan.gpus[gpu].append(d)
+            loads[gpu] += d.makespan_s or 0.0
+        return plan
+
+    def _memory_note(self, jobs: list[Job]) -> str:
+        mem = [j.profile.mem_mib for j in jobs]
+        if not self.gpu_memory or None in mem:
+            return "; memory not checked (GPU memory unknown)" if not self.gpu_memory else ""
+        return f"; peak memory {sum(mem) / 1024:.1f} of {self.gpu_memory / 1024:.1f} GiB"
+
+
+def _distance(a: Profile, b: Profile) -> float:
+    return sum(abs((x or 0.0) - (y or 0.0)) for x, y in ((a.sm_pct, b.sm_pct), (a.dram_pct, b.dram_pct),
+                                                        (a.busy_pct, b.busy_pct)))

@@ -1,0 +1,148 @@
+"""What the store knows about a queue's jobs: each job's exclusive profile, the groups already run
+together (with each member's measured slowdown), and the jobs a packed group already FINISHED.
+
+One scan of the experiment's runs. A job is known by its workload hash (tag `sweep.workload_hash`,
+the key collocated variants find their exclusive baselines by): its profile is the latest FINISHED
+exclusive child run with that hash, with the device-level figures of its parent when the parent ran
+that job alone. Active-phase summaries are read first, whole-run ones where a run has no others.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+JOB_TAG = "pack.job"  # a packed group's child: the hash of the sweep variant (job) it ran
+
+# each figure: its active-phase summary names first, then the whole-run names of older runs
+NAMES = {
+    "duration_s": ("active_s", "duration_s"),
+    "sm_pct": ("gpu_mean_avg_sm_active_pct", "gpu_avg_sm_active_pct"),
+    "dram_pct": ("gpu_mean_avg_dram_active_pct", "gpu_avg_dram_active_pct"),
+    "busy_pct": ("gpu_mean_avg_util_pct", "gpu_avg_util_pct"),
+    "mem_mib": ("gpu_max_peak_mem_mib", "gpu_peak_mem_mib"),
+    "power_w": ("gpu_total_avg_power_w", "gpu_avg_power_w"),
+    "energy_j": ("gpu_total_energy_j", "gpu_energy_j"),
+    "idle_power_w": ("gpu_idle_power_w",),
+    "throughput": ("throughput_samples_per_s",),
+}
+_GPU_MEMORY = re.compile(r"(?:^|\.)gpu\.\d+\.memory_total_mib$")
+
+
+@dataclass
+class Profile:
+    key: str  # workload hash
+    run_id: str  # the exclusive child run
+    duration_s: float | None = None
+    sm_pct: float | None = None
+    dram_pct: float | None = None
+    busy_pct: float | None = None  # share of time a kernel ran (NVML utilization)
+    mem_mib: float | None = None
+    power_w: float | None = None
+    energy_j: float | None = None
+    idle_power_w: float | None = None
+    throughput: float | None = None
+    gpu_memory_mib: float | None = None
+    phase: str = "whole run"  # "active phase" where the run had active-phase summaries
+
+    @property
+    def usable(self) -> bool:
+        """Enough to predict from: a duration and the GPU's activity."""
+        return bool(self.duration_s) and self.sm_pct is not None
+
+    @property
+    def alone_energy_j(self) -> float | None:
+        if self.power_w is not None and self.duration_s:
+            return self.power_w * self.duration_s
+        return self.energy_j
+
+
+@dataclass
+class MeasuredGroup:
+    run_id: str  # the group's parent
+    mode: str
+    slowdowns: dict[str, list[float]]  # workload hash -> each member's measured slowdown (a hash may repeat)
+    start_ms: int = 0
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(sorted(k for k, v in self.slowdowns.items() for _ in v))
+
+
+@dataclass
+class Knowledge:
+    profiles: dict[str, Profile] = field(default_factory=dict)
+    groups: list[MeasuredGroup] = field(default_factory=list)  # newest first
+    packed_done: dict[str, str] = field(default_factory=dict)  # job hash -> FINISHED child run id
+    gpu_memory_mib: float | None = None
+
+
+def _summary(metrics: dict[str, float]) -> dict[str, float]:
+    return {k[len("summary/"):]: v for k, v in metrics.items() if k.startswith("summary/")}
+
+
+def profile_of(child, parent=None) -> Profile:
+    """A job's profile from its exclusive child run and, when that parent ran it alone, the parent."""
+    sources = [_summary(child.data.metrics)]
+    if parent is not None and parent.data.tags.get("collocation.size", "1") == "1":
+        sources.append(_summary(parent.data.metrics))
+    p = Profile(key=child.data.tags.get("sweep.workload_hash", ""), run_id=child.info.run_id)
+    for attr, names in NAMES.items():
+        for name in names:
+            hit = next((s[name] for s in sources if name in s), None)
+            if hit is not None:
+                setattr(p, attr, float(hit))
+                break
+    if any("active_s" in s for s in sources):
+        p.phase = "active phase"
+    for run in (child, parent):
+        for k, v in (run.data.tags.items() if run is not None else ()):
+            if _GPU_MEMORY.search(k):
+                try:
+                    p.gpu_memory_mib = float(v)
+                except ValueError:
+                    pass
+    return p
+
+
+def read(client, experiment: str) -> Knowledge:
+    """Everything the planner needs from one experiment; an empty Knowledge when it does not exist."""
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None or exp.lifecycle_stage != "active":
+        return Knowledge()
+    runs = client.search_runs([exp.experiment_id], "", max_results=50000, order_by=["attributes.start_time DESC"])
+    by_id = {r.info.run_id: r for r in runs}
+    kids: dict[str, list] = {}
+    for r in runs:
+        parent = r.data.tags.get(MLFLOW_PARENT_RUN_ID)
+        if parent:
+            kids.setdefault(parent, []).append(r)
+    k = Knowledge()
+    for r in runs:  # newest first: the first exclusive run of a hash is its profile
+        tags = r.data.tags
+        if r.info.status != "FINISHED" or not tags.get("sweep.workload_hash"):
+            continue
+        if tags.get(JOB_TAG):
+            k.packed_done.setdefault(tags[JOB_TAG], r.info.run_id)
+        if tags.get("collocation.mode") == "exclusive" and tags["sweep.workload_hash"] not in k.profiles:
+            p = profile_of(r, by_id.get(tags.get(MLFLOW_PARENT_RUN_ID, "")))
+            k.profiles[p.key] = p
+            k.gpu_memory_mib = k.gpu_memory_mib or p.gpu_memory_mib
+    for parent_id, members in kids.items():
+        parent = by_id.get(parent_id)
+        mode = parent.data.tags.get("collocation.mode") if parent is not None else None
+        if mode not in ("naive", "mps") or len(members) < 2:
+            continue
+        slowdowns: dict[str, list[float]] = {}
+        for m in members:
+            value = m.data.metrics.get("summary/slowdown_ratio")
+            key = m.data.tags.get("sweep.workload_hash")
+            if value is None or not key or m.info.status != "FINISHED":
+                slowdowns = {}
+                break
+            slowdowns.setdefault(key, []).append(float(value))
+        if slowdowns:
+            k.groups.append(MeasuredGroup(parent_id, mode, slowdowns, parent.info.start_time or 0))
+    k.groups.sort(key=lambda g: -g.start_ms)
+    return k

@@ -1,0 +1,71 @@
+"""`radt-ext sweep FILE --executor pack` (or `schedule: pack` in FILE): plan the queue, print the plan
+for a dry run, else run it through the packing executor (resume, report and results as any sweep)."""
+from __future__ import annotations
+
+import os
+
+from radt_ext.packing import explain, profiles
+from radt_ext.packing.executor import PackExecutor
+from radt_ext.packing.options import PackOptions, sharing_modes
+from radt_ext.packing.planner import Planner
+from radt_ext.packing.queue import job_variants, jobs_of
+from radt_ext.session import connect, tracking_uri
+from radt_ext.sweep.executor import execute, key, resume_state
+from radt_ext.sweep.spec import Sweep
+from radt_ext.sweep.variant_run import Outcome
+
+
+def options_of(sweep: Sweep) -> PackOptions:
+    if sweep.pack is not None:
+        return sweep.pack
+    return PackOptions(modes=sharing_modes([m for g in sweep.groups for m in g.modes], f"{sweep.source}: modes"))
+
+
+def _store_state(uri: str, variants, console):
+    """(knowledge, {variant key: run id} done alone, {job hash: run id} done packed) for a dry run,
+    which never creates a store."""
+    from radt_ext.packing.profiles import Knowledge
+
+    try:
+        if uri.startswith("sqlite:///") and not os.path.exists(uri[len("sqlite:///"):]):
+            return Knowledge(), {}
+        client = connect(uri)
+        done, _ = resume_state(client, variants)
+        return profiles.read(client, variants[0].experiment), done
+    except Exception as exc:  # a dry run works without a reachable store
+        console.print(f"{(str(exc).strip() or type(exc).__name__).splitlines()[0][:300]}; "
+                      "the plan uses no stored profile", highlight=False, soft_wrap=True)
+        return Knowledge(), {}
+
+
+def dry_run(sweep: Sweep, console, uri: str | None = None) -> list[Outcome]:
+    variants = job_variants(sweep)
+    opts = options_of(sweep)
+    uri = tracking_uri(uri)
+    knowledge, done = _store_state(uri, variants, console)
+    outcomes, todo = [], []
+    for v in variants:
+        run_id = done.get(key(v)) or knowledge.packed_done.get(v.hash)
+        if run_id:
+            outcomes.append(Outcome(v, "SKIPPED", run_id))
+        else:
+            todo.append(v)
+            outcomes.append(Outcome(v, "PLANNED"))
+    if todo:
+        plan = Planner(knowledge, opts, gpu_mode_ok="cpu" not in sweep.devices).plan(jobs_of(todo), sweep.devices)
+        console.print(explain.plan_table(plan))
+        console.print(explain.totals_line(plan), highlight=False, soft_wrap=True)
+        for v in todo:
+            console.print(f"    {jobs_of([v])[0].name}: {' '.join(v.workloads[0].command)}", highlight=False,
+                          soft_wrap=True)
+    return outcomes
+
+
+def run(sweep: Sweep, dry: bool = False, uri: str | None = None, console=None, pool=None) -> list[Outcome]:
+    from radt_ext.sweep import console as out
+
+    console = console or out.console()
+    if dry:
+        return dry_run(sweep, console, uri)
+    executor = PackExecutor(options_of(sweep), sweep.devices, pool=pool)
+    return execute(job_variants(sweep), uri=uri, console=console, executor=executor)

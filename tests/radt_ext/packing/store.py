@@ -1,0 +1,60 @@
+"""Profiles and measured groups written into a real SQLite store through MLflow's client, as the
+collocation runs write them (an exclusive parent with its one child; a collocated parent with a child
+per workload and its measured slowdown). SM active, duration, average power (energy / makespan) and the
+measured slowdowns are those of the H200 collocation sweep (docs/validation/collocation/
+collocation_table.json: ResNet-18 32 px at batch 128, ResNet-50 224 px, the DLRM recipe); DRAM active,
+utilization, peak memory and idle power were not in that table and are set here."""
+from __future__ import annotations
+
+from mlflow.entities import Metric, RunTag
+from mlflow.tracking import MlflowClient
+
+GPU_MIB = 143771.0  # the H200's memory (machine tag of its runs)
+
+# name: (SM active %, DRAM active %, NVML util %, peak memory MiB, avg power W, duration s)
+H200 = {
+    "cnn": (2.8, 1.5, 9.0, 2100.0, 123.3, 23.0),
+    "heavy": (17.9, 12.0, 41.0, 21500.0, 184.7, 32.8),
+    "dlrm": (11.2, 22.0, 35.0, 61000.0, 161.5, 32.4),
+}
+MEASURED = {  # mode: each member's slowdown, measured on the H200
+    ("naive", "heavy", "heavy"): (2.08, 1.53), ("mps", "heavy", "heavy"): (1.57, 1.43),
+    ("naive", "cnn", "cnn"): (1.13, 1.03), ("mps", "heavy", "dlrm"): (1.10, 1.54),
+}
+IDLE_W = 75.0
+
+
+def _end(client, run_id, metrics: dict[str, float], tags: dict[str, str]) -> None:
+    client.log_batch(run_id, metrics=[Metric(f"summary/{k}", v, 0, 0) for k, v in metrics.items()],
+                     tags=[RunTag(k, v) for k, v in tags.items()])
+    client.set_terminated(run_id, "FINISHED")
+
+
+def log_profile(uri: str, experiment: str, key: str, figures: tuple, gpu_mib: float = GPU_MIB) -> str:
+    """An exclusive group run of one job with these figures; returns the child run id."""
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(experiment)
+    exp_id = exp.experiment_id if exp else client.create_experiment(experiment)
+    sm, dram, util, mem, power, duration = figures
+    parent = client.create_run(exp_id).info.run_id
+    _end(client, parent, {"gpu_avg_sm_active_pct": sm, "gpu_avg_dram_active_pct": dram, "gpu_avg_util_pct": util,
+                          "gpu_peak_mem_mib": mem, "gpu_avg_power_w": power, "gpu_idle_power_w": IDLE_W,
+                          "duration_s": duration + 2.0},
+         {"collocation.mode": "exclusive", "collocation.size": "1", "machine.gpu.0.memory_total_mib": str(gpu_mib)})
+    child = client.create_run(exp_id, tags={"mlflow.parentRunId": parent}).info.run_id
+    _end(client, child, {"duration_s": duration},
+         {"collocation.mode": "exclusive", "sweep.workload_hash": key})
+    return child
+
+
+def log_group(uri: str, experiment: str, mode: str, measured: list[tuple[str, float]]) -> str:
+    """A collocated group run: (workload hash, measured slowdown) per member; returns the parent id."""
+    client = MlflowClient(uri)
+    exp_id = client.get_experiment_by_name(experiment).experiment_id
+    parent = client.create_run(exp_id).info.run_id
+    for key, slowdown in measured:
+        child = client.create_run(exp_id, tags={"mlflow.parentRunId": parent}).info.run_id
+        _end(client, child, {"slowdown_ratio": slowdown}, {"collocation.mode": mode, "sweep.workload_hash": key})
+    _end(client, parent, {"avg_slowdown_ratio": sum(s for _, s in measured) / len(measured)},
+         {"collocation.mode": mode, "collocation.size": str(len(measured))})
+    return parent

@@ -1,0 +1,131 @@
+"""The planner on profiles read back from a real SQLite store (store.py): which jobs share a GPU, in
+which mode, within the memory and slowdown bounds, and how measured groups change the decisions."""
+from __future__ import annotations
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from radt_ext.packing import explain, model, profiles
+from radt_ext.packing.options import PackOptions
+from radt_ext.packing.planner import Job, Planner
+from tests.radt_ext.packing.store import GPU_MIB, H200, IDLE_W, MEASURED, log_group, log_profile
+
+EXP = "queue"
+
+
+def knowledge(uri, measured=(), **figures):
+    for key, figs in figures.items():
+        log_profile(uri, EXP, key, figs)
+    for mode, a, b in measured:
+        sa, sb = MEASURED[(mode, a, b)]
+        log_group(uri, EXP, mode, [(a, sa), (b, sb)])
+    return profiles.read(MlflowClient(uri), EXP)
+
+
+def by_job(plan):
+    return {j.name: d for d in plan.decisions for j in d.jobs}
+
+
+def test_profiles_are_read_back_with_their_fallback_names(tracking_uri):
+    k = knowledge(tracking_uri, cnn=H200["cnn"])
+    p = k.profiles["cnn"]
+    assert (p.sm_pct, p.dram_pct, p.busy_pct, p.mem_mib, p.power_w, p.duration_s, p.idle_power_w) == \
+        (2.8, 1.5, 9.0, 2100.0, 123.3, 23.0, IDLE_W)
+    assert p.phase == "whole run" and k.gpu_memory_mib == GPU_MIB
+    assert p.alone_energy_j == pytest.approx(123.3 * 23.0)
+
+
+def test_small_jobs_share_a_gpu_and_a_heavy_pair_fits_only_under_mps(tracking_uri):
+    k = knowledge(tracking_uri, cnn=H200["cnn"], heavy=H200["heavy"])
+    jobs = [Job(f"cnn{i}", "cnn") for i in range(4)] + [Job("heavy0", "heavy"), Job("heavy1", "heavy")]
+    plan = Planner(k, PackOptions(max_slowdown=1.3)).plan(jobs, ["0"])
+    d = by_job(plan)
+    # naive: 1 + 0.41 (the other's NVML utilization) > 1.3; mps: 1 + max(SM 17.9 %, DRAM 12 %) = 1.179
+    assert d["heavy0"] is d["heavy1"] and d["heavy0"].mode == "mps"
+    assert d["heavy0"].slowdowns == pytest.approx([1.179, 1.179])
+    assert d["cnn0"].mode == "mps" and d["cnn0"].slowdowns == pytest.approx([1 + 3 * 0.028] * 4)
+    assert max(x.max_slowdown for x in plan.decisions) <= 1.3
+    assert all(len(x.jobs) > 1 for x in plan.decisions)  # nobody alone: everything fits
+    assert "contention model" in d["heavy0"].reason and "peak memory" in d["heavy0"].reason
+    # a job's predicted energy: dynamic energy as alone + its share of the idle power over its longer time
+    i = d["cnn0"].jobs.index(next(j for j in d["cnn0"].jobs if j.name == "cnn0"))
+    s, n = d["cnn0"].slowdowns[i], len(d["cnn0"].jobs)
+    assert d["cnn0"].energies[i] == pytest.approx((123.3 - IDLE_W) * 23.0 + IDLE_W * 23.0 * s / n)
+
+
+def test_the_slowdown_bound_keeps_a_pair_apart_and_says_why(tracking_uri):
+    k = knowledge(tracking_uri, heavy=H200["heavy"])
+    plan = Planner(k, PackOptions(max_slowdown=1.1, modes=("naive",))).plan(
+        [Job("h0", "heavy"), Job("h1", "heavy")], ["0"])
+    assert [len(d.jobs) for d in plan.decisions] == [1, 1]
+    assert plan.decisions[1].reason == "alone: with h0: predicted 1.41 > 1.1 (naive, contention model)"
+
+
+def test_memory_bound_with_headroom(tracking_uri):
+    # dlrm 61 000 MiB + dlrm 61 000 MiB > 90 % of 128 000 MiB, though the model predicts 1.35 under MPS
+    k = knowledge(tracking_uri, dlrm=H200["dlrm"])
+    opts = PackOptions(max_slowdown=2.0, gpu_memory_mib=128000.0)
+    plan = Planner(k, opts).plan([Job("d0", "dlrm"), Job("d1", "dlrm")], ["0"])
+    assert [len(d.jobs) for d in plan.decisions] == [1, 1]
+    assert "peak memory 119.1 GiB > 112.5 GiB (90 % of the GPU)" in plan.decisions[1].reason
+    opts.memory_headroom_pct = 0  # 122 000 <= 128 000 MiB: they fit
+    plan = Planner(k, opts).plan([Job("d0", "dlrm"), Job("d1", "dlrm")], ["0"])
+    assert [len(d.jobs) for d in plan.decisions] == [2]
+
+
+def test_measured_groups_override_the_model(tracking_uri):
+    k = knowledge(tracking_uri, measured=[("naive", "heavy", "heavy"), ("mps", "heavy", "heavy")],
+                  heavy=H200["heavy"])
+    jobs = [Job("h0", "heavy"), Job("h1", "heavy")]
+    assert Planner(k, PackOptions()).predict(jobs, "mps").max_slowdown == pytest.approx(1.57)
+    plan = Planner(k, PackOptions(max_slowdown=1.5)).plan(jobs, ["0"])
+    assert [len(d.jobs) for d in plan.decisions] == [1, 1]  # the model said 1.18 under MPS; the store says 1.57
+    assert "measured together in run" in plan.decisions[1].reason
+    assert Planner(k, PackOptions(max_slowdown=1.6)).plan(jobs, ["0"]).decisions[0].mode == "mps"
+
+
+def test_the_closest_measured_pair_stands_for_an_unmeasured_one(tracking_uri):
+    close = tuple(x + 2.0 if i < 3 else x for i, x in enumerate(H200["heavy"]))  # 6 points from heavy
+    k = knowledge(tracking_uri, measured=[("mps", "heavy", "heavy")], heavy=H200["heavy"], heavy2=close)
+    d = Planner(k, PackOptions()).predict([Job("a", "heavy2"), Job("b", "heavy")], "mps")
+    assert sorted(d.slowdowns) == [1.43, 1.57] and d.source.startswith("closest measured pair")
+    far = tuple(x * 3 if i < 3 else x for i, x in enumerate(H200["heavy"]))
+    k = knowledge(tracking_uri, heavy3=far)
+    assert Planner(k, PackOptions()).predict([Job("a", "heavy3"), Job("b", "heavy")], "mps").source == \
+        "contention model"
+
+
+def test_jobs_without_a_profile_run_alone_first(tracking_uri):
+    k = knowledge(tracking_uri, cnn=H200["cnn"])
+    plan = Planner(k, PackOptions()).plan([Job("c0", "cnn"), Job("new", "never-run"), Job("c1", "cnn")], ["0", "1"])
+    first = plan.decisions[0]
+    assert [j.name for j in first.jobs] == ["new"] and first.mode == "exclusive"
+    assert first.reason.startswith("no exclusive profile in the store")
+    assert "makespan not predicted" in explain.totals_line(plan)
+
+
+def test_two_gpus_take_a_job_each_before_sharing_and_the_plan_predicts_the_makespan(tracking_uri):
+    k = knowledge(tracking_uri, cnn=H200["cnn"], heavy=H200["heavy"], dlrm=H200["dlrm"])
+    jobs = [Job(f"c{i}", "cnn") for i in range(4)] + [Job("h", "heavy"), Job("d", "dlrm")]
+    plan = Planner(k, PackOptions()).plan(jobs, ["0", "1"])
+    assert sorted(len(ds) for ds in plan.gpus.values()) == [1, 1]  # two groups, one a GPU
+    d = by_job(plan)
+    assert d["h"] is not d["d"]  # the two largest took a GPU each; the small ones joined them
+    assert all(len(x.jobs) > 1 and x.mode == "mps" and x.max_slowdown <= 1.5 for x in plan.decisions)
+    # each small job went where the group's slowdown stays lowest: 1 + DLRM's 22 % DRAM, or beside ResNet-50
+    assert d["c0"].slowdowns[d["c0"].jobs.index(next(j for j in d["c0"].jobs if j.name == "c0"))] <= 1.24
+    packed, alone = plan.predicted_makespan_s(), plan.one_per_gpu_makespan_s()
+    assert alone == pytest.approx(max(32.8 + 23.0 * 2, 32.4 + 23.0 * 2))  # longest first, each to the freer GPU
+    assert packed < alone
+    assert f"ratio {packed / alone:.2f}" in explain.totals_line(plan)
+
+
+def test_mps_thread_percentages_only_when_the_sms_are_oversubscribed():
+    from radt_ext.packing.profiles import Profile
+
+    light = [Profile("a", "r", 10.0, sm_pct=30.0), Profile("b", "r", 10.0, sm_pct=40.0)]
+    heavy = [Profile("a", "r", 10.0, sm_pct=80.0), Profile("b", "r", 10.0, sm_pct=40.0)]
+    assert model.thread_percentages(light) == [None, None]
+    assert model.thread_percentages(heavy) == [70, 35]  # 80/120 and 40/120 of the GPU, 5 % steps up
+    assert model.thread_percentages(heavy, "50") == [50, 50]
+    assert model.slowdowns(heavy, "mps") == pytest.approx([1.4, 1.8])  # each waits for the other's SMs
