@@ -85,6 +85,7 @@ class PackExecutor:
         self._active: dict[str, GroupRunner] = {}
         self.stopping: int | None = None
         self._error: BaseException | None = None
+        self._ended = 0  # groups ended so far: a plan made before the last one ended is stale
 
     def check(self, uri: str) -> None:
         from listeners import registry
@@ -103,7 +104,8 @@ class PackExecutor:
             self.stopping = self.stopping or signum
             runners = list(self._active.values())
         for r in runners:
-            r.stop(signum)
+            if r is not None:
+                r.stop(signum)
 
     def planner(self, client, experiment: str) -> Planner:
         return Planner(profiles.read(client, experiment), self.options, gpu_mode_ok=CPU not in self.devices)
@@ -121,6 +123,7 @@ class PackExecutor:
             else:
                 remaining.append(v)
         threads: list[threading.Thread] = []
+        planned, planned_at = [], 0
         with out.progress(ctx.console) as progress, SignalRelay(self.stop):
             task = progress.add_task("pack", total=len(remaining))
             echo = lambda m: progress.console.print(m, highlight=False, soft_wrap=True)  # noqa: E731
@@ -132,10 +135,15 @@ class PackExecutor:
                     if self.stopping or self._error is not None:
                         self.pool.release(device)
                         break
-                    plan = self.planner(ctx.client, experiment).plan(jobs_of(remaining), self.devices)
-                    d = plan.decisions[0]
+                    if not planned or self._ended != planned_at:  # the store learned something: plan again
+                        planned_at = self._ended
+                        planned = self.planner(ctx.client, experiment).plan(
+                            jobs_of(remaining), self.devices, free=len(self.devices) - len(self._active))
+                        planned = planned.decisions
+                    d = planned.pop(0)
                     taken = {id(j.ref) for j in d.jobs}
                     remaining = [v for v in remaining if id(v) not in taken]
+                    self._active[device] = None  # taken: a later plan counts this GPU busy
                 echo(f"gpu {device}: {d.summary}: {d.reason}")
                 t = threading.Thread(target=self._run_group, args=(d, device, ctx, echo, progress, task, outcomes),
                                      name=f"radt-pack-{device}", daemon=True)
@@ -164,9 +172,6 @@ class PackExecutor:
                 for v in variants:
                     outcomes[v.index] = Outcome(replace(v, mode=d.mode), "REFUSED", exit_code=2)
                 return
-            finally:
-                with self._lock:
-                    self._active.pop(device, None)
             shown = replace(variants[0], mode=d.mode, device=device, label="+".join(j.name for j in d.jobs))
             echo(result_line(shown, result))
             for v, child in zip(variants, result.children):
@@ -181,5 +186,8 @@ class PackExecutor:
                 if self._error is None:
                     self._error = exc
         finally:
+            with self._lock:
+                self._active.pop(device, None)
+                self._ended += 1
             with contextlib.suppress(Exception):
                 self.pool.release(device)

@@ -164,7 +164,9 @@ class Planner:
         return None
 
     # -- the plan ---------------------------------------------------------------------
-    def plan(self, jobs: list[Job], gpus: list[str]) -> Plan:
+    def plan(self, jobs: list[Job], gpus: list[str], free: int | None = None) -> Plan:
+        """free: how many of the GPUs have nothing to run now (default all)."""
+        free = len(gpus) if free is None else free
         for j in jobs:
             p = self.k.profiles.get(j.key)
             j.profile = p if p is not None and p.usable else None
@@ -178,7 +180,7 @@ class Planner:
                        key=lambda j: (-model.pressure(j.profile), -(j.profile.duration_s or 0), j.name))
         for j in queue:
             fits, refusals = [], []
-            if len(groups) < len(gpus) - len(first):  # a GPU with nothing to run: the job takes it alone
+            if len(groups) < free - len(first):  # a GPU with nothing to run: the job takes it alone
                 d = self.predict([j], "exclusive")
                 d.reason = "alone: a GPU is free for it"
                 groups.append(d)

@@ -58,6 +58,30 @@ def group_html(client, parent, kids) -> str:
     ])
 
 
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _prediction_table(runs: list[data.RunData]) -> str | None:
+    """A packed sweep's jobs: what the planner predicted (tags `pack.*`) against what was measured."""
+    jobs = [r for r in runs if "pack.predicted_slowdown" in r.tags and "mlflow.parentRunId" in r.tags]
+    if not jobs:
+        return None
+    rows = []
+    for r in sorted(jobs, key=lambda r: r.start_s):
+        s = r.summary
+        energy = s.get("gpu_energy_attributed_j")
+        rows.append([r.name, r.tags.get("collocation.mode"), r.tags.get("collocation.gpu"),
+                     _float(r.tags.get("pack.predicted_slowdown")), s.get("slowdown_ratio"),
+                     _float(r.tags.get("pack.predicted_energy_j")), energy, r.tags.get("pack.reason")])
+    header = ["job", "mode", "gpu", "predicted slowdown", "measured slowdown", "predicted energy J",
+              "measured energy J (attributed)", "why"]
+    return "<h2>Packing: predicted against measured</h2>" + table(header, rows)
+
+
 def sweep_html(client, runs, title: str) -> str:
     """Time vs energy with the Pareto front, per-variant throughput and J/sample, slowdown."""
     loaded = [data.RunData(run_id=r.info.run_id, name=data.run_name(r), start_s=r.info.start_time / 1000.0,
@@ -68,7 +92,7 @@ def sweep_html(client, runs, title: str) -> str:
     scatter = (figures.time_energy_scatter(groups, "Time vs energy per collocation group (makespan)") if groups
                else figures.time_energy_scatter(loaded))
     parts = [scatter, figures.per_variant_bars(loaded), figures.slowdown_heatmap(loaded),
-             _summary_table(loaded)]
+             _prediction_table(loaded), _summary_table(loaded)]
     if all(p is None for p in parts):
         parts = [f"<p class=note>None of the {len(loaded)} runs has summary metrics yet.</p>"]
     return document(title, parts)

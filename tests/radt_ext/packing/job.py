@@ -1,0 +1,20 @@
+"""A queue job for the packing tests: busy on the CPU for --seconds, reporting progress; while the file
+--hold-if names exists it keeps going until it is stopped (so a test can interrupt it mid-run, then let
+the same command, with the same sweep hash, finish on the re-run)."""
+import argparse
+import os
+import time
+
+import radt_ext
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--seconds", type=float, default=0.5)
+ap.add_argument("--hold-if", default="")
+ap.add_argument("--started", default="", help="a file to create once running")
+args = ap.parse_args()
+if args.started:
+    open(args.started, "w").close()
+start = time.time()
+while time.time() - start < args.seconds or (args.hold_if and os.path.exists(args.hold_if)):
+    x = sum(range(20000))
+    radt_ext.log_progress(samples=8, steps=1)

@@ -1,0 +1,164 @@
+"""`radt-ext sweep FILE --executor pack` end to end: real child processes, a real SQLite store, NVML
+replayed from the 2-GPU trace; the jobs' profiles logged into the store beforehand (store.py) or
+recorded by the queue's own first runs."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from listeners import nvml_backend
+from radt_ext.packing import queue
+from radt_ext.sweep.spec import load
+from tests.radt_ext.helpers import radt
+from tests.radt_ext.packing.store import log_profile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+JOB = os.path.join(HERE, "job.py")
+TWO_GPUS = os.path.join(HERE, "..", "..", "..", "listeners", "traces", "h200x2_derived.json")
+LIGHT = (3.0, 2.0, 8.0, 1500.0, 120.0, 0.5)  # SM, DRAM, util %, peak MiB, W, s: four of them fit a GPU
+
+
+@pytest.fixture
+def two_gpus(monkeypatch, tracking_uri):
+    monkeypatch.setenv(nvml_backend.REPLAY_ENV, TWO_GPUS)
+    nvml_backend.reset()
+    yield tracking_uri
+    nvml_backend.reset()
+
+
+def spec(tmp_path, jobs: dict[str, str], extra: str = "", modes: str = "[naive]", schedule: str = "pack") -> str:
+    lines = "\n".join(f"  {name}: {{command: \"{sys.executable} {JOB} {args}\"}}" for name, args in jobs.items())
+    path = tmp_path / "queue.yaml"
+    path.write_text(textwrap.dedent(f"""
+        name: queue
+        devices: ["0", "1"]
+        listeners: nvml
+        child_listeners: top
+        interval: 0.2
+        modes: {modes}
+    """) + (f"schedule: {schedule}\n" if schedule else "") + extra + "workloads:\n" + lines + "\n")
+    return str(path)
+
+
+def profile_all(uri: str, path: str, figures=LIGHT) -> dict[str, str]:
+    """Each job's exclusive profile logged into the store; {job name: its sweep hash}."""
+    out = {}
+    for v in queue.job_variants(load(path)):
+        log_profile(uri, "queue", v.workloads[0].key, figures)
+        out[queue.job_name(v)] = v.hash
+    return out
+
+
+def finished_jobs(uri: str) -> dict[str, int]:
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("queue")
+    runs = client.search_runs([exp.experiment_id], "attributes.status = 'FINISHED'", max_results=1000)
+    counts: dict[str, int] = {}
+    for r in runs:
+        if r.data.tags.get("pack.job"):
+            counts[r.data.tags["pack.job"]] = counts.get(r.data.tags["pack.job"], 0) + 1
+    return counts
+
+
+def test_profiled_jobs_share_the_gpus_and_each_group_says_why(tmp_path, two_gpus):
+    path = spec(tmp_path, {x: "--seconds 0.4" for x in "abcd"})
+    hashes = profile_all(two_gpus, path)
+    dry = radt("sweep", path, "--dry-run", env={"COLUMNS": "250"})
+    assert dry.returncode == 0, dry.stderr
+    assert "naive: predicted slowdown 1.08 <= 1.5 (contention model)" in dry.stderr  # 1 + the other's 8 % util
+    assert "4 jobs in 2 groups on 2 GPU(s), 4 sharing a GPU" in dry.stderr
+    done = radt("sweep", path, env={"COLUMNS": "250"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert finished_jobs(two_gpus) == {h: 1 for h in hashes.values()}
+    client = MlflowClient(two_gpus)
+    exp = client.get_experiment_by_name("queue").experiment_id
+    groups = client.search_runs([exp], "tags.`pack.decision` LIKE 'naive%' and tags.`collocation.size` = '2'")
+    assert len(groups) == 2 and {g.data.tags["collocation.gpu"] for g in groups} == {"0", "1"}
+    for g in groups:
+        assert g.data.tags["pack.predicted_slowdown"] == "1.0800" and g.data.tags["pack.max_slowdown"] == "1.5"
+        kids = client.search_runs([exp], f"tags.`mlflow.parentRunId` = '{g.info.run_id}'")
+        for k in kids:  # beside the prediction, what was measured against the job's exclusive profile
+            assert k.data.tags["pack.predicted_slowdown"] == "1.0800" and "pack.predicted_energy_j" in k.data.tags
+            assert k.data.metrics["summary/slowdown_ratio"] > 0 and k.data.tags["baseline_run_id"]
+    report = client.search_runs([exp], "tags.`sweep.role` = 'report'")[0]
+    html = open(os.path.join(report.info.artifact_uri.replace("file://", ""), "radt_ext_sweep_report.html")).read()
+    assert "Packing: predicted against measured" in html
+    again = radt("sweep", path)  # nothing twice
+    assert again.returncode == 0 and again.stderr.count("FINISHED before in a packed group") == 4
+    assert finished_jobs(two_gpus) == {h: 1 for h in hashes.values()}
+
+
+def test_a_job_without_a_profile_runs_alone_first(tmp_path, two_gpus):
+    path = spec(tmp_path, {"a": "--seconds 0.3", "b": "--seconds 0.3"})
+    hashes = profile_all(two_gpus, path)
+    path = spec(tmp_path, {"a": "--seconds 0.3", "b": "--seconds 0.3", "new": "--seconds 0.35"})
+    dry = radt("sweep", path, "--dry-run", env={"COLUMNS": "250"})
+    assert "no exclusive profile in the store: runs alone first and is profiled" in dry.stderr
+    assert radt("sweep", path).returncode == 0
+    client = MlflowClient(two_gpus)
+    exp = client.get_experiment_by_name("queue").experiment_id
+    alone = client.search_runs([exp], "tags.`pack.decision` = 'alone: new-2'")
+    assert len(alone) == 1 and alone[0].data.tags["collocation.mode"] == "exclusive"
+    assert set(finished_jobs(two_gpus)) == set(hashes.values()) | {alone[0].data.tags["sweep.hash"]}
+    # the run is the new job's profile now: a dry run of the same queue plus a copy of it plans from it
+    profiled = queue.job_variants(load(path))[2].workloads[0].key
+    from radt_ext.packing import profiles
+
+    assert profiles.read(client, "queue").profiles[profiled].run_id
+
+
+def test_an_interrupted_queue_resumes_without_running_a_job_twice(tmp_path, two_gpus):
+    hold = tmp_path / "hold"
+    started = tmp_path / "started"
+    jobs = {"a": "--seconds 0.3", "b": "--seconds 0.3", "c": "--seconds 0.3", "slow": f"--hold-if {hold} --started {started}"}
+    path = spec(tmp_path, jobs)
+    hashes = profile_all(two_gpus, path)
+    hold.touch()
+    proc = subprocess.Popen([sys.executable, "-m", "radt_ext.cli", "sweep", path], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=os.environ.copy())
+    deadline = time.time() + 120
+    while not started.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.1)
+    assert started.exists(), proc.communicate()[0] if proc.poll() is not None else "the slow job never started"
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, out
+    first = finished_jobs(two_gpus)
+    assert hashes["slow-3"] not in first  # stopped: not FINISHED, so the re-run runs it
+    hold.unlink()
+    again = radt("sweep", path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert again.stderr.count("FINISHED before in a packed group") == len(first)
+    assert finished_jobs(two_gpus) == {h: 1 for h in hashes.values()}  # every job once, none twice
+
+
+@pytest.mark.parametrize("extra, schedule, message", [
+    ("max_slowdown: 0.9\n", "pack", "queue.yaml: max_slowdown: 0.9 is not a bound on slowdown; give a number >= 1"),
+    ("", "packed", "queue.yaml: schedule: 'packed' is not a schedule; use one of pack"),
+    ("pack: {mps_thread_percentage: 150}\n", "pack", "pack.mps_thread_percentage: expected auto, none or a whole"),
+    ("pack: {max_gpus: 2}\n", "pack", "pack.max_gpus: unknown field; use one of max_jobs_per_gpu"),
+])
+def test_bad_input_is_one_line_before_anything_runs(tmp_path, two_gpus, extra, schedule, message):
+    path = spec(tmp_path, {"a": "--seconds 0.3"}, extra=extra, schedule=schedule)
+    res = radt("sweep", path)
+    assert res.returncode == 2 and message in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert not os.path.exists(two_gpus[len("sqlite:///"):])  # nothing recorded, not even a store
+
+
+def test_unknown_modes_and_groups_of_several_jobs_are_refused(tmp_path, two_gpus):
+    res = radt("sweep", spec(tmp_path, {"a": "--seconds 0.3"}, modes="[teleport]"))
+    assert res.returncode == 2 and "modes[0]: unknown mode 'teleport'" in res.stderr
+    res = radt("sweep", spec(tmp_path, {"a": "--seconds 0.3"}, modes="[mig]"), "--executor", "pack")
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    path = spec(tmp_path, {"a": "--seconds 0.3", "b": "--seconds 0.3"}, extra="groups: [[a, b]]\n")
+    res = radt("sweep", path, "--dry-run")
+    assert res.returncode == 2 and "groups[0]: 'a+b' has 2 workloads; schedule: pack decides" in res.stderr
+    assert not os.path.exists(two_gpus[len("sqlite:///"):])
