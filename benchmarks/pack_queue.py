@@ -1,0 +1,108 @@
+"""Figures of a packed queue against the same queue one job per GPU at a time, from the store that
+scripts/gpu/pack_queue.sh filled: the makespan of each step (first group start to last group end),
+their ratio, each job's measured and predicted slowdown and energy, the total GPU energy.
+
+    python -m benchmarks.pack_queue --store sqlite:///mlflow.db --steps steps.json --out DIR
+steps.json: {"alone": [start_s, end_s], "packed": [start_s, end_s]} (epoch seconds of each step's call).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from mlflow.tracking import MlflowClient
+
+EXPERIMENT = "pack-queue"
+
+
+def _span(runs) -> tuple[float, float] | None:
+    ends = [r.info.end_time for r in runs if r.info.end_time]
+    return (min(r.info.start_time for r in runs) / 1000.0, max(ends) / 1000.0) if runs and ends else None
+
+
+def collect(client, steps: dict[str, list[float]]) -> dict:
+    exp = client.get_experiment_by_name(EXPERIMENT)
+    runs = client.search_runs([exp.experiment_id], "", max_results=10000) if exp else []
+    out: dict = {"steps": {}, "jobs": {}}
+    for step, (t0, t1) in steps.items():
+        inside = [r for r in runs if t0 <= r.info.start_time / 1000.0 <= t1 and r.data.tags.get("sweep.role") != "report"]
+        parents = [r for r in inside if "mlflow.parentRunId" not in r.data.tags]
+        kids = [r for r in inside if "mlflow.parentRunId" in r.data.tags]
+        span = _span(parents)
+        energy = [r.data.metrics.get("summary/gpu_energy_j") for r in parents]
+        out["steps"][step] = {
+            "wall_s": t1 - t0, "makespan_s": span[1] - span[0] if span else None, "groups": len(parents),
+            "jobs": len(kids), "finished": sum(r.info.status == "FINISHED" for r in kids),
+            "gpu_energy_j": sum(e for e in energy if e is not None), "groups_without_energy": energy.count(None),
+            "modes": sorted({r.data.tags.get("collocation.mode", "?") for r in parents}),
+        }
+        for k in kids:
+            m, t = k.data.metrics, k.data.tags
+            job = out["jobs"].setdefault(t.get("sweep.workload_hash", k.info.run_id), {"name": t.get("sweep.workload")})
+            job[step] = {"run_id": k.info.run_id, "status": k.info.status, "mode": t.get("collocation.mode"),
+                         "gpu": t.get("collocation.gpu"), "duration_s": m.get("summary/duration_s"),
+                         "active_s": m.get("summary/active_s"), "slowdown": m.get("summary/slowdown_ratio"),
+                         "energy_j": m.get("summary/gpu_energy_attributed_j"),
+                         "predicted_slowdown": _f(t.get("pack.predicted_slowdown")),
+                         "predicted_energy_j": _f(t.get("pack.predicted_energy_j")), "decision": t.get("pack.decision")}
+    a, p = out["steps"].get("alone", {}), out["steps"].get("packed", {})
+    if a.get("makespan_s") and p.get("makespan_s"):
+        out["makespan_ratio"] = p["makespan_s"] / a["makespan_s"]
+    slow = [j["packed"]["slowdown"] for j in out["jobs"].values() if j.get("packed", {}).get("slowdown")]
+    out["max_slowdown_measured"] = max(slow) if slow else None
+    return out
+
+
+def _f(text):
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _n(v, fmt="{:.2f}"):
+    return "–" if v is None else fmt.format(v)
+
+
+def markdown(fig: dict, bound: float) -> str:
+    lines = ["| step | groups | jobs FINISHED | makespan s | wall s | GPU energy J | energy / job J | modes |",
+             "|---|---|---|---|---|---|---|---|"]
+    for step, s in fig["steps"].items():
+        per_job = s["gpu_energy_j"] / s["jobs"] if s["jobs"] else None
+        lines.append(f"| {step} | {s['groups']} | {s['finished']}/{s['jobs']} | {_n(s['makespan_s'], '{:.1f}')} | "
+                     f"{s['wall_s']:.1f} | {s['gpu_energy_j']:.0f} | {_n(per_job, '{:.0f}')} | {', '.join(s['modes'])} |")
+    lines += ["", f"makespan ratio packed / one job per GPU at a time: {_n(fig.get('makespan_ratio'))} (goal <= 0.7); "
+                  f"largest measured slowdown {_n(fig.get('max_slowdown_measured'))} (bound {bound:g})", "",
+              "| job | alone s | packed s | mode (gpu) | predicted slowdown | measured slowdown | energy alone J | "
+              "predicted energy J | energy packed J |", "|---|---|---|---|---|---|---|---|---|"]
+    for job in fig["jobs"].values():
+        a, p = job.get("alone", {}), job.get("packed", {})
+        lines.append(f"| {job['name']} | {_n(a.get('duration_s'), '{:.1f}')} | {_n(p.get('duration_s'), '{:.1f}')} | "
+                     f"{p.get('mode', '–')} ({p.get('gpu', '–')}) | {_n(p.get('predicted_slowdown'))} | "
+                     f"{_n(p.get('slowdown'))} | {_n(a.get('energy_j'), '{:.0f}')} | "
+                     f"{_n(p.get('predicted_energy_j'), '{:.0f}')} | {_n(p.get('energy_j'), '{:.0f}')} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--store", required=True)
+    ap.add_argument("--steps", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--max-slowdown", type=float, default=1.5)
+    args = ap.parse_args()
+    with open(args.steps) as fh:
+        steps = json.load(fh)
+    fig = collect(MlflowClient(args.store), steps)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "pack_queue.json"), "w") as fh:
+        json.dump(fig, fh, indent=1)
+    text = markdown(fig, args.max_slowdown)
+    with open(os.path.join(args.out, "pack_queue.md"), "w") as fh:
+        fh.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Packing a queue on a 2-GPU node (nvidia-h100-x2): a queue of 8 mixed jobs (3 ResNet-18 32 px, 2
+# ResNet-50 224 px, a DLRM with 1M-row tables, 2 bf16 matmul loads) run twice through
+# `radt-ext sweep --executor pack`:
+#   1. alone: `pack: {max_jobs_per_gpu: 1}`: each job alone, on whichever GPU is free (one job per
+#      GPU at a time); these runs are also the jobs' exclusive profiles;
+#   2. packed: the same queue again (repeat 1 of the same jobs), packed from those profiles under
+#      max_slowdown (PACK_BOUND, default 1.5) in the modes PACK_MODES (default naive; naive,mps once
+#      MPS runs on every GPU of a multi-GPU host).
+# The dry run's plan is saved before step 2; benchmarks/pack_queue.py writes the makespan ratio
+# (goal <= 0.7), each job's predicted and measured slowdown and energy, and the total energy.
+#   RESULTS=<dir> BUDGET_S=300 bash scripts/gpu/pack_queue.sh
+# DRY=1: the same flow on the CPU (NVML replayed from the derived 2-GPU trace, tiny CPU jobs); it proves
+# the commands and paths, not any GPU figure.
+set -u
+export PYTHONUNBUFFERED=1
+REPO=$PWD
+RESULTS=${RESULTS:-/tmp/pack_queue_results}; BUDGET_S=${BUDGET_S:-300}
+DRY=${DRY:-0}
+BOUND=${PACK_BOUND:-1.5}; MODES=${PACK_MODES:-naive}
+mkdir -p "$RESULTS"
+W=/tmp/pack_queue
+if [ "$DRY" = 1 ]; then
+  export PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH}
+  DRY=$REPO/listeners/traces/h200x2_derived.json
+  SMALL="python3 -m radt_ext.workloads.torch_train --recipe cnn_baseline --variant baseline --device cpu --precision fp32 --model small_cnn --dataset synthetic32 --batch-size 32 --epochs 1 --train-samples 64 --val-samples 32 --infer-iters 1"
+  LARGE="$SMALL --model resnet18"
+  DLRM="python3 -m radt_ext.workloads.torch_train --recipe dlrm_baseline --variant baseline --device cpu --precision fp32 --model dlrm --dataset clicks --batch-size 64 --epochs 1 --train-samples 256 --val-samples 64 --table-rows 1000 --infer-iters 1"
+  MATMUL="python3 -m radt_ext.workloads.matmul --seconds 1 --size 256"
+  LIMIT_ALONE=400; LIMIT_PACKED=300
+else
+  unset DRY
+  export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$REPO
+  SMALL="python3 -m radt_ext.workloads.torch_train --recipe cnn_amp --variant amp --precision bf16 --model resnet18 --dataset synthetic32 --batch-size 128 --epochs 2 --train-samples 16384 --val-samples 256 --infer-iters 1"
+  LARGE="python3 -m radt_ext.workloads.torch_train --recipe cnn_amp --variant amp --precision bf16 --model resnet50 --dataset synthetic224 --batch-size 64 --epochs 1 --train-samples 3072 --val-samples 128 --infer-iters 1"
+  DLRM="python3 -m radt_ext.workloads.torch_train --recipe dlrm_baseline --variant baseline --precision fp32 --model dlrm --dataset clicks --batch-size 2048 --epochs 2 --train-samples 65536 --val-samples 1024 --table-rows 1000000 --infer-iters 1"
+  MATMUL="python3 -m radt_ext.workloads.matmul --seconds 12"
+  LIMIT_ALONE=150; LIMIT_PACKED=110
+fi
+. "$REPO/scripts/gpu/batch_lib.sh"  # W fresh, its store and spool, the replay only for a dry run
+say() { echo "[${SECONDS}s] $*" | tee -a "$RESULTS/steps.log"; }
+now() { python3 -c 'import time; print(f"{time.time():.3f}")'; }
+
+{ nvidia-smi --query-gpu=index,name,memory.total,driver_version,mig.mode.current,compute_mode --format=csv
+  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.device_count())"
+  python3 -c "import mlflow; print('mlflow', mlflow.__version__)"; } > "$RESULTS/machine.txt" 2>&1
+say "machine: $(sed -n 2,3p "$RESULTS/machine.txt" | tr '\n' ' ')"
+
+spec() {  # spec FILE REPEATS MAX_JOBS_PER_GPU
+  cat > "$1" <<YAML
+name: pack-queue
+devices: ["0", "1"]
+listeners: nvml:0.1,gpm:0.2
+child_listeners: top:0.5,gpu_procs:0.2
+schedule: pack
+max_slowdown: $BOUND
+modes: [$MODES]
+pack: {max_jobs_per_gpu: $3}
+repeats: $2
+workloads:
+  resnet18: {command: "$SMALL --seed {seed}", params: {seed: 1}}
+  resnet50: {command: "$LARGE --seed {seed}", params: {seed: 1}}
+  dlrm: {command: "$DLRM"}
+  matmul: {command: "$MATMUL --idle {idle}", params: {idle: 0}}
+groups:
+  - {workloads: [resnet18], grid: {seed: [1, 2, 3]}}
+  - {workloads: [resnet50], grid: {seed: [1, 2]}}
+  - [dlrm]
+  - {workloads: [matmul], grid: {idle: [0, 0.5]}}
+YAML
+}
+cd "$W"
+spec alone.yaml 1 1
+spec packed.yaml 2 4
+cp alone.yaml packed.yaml "$RESULTS/"
+
+T0=$(now)
+say "step alone: 8 jobs, one per GPU at a time (limit ${LIMIT_ALONE}s)"
+COLUMNS=200 timeout -k 15 "$LIMIT_ALONE" python3 -m radt_ext.cli sweep alone.yaml > "$RESULTS/alone.log" 2>&1
+say "step alone exited $?: $(grep -c FINISHED "$RESULTS/alone.log") FINISHED lines"
+T1=$(now)
+COLUMNS=220 timeout 60 python3 -m radt_ext.cli sweep packed.yaml --dry-run > "$RESULTS/plan.txt" 2>&1
+say "plan: $(grep 'jobs in' "$RESULTS/plan.txt")"
+T2=$(now)
+LEFT=$((BUDGET_S - SECONDS - 25)); [ "$LEFT" -lt "$LIMIT_PACKED" ] && LIMIT_PACKED=$LEFT
+if [ "$LIMIT_PACKED" -gt 20 ]; then
+  say "step packed: the same 8 jobs (limit ${LIMIT_PACKED}s)"
+  COLUMNS=200 timeout -k 15 "$LIMIT_PACKED" python3 -m radt_ext.cli sweep packed.yaml > "$RESULTS/packed.log" 2>&1
+  say "step packed exited $?"
+else
+  say "SKIP step packed: only $((BUDGET_S - SECONDS)) s left"
+fi
+T3=$(now)
+echo "{\"alone\": [$T0, $T1], \"packed\": [$T2, $T3]}" > "$RESULTS/steps.json"
+cd "$REPO"
+timeout 60 python3 -m benchmarks.pack_queue --store "$MLFLOW_TRACKING_URI" --steps "$RESULTS/steps.json" \
+  --out "$RESULTS" --max-slowdown "$BOUND" > "$RESULTS/analysis.log" 2>&1 || say "analysis exited $?: $(tail -1 "$RESULTS/analysis.log")"
+SIZE=$(du -k "$W/mlflow.db" 2>/dev/null | cut -f1)
+if [ "${SIZE:-0}" -lt 8000 ]; then cp "$W/mlflow.db" "$RESULTS/"; else say "store ${SIZE} KiB: not copied"; fi
+echo "==== ${SECONDS}s"; cat "$RESULTS/steps.log"; cat "$RESULTS/plan.txt" | grep -v "^    "; cat "$RESULTS/analysis.log"
