@@ -175,8 +175,9 @@ class PackExecutor:
             shown = replace(variants[0], mode=d.mode, device=device, label="+".join(j.name for j in d.jobs))
             echo(result_line(shown, result))
             for v, child in zip(variants, result.children):
+                code = exit_code(child.returncode or 0) or (result.exit_code if child.status != "FINISHED" else 0)
                 outcomes[v.index] = Outcome(replace(v, mode=d.mode), child.status, result.parent_run_id,
-                                            dict(child.summary), exit_code(child.returncode or 0))
+                                            dict(child.summary), code)
             progress.advance(task, len(variants))
             if result.status == "KILLED":
                 with self._lock:
