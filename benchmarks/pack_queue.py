@@ -26,7 +26,8 @@ def collect(client, steps: dict[str, list[float]]) -> dict:
     runs = client.search_runs([exp.experiment_id], "", max_results=10000) if exp else []
     out: dict = {"steps": {}, "jobs": {}}
     for step, (t0, t1) in steps.items():
-        inside = [r for r in runs if t0 <= r.info.start_time / 1000.0 <= t1 and r.data.tags.get("sweep.role") != "report"]
+        inside = [r for r in runs
+                  if t0 <= r.info.start_time / 1000.0 <= t1 and r.data.tags.get("sweep.role") != "report"]
         parents = [r for r in inside if "mlflow.parentRunId" not in r.data.tags]
         kids = [r for r in inside if "mlflow.parentRunId" in r.data.tags]
         span = _span(parents)
@@ -71,7 +72,8 @@ def markdown(fig: dict, bound: float) -> str:
     for step, s in fig["steps"].items():
         per_job = s["gpu_energy_j"] / s["jobs"] if s["jobs"] else None
         lines.append(f"| {step} | {s['groups']} | {s['finished']}/{s['jobs']} | {_n(s['makespan_s'], '{:.1f}')} | "
-                     f"{s['wall_s']:.1f} | {s['gpu_energy_j']:.0f} | {_n(per_job, '{:.0f}')} | {', '.join(s['modes'])} |")
+                     f"{s['wall_s']:.1f} | {s['gpu_energy_j']:.0f} | {_n(per_job, '{:.0f}')} | "
+                     f"{', '.join(s['modes'])} |")
     lines += ["", f"makespan ratio packed / one job per GPU at a time: {_n(fig.get('makespan_ratio'))} (goal <= 0.7); "
                   f"largest measured slowdown {_n(fig.get('max_slowdown_measured'))} (bound {bound:g})", "",
               "| job | alone s | packed s | mode (gpu) | predicted slowdown | measured slowdown | energy alone J | "

@@ -141,7 +141,8 @@ class Planner:
             slow, source = measured
         else:
             slow, source = model.slowdowns(profiles, mode), ("alone" if len(jobs) == 1 else "contention model")
-        tps = model.thread_percentages(profiles, self.opts.mps_thread_percentage) if mode == "mps" else [None] * len(jobs)
+        tps = ([None] * len(jobs) if mode != "mps" else
+               model.thread_percentages(profiles, self.opts.mps_thread_percentage))
         energies = [model.energy(p, s, len(jobs), self.idle_power_w) for p, s in zip(profiles, slow)]
         return Decision(list(jobs), mode if len(jobs) > 1 else "exclusive", slow, energies, tps, source, "")
 
@@ -204,8 +205,9 @@ class Planner:
                 groups[i] = d
             else:
                 d = self.predict([j], "exclusive")
+                more = "; ..." if len(refusals) > 2 else ""
                 d.reason = "alone: " + (refusals[0] if len(refusals) == 1 else
-                                        f"fits no group ({'; '.join(refusals[:2])}{'; ...' if len(refusals) > 2 else ''})"
+                                        f"fits no group ({'; '.join(refusals[:2])}{more})"
                                         if refusals else "the first job of the queue")
                 groups.append(d)
         groups.sort(key=lambda d: -(d.makespan_s or 0.0))

@@ -118,7 +118,8 @@ def test_a_job_without_a_profile_runs_alone_first(tmp_path, two_gpus):
 def test_an_interrupted_queue_resumes_without_running_a_job_twice(tmp_path, two_gpus):
     hold = tmp_path / "hold"
     started = tmp_path / "started"
-    jobs = {"a": "--seconds 0.3", "b": "--seconds 0.3", "c": "--seconds 0.3", "slow": f"--hold-if {hold} --started {started}"}
+    jobs = {"a": "--seconds 0.3", "b": "--seconds 0.3", "c": "--seconds 0.3",
+            "slow": f"--hold-if {hold} --started {started}"}
     path = spec(tmp_path, jobs)
     hashes = profile_all(two_gpus, path)
     hold.touch()
