@@ -11,9 +11,13 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--seconds", type=float, default=0.5)
 ap.add_argument("--hold-if", default="")
 ap.add_argument("--started", default="", help="a file to create once running")
+ap.add_argument("--env-to", default="", help="a file to append this job's MPS thread percentage to")
 args = ap.parse_args()
 if args.started:
     open(args.started, "w").close()
+if args.env_to:
+    with open(args.env_to, "a") as fh:
+        fh.write(f"{os.getpid()} {os.environ.get('CUDA_MPS_ACTIVE_THREAD_PERCENTAGE', '-')}\n")
 start = time.time()
 while time.time() - start < args.seconds or (args.hold_if and os.path.exists(args.hold_if)):
     x = sum(range(20000))

@@ -141,6 +141,38 @@ def test_an_interrupted_queue_resumes_without_running_a_job_twice(tmp_path, two_
     assert finished_jobs(two_gpus) == {h: 1 for h in hashes.values()}  # every job once, none twice
 
 
+def test_an_mps_group_runs_with_the_planned_thread_percentages(tmp_path, tracking_uri, standins):
+    from tests.radt_ext.collocation.support import MPS_GPU
+
+    seen = tmp_path / "env.txt"
+    path = tmp_path / "queue.yaml"
+    path.write_text(textwrap.dedent(f"""
+        name: queue
+        devices: ["{MPS_GPU}"]
+        child_listeners: top
+        interval: 0.2
+        schedule: pack
+        modes: [mps]
+        max_slowdown: 2
+        workloads:
+          a: {{command: "{sys.executable} {JOB} --seconds 0.3 --env-to {seen}"}}
+          b: {{command: "{sys.executable} {JOB} --seconds 0.4 --env-to {seen}"}}
+    """))
+    # SM 60 % each: 120 % together, so each gets half the threads; each waits for the other's 60 %
+    profile_all(tracking_uri, str(path), figures=(60.0, 20.0, 60.0, 1500.0, 200.0, 0.5))
+    dry = radt("sweep", str(path), "--dry-run", env={"COLUMNS": "250"})
+    assert "mps: predicted slowdown 1.60 <= 2 (contention model)" in dry.stderr, dry.stderr
+    res = radt("sweep", str(path))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert sorted(line.split()[1] for line in seen.read_text().splitlines()) == ["50", "50"]
+    client = MlflowClient(tracking_uri)
+    exp = client.get_experiment_by_name("queue").experiment_id
+    (group,) = [r for r in client.search_runs([exp], "tags.`collocation.mode` = 'mps'")
+                if "mlflow.parentRunId" not in r.data.tags]
+    assert group.data.tags["pack.decision"] == "mps 2 jobs: a-0 (tp 50) + b-1 (tp 50)"
+    assert len([c for c in standins.calls("nvidia-cuda-mps-control") if c.get("stdin") == ["quit"]]) == 1
+
+
 @pytest.mark.parametrize("extra, schedule, message", [
     ("max_slowdown: 0.9\n", "pack", "queue.yaml: max_slowdown: 0.9 is not a bound on slowdown; give a number >= 1"),
     ("", "packed", "queue.yaml: schedule: 'packed' is not a schedule; use one of pack"),

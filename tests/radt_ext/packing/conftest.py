@@ -1,0 +1,1 @@
+from tests.radt_ext.collocation.support import standins  # noqa: F401  (fixture)
