@@ -273,7 +273,7 @@ def parse(data: Any, source: str = "<spec>", default_name: str = "sweep", base: 
             slurm.folder = str(base / slurm.folder)
     pack = _pack(data, groups, source)
     return Sweep(name, experiment, source, devices, repeats, listeners, child_listeners,
-                 float(interval) if interval is not None else None, workloads, groups, slurm, pack)
+                 float(interval) if interval is not None else None, workloads, groups, slurm, pack=pack)
 
 
 def _pack(data: dict, groups: list[GroupDef], source: str):
