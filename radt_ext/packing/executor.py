@@ -178,7 +178,8 @@ class PackExecutor:
                 code = exit_code(child.returncode or 0) or (result.exit_code if child.status != "FINISHED" else 0)
                 outcomes[v.index] = Outcome(replace(v, mode=d.mode), child.status, result.parent_run_id,
                                             dict(child.summary), code)
-            progress.advance(task, len(variants))
+            for _ in variants:
+                progress.advance(task)  # one step a call: rich's and the plain progress alike
             if result.status == "KILLED":
                 with self._lock:
                     self.stopping = self.stopping or 15  # a stopped group stops the queue; a re-run resumes

@@ -96,5 +96,5 @@ cd "$REPO"
 timeout 60 python3 -m benchmarks.pack_queue --store "$MLFLOW_TRACKING_URI" --steps "$RESULTS/steps.json" \
   --out "$RESULTS" --max-slowdown "$BOUND" > "$RESULTS/analysis.log" 2>&1 || say "analysis exited $?: $(tail -1 "$RESULTS/analysis.log")"
 SIZE=$(du -k "$W/mlflow.db" 2>/dev/null | cut -f1)
-if [ "${SIZE:-0}" -lt 8000 ]; then cp "$W/mlflow.db" "$RESULTS/"; else say "store ${SIZE} KiB: not copied"; fi
+if [ "${SIZE:-0}" -lt 5000 ]; then cp "$W/mlflow.db" "$RESULTS/"; else say "store ${SIZE} KiB: not copied"; fi
 echo "==== ${SECONDS}s"; cat "$RESULTS/steps.log"; cat "$RESULTS/plan.txt" | grep -v "^    "; cat "$RESULTS/analysis.log"

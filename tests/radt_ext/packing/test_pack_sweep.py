@@ -196,3 +196,16 @@ def test_unknown_modes_and_groups_of_several_jobs_are_refused(tmp_path, two_gpus
     res = radt("sweep", path, "--dry-run")
     assert res.returncode == 2 and "groups[0]: 'a+b' has 2 workloads; schedule: pack decides" in res.stderr
     assert not os.path.exists(two_gpus[len("sqlite:///"):])
+
+
+def test_the_queue_runs_with_plain_output_where_rich_is_missing(tmp_path, tracking_uri, monkeypatch, capsys):
+    from radt_ext.packing import run
+    from radt_ext.sweep import console
+
+    monkeypatch.setattr(console, "HAVE_RICH", False)  # the GPU hosts carry only what MLflow needs
+    sweep = load(spec(tmp_path, {"a": "--seconds 0.2", "b": "--seconds 0.2"}))
+    sweep.devices, sweep.listeners = ["cpu"], "top"
+    outcomes = run.run(sweep, console=console.PlainConsole())
+    assert [o.status for o in outcomes] == ["FINISHED", "FINISHED"]
+    err = capsys.readouterr().err
+    assert "gpu cpu: alone: a-0: no exclusive profile in the store" in err and "sweep queue: report" in err
