@@ -130,13 +130,10 @@ def test_state_and_network_rounds_record_what_may_move_a_measurement(tmp_path, r
     with EnergyCounter() as counter:
         state = counter.state()
         rounds = NetworkRounds(model, (torch.randn(64, 32),), "inference", Clock(torch.device("cpu")), counter, 0.02)
-        rounds.round()
-        rounds.round()
+        rounds.round()  # one: the recording's energy samples run out within a few windows
     # the H200's recording under a matmul: boost clocks, P0, a throttle reason decoded by name
     assert state["sm_clock_mhz"] > 1000 and state["mem_clock_mhz"] > 1000 and state["pstate"] == 0
     assert 20 < state["temp_c"] < 100 and isinstance(state["throttle"], str) and state["throttle"]
-    assert [d["round"] for d in rounds.details] == [0, 1]
-    assert rounds.details[0]["power_w"] > 0  # (the recording's energy samples may run out in the second)
-    for d in rounds.details:
-        assert d["phase"] == "inference" and d["time_ms"] > 0 and d["power_w"] >= 0
-        assert d["before_sm_clock_mhz"] > 1000 and d["during_sm_clock_mhz"] > 1000 and "during_throttle" in d
+    [d] = rounds.details
+    assert d["phase"] == "inference" and d["round"] == 0 and d["time_ms"] > 0 and d["power_w"] > 0
+    assert d["before_sm_clock_mhz"] > 1000 and d["during_sm_clock_mhz"] > 1000 and "during_throttle" in d
