@@ -38,6 +38,11 @@ def test_baseline_records_params_tags_epochs_and_end_metrics(tracking_uri):
                 "achieved_tflops", "forward_flops_per_sample"):
         assert key in m
     assert "mfu_ratio" not in m  # n/a on CPU
+    # where the time before the first training step went, from the process start
+    phases = ("import", "device", "data", "model", "first_step")
+    assert all(m[f"startup_{p}_s"] >= 0 for p in phases)
+    assert sum(m[f"startup_{p}_s"] for p in phases) == pytest.approx(m["startup_to_first_step_s"], abs=0.01)
+    assert run.data.tags["startup.split"].startswith("first step ") and "first step" in done.stderr
     history = mlflow.MlflowClient().get_metric_history(run.info.run_id, "val_loss")
     assert [h.step for h in history] == [0, 1]
     for key in ("train_loss", "train_accuracy", "val_accuracy", "epoch_time_s", "samples_per_s", "epoch_end_time_s"):
