@@ -123,7 +123,7 @@ class Trainer:
         if cfg["channels_last"]:
             self.model = self.model.to(memory_format=torch.channels_last)
         self.example = self._example()
-        self.fwd_flops = torch_models.forward_flops_per_sample(self.model, self.example)
+        self.fwd_flops = 0.0  # counted once the first step has run (_record_setup)
         if device.type == "cpu":
             say("MFU is n/a on CPU (no meaningful device peak); achieved TFLOP/s is still logged")
         synchronize(device)
@@ -145,11 +145,14 @@ class Trainer:
         from .records import say
         from .torch_device import device_name
 
+        from .torch_models import forward_flops_per_sample
+
         began = time.time()
         self.recorded = True
         if "first_step" not in self.startup.phases and self.cfg["epochs"]:
             self.startup.mark("first_step")
         say(self.startup.text())
+        self.fwd_flops = forward_flops_per_sample(self.model, self.example)  # before the first step's progress
         cfg, device = self.cfg, self.device
         self.record.log_params({
             **settings.run_params(cfg), "dataset": self.data.name, "device": device.type,
