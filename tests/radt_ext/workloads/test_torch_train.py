@@ -108,3 +108,12 @@ def test_user_image_folder_via_data(tracking_uri, tmp_path):
     run = only_run()
     assert run.data.params["dataset"] == "folder" and run.data.params["train_set_size"] == "10"
     assert run.data.params["data"] == str(tmp_path / "imgs")
+
+
+def test_a_model_of_its_own_builds_without_importing_torchvision():
+    # torchvision's import brings torch._dynamo: seconds before the first step that small_cnn, mlp and dlrm need not pay
+    code = ("import sys; from radt_ext.workloads import torch_models as m; m.build('small_cnn', 10, (3, 32, 32)); "
+            "assert 'torchvision' not in sys.modules; m.build('resnet18', 10, (3, 32, 32)); "
+            "assert 'torchvision' in sys.modules")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
