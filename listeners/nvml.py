@@ -303,7 +303,7 @@ class NvmlListener(NvmlListenerBase):
             except nv.NVMLError:
                 pass
         readings, self._pending = self._pending, []
-        return drained + readings
+        return readings + drained
 
     def _due(self, reader: _Reader, now: float) -> bool:
         # half a tick of slack: a reader as slow as the tick is taken every tick despite jitter
