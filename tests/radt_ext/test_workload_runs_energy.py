@@ -68,3 +68,28 @@ def test_short_runs_the_script_opens_get_counter_energy_of_their_own_span(tracki
         assert got == pytest.approx(_integral(power, start, end) * ratio, rel=rel), name
         own = _history(client, run.info.run_id, "system/gpu0_energy_j")
         assert own and all(start <= t <= end for t, _ in own)  # its timeline's points of its own span
+
+
+def test_a_short_run_on_two_gpus_without_sample_buffers_gets_both_gpus_energy(tracking_uri, tmp_path, monkeypatch):
+    """Where the driver keeps no power samples the counter's reads (open and close) are the series; a run
+    the script opens between them still gets its share of both GPUs' counters, never 0."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    script = tmp_path / "train.py"
+    script.write_text("import time, mlflow\ntime.sleep(0.5)\nwith mlflow.start_run(run_name='short'):\n"
+                      "    time.sleep(2.0)\ntime.sleep(0.5)\n")
+    trace = TRACE.parent / "h200x2_derived.json"
+    res = radt("run", "-l", "nvml", "--", sys.executable, str(script), env={nvml_backend.REPLAY_ENV: str(trace)},
+               timeout=180)
+    assert res.returncode == 0, res.stderr[-3000:]
+    client = MlflowClient(tracking_uri)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    monitor = next(r for r in runs if TAG_MONITOR_RUN not in r.data.tags)
+    short = next(r for r in runs if r.info.run_name == "short")
+    start, end = short.info.start_time / 1000, short.info.end_time / 1000
+    expected = 0.0
+    for gpu in (0, 1):
+        energy = _history(client, monitor.info.run_id, f"system/gpu{gpu}_energy_j")
+        assert len(energy) >= 2
+        expected += span_energy_j([t for t, _ in energy], [e for _, e in energy], start, end)[0]
+    assert expected > 0
+    assert short.data.metrics["summary/gpu_energy_j"] == pytest.approx(expected, rel=5e-3)
