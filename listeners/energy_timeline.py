@@ -1,4 +1,4 @@
-"""One GPU's cumulative energy at about two points a second, from a counter read every few seconds.
+"""One GPU's cumulative energy at about four points a second, from a counter read every few seconds.
 
 The energy counter is exact but costs ~5 ms of CPU a read, so it is read rarely (open, close, every
 30 s). The driver's power samples (~50 a second, drained about once a second) are cheap but are a

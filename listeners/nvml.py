@@ -6,8 +6,9 @@ docs/benchmarks): power comes from the driver's own sample buffer (about 50 samp
 each logged as its own point at its own time), drained about once a second in one call; the
 energy counter (~5 ms a call) is read at open, at close and every ENERGY_EVERY_S in between, and
 the power samples between two reads, rescaled to the counter's rise, give the energy's course at
-about two points a second (energy_timeline.py); everything else (µs a call) every interval. Where the sample buffer cannot be read, power is
-read point by point every interval and the tag `gpu.{i}.power_source` says why.
+about four points a second (energy_timeline.py); everything else (µs a call) every interval. Where
+the sample buffer cannot be read, power is read point by point every interval and the tag
+`gpu.{i}.power_source` says why.
 
 Names carry the workload's GPU index (`gpu0_power_w`). For a MIG device the
 device-wide readings (power, energy, temperature, clocks, PCIe, throttle) come from its
@@ -52,7 +53,7 @@ FIELD_IDS = {
 }
 # Each reading at a rate that fits its cost: the energy counter (~5 ms of CPU a read) at open, at close
 # and at most this often in between; where the driver's power samples are read, `gpu{i}_energy_j` gets
-# about two points a second between reads, the samples' integral rescaled to meet the counter at each
+# about four points a second between reads, the samples' integral rescaled to meet the counter at each
 # read (energy_timeline.py), logged when the read that closes them is taken;
 ENERGY_EVERY_S = 30.0
 # NVML measures PCIe throughput over a ~20 ms window inside each call, ~0.8 ms of it CPU (H100): at most
