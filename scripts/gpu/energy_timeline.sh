@@ -32,7 +32,7 @@ for model in small_cnn resnet18; do
   if [ $((BUDGET_S - SECONDS)) -lt 12 ]; then echo "SKIP startup_$model: only $((BUDGET_S - SECONDS)) s left"; continue; fi
   part "startup_$model" $((BUDGET_S - SECONDS > 40 ? 40 : BUDGET_S - SECONDS)) \
     python3 -m radt_ext.workloads.torch_train --recipe cnn_amp --variant amp --precision bf16 --model "$model" \
-      --dataset synthetic32 --batch-size 256 --epochs 1 --train-samples 8192 --val-samples 512 --infer-iters 2 "${DEVICE[@]}"
+      --dataset synthetic32 --batch-size 256 --epochs 1 --train-samples 4096 --val-samples 256 --infer-iters 2 "${DEVICE[@]}"
   grep "first step" "$W/startup_$model.log" || tail -3 "$W/startup_$model.log"
   cp "$W/startup_$model.log" "$RESULTS/" 2>/dev/null
 done
@@ -48,9 +48,9 @@ for r in client.search_runs([e.experiment_id for e in client.search_experiments(
                      **{k: m[k] for k in sorted(m) if k.startswith("startup_")}})
 json.dump(rows, open(f"{out}/startup.json", "w"), indent=1)
 phases = ["import", "device", "data", "model", "first_step"]
-lines = ["| model | " + " | ".join(phases) + " | to first step |", "|---" * (len(phases) + 2) + "|"]
+lines = ["| model | " + " | ".join(phases) + " | to first step | within 5 s |", "|---" * (len(phases) + 3) + "|"]
 lines += [f"| {x['model']} | " + " | ".join(f"{x.get(f'startup_{p}_s', float('nan')):.2f}" for p in phases)
-          + f" | {x['startup_to_first_step_s']:.2f} |" for x in rows]
+          + f" | {x['startup_to_first_step_s']:.2f} | {x['startup_to_first_step_s'] <= 5.0} |" for x in rows]
 lines.append("\nseconds from the workload's process start; device: " + ", ".join({str(x['device']) for x in rows}))
 open(f"{out}/startup.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
