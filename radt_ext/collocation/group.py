@@ -16,7 +16,8 @@ from mlflow.entities import Metric, RunTag
 from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
 
 from listeners import registry
-from listeners.base import Target
+from listeners.base import ListenerError, Target
+from listeners.devices import identities as device_identities
 from radt_ext import machine
 from radt_ext.collocation import energy_split
 from radt_ext.collocation import mig as mig_mod
@@ -65,9 +66,11 @@ class GroupResult:
 
 
 class _Session(WorkloadSession):
-    """A WorkloadSession whose child may need variables removed (MPS clients: CUDA_VISIBLE_DEVICES)."""
+    """A WorkloadSession whose child may need variables removed, and whose stderr's end goes onto its
+    run when it fails."""
 
     unset: tuple[str, ...] = ()
+    keep_stderr_tail = True
 
     def child_env(self) -> dict[str, str]:
         env = super().child_env()
@@ -84,9 +87,22 @@ def _visible(device: str) -> str:
     return "" if device == CPU else device
 
 
+def check_devices(devices: list[str]) -> None:
+    """A one-line UsageError, before anything runs, for a GPU this machine lacks (checked where NVML
+    answers, as for the listeners; elsewhere GPU devices are taken as given)."""
+    for device in devices:
+        if device == CPU:
+            continue
+        try:
+            registry.check_target(Target(pid=None, cuda_visible_devices=device))
+        except ListenerError as exc:
+            raise UsageError(f"device {device!r}: {exc}; use one of this machine's GPUs or cpu") from None
+
+
 class GroupRunner:
     def __init__(self, group: Group, echo=print):
         check(group)
+        check_devices(group.devices)
         self.group = group
         self.echo = echo
         self.uri = tracking_uri(group.tracking_uri)
@@ -104,14 +120,15 @@ class GroupRunner:
         g = self.group
         out = {}
         if g.mode == "mps":
+            uuids = device_identities(g.devices)
             for device in g.devices:
-                daemon = MpsDaemon(device)
+                daemon = MpsDaemon(device, uuid=uuids.get(device, (None,))[0])
                 stack.callback(daemon.quit)  # registered before start: quit on every way out
                 daemon.start()
                 self.daemons[device] = daemon
-            for w in g.workloads:
+            for w in g.workloads:  # the client's CUDA_VISIBLE_DEVICES names the daemon's GPU (see mps.py)
                 env = self.daemons[w.device].client_env(w.mps_thread_percentage, w.mps_pinned_mem_limit)
-                out[w.name] = (env, ("CUDA_VISIBLE_DEVICES",), w.device)
+                out[w.name] = (env, (), w.device)
         elif g.mode == "mig":
             pinned = mig_mod.assign([(w.name, w.device, w.mig) for w in g.workloads], g.allow_mig_reconfigure,
                                     echo=self.echo)
@@ -349,6 +366,7 @@ class GroupRunner:
                 with contextlib.suppress(Exception):
                     self.client.log_text(self.parent_run_id, log, f"mps/gpu{device}_control.log")
             tags[f"collocation.mps.gpu{device}.quit"] = (daemon.quit_output or "sent")[:500]
+            tags[f"collocation.mps.gpu{device}.visible"] = daemon.visible
         # like a workload's end: spooled with the samples when the store is away (`radt-ext sync` applies it)
         metrics = [Metric(f"summary/{k}", float(v), now, 0) for k, v in summary.items()]
         if recorder.writer.end_run(metrics, tags, status):

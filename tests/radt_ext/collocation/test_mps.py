@@ -45,7 +45,7 @@ def test_private_daemon_client_settings_and_quit(standins, tracking_uri, tmp_pat
     assert pipe != "/tmp/nvidia-mps" and f"radt-ext-mps-gpu{MPS_GPU}-" in pipe  # private, not the system default
     rows = {int(r[2]): r for r in stamps(stamp)}
     assert rows[8][3] == pipe and rows[16][3] == pipe  # both clients talk to this daemon
-    assert rows[8][4] == "<unset>" and rows[16][4] == "<unset>"
+    assert rows[8][4] == "0" and rows[16][4] == "0"  # no UUID without NVML: the re-indexed GPU
     assert (rows[8][5], rows[16][5]) == ("30", "70")
     (quit_call,) = quits(standins)
     assert quit_call["pipe"] == pipe
