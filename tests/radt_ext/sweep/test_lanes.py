@@ -1,4 +1,4 @@
-"""The local executor: a lane per GPU, lanes at the same time (NVML replayed from a 2-GPU trace derived
+"""The local executor with `device_mode: each`: a lane per GPU, lanes at the same time (NVML replayed from a 2-GPU trace derived
 from a real H200 recording; workloads are real child processes; a real SQLite store).
 
 Concurrency is proven by the workloads themselves: a rendezvous workload finishes only when the
@@ -46,6 +46,7 @@ def rendezvous_spec(tmp_path, hold: bool = False, devices='["0", "1"]'):
     path.write_text(textwrap.dedent(f"""
         name: lanes
         devices: {devices}
+        device_mode: each
         listeners: nvml
         child_listeners: top
         interval: 0.2
@@ -87,6 +88,7 @@ def spec_two_lanes(tmp_path):
     path.write_text(textwrap.dedent(f"""
         name: toy
         devices: ["0", "1"]
+        device_mode: each
         listeners: nvml
         child_listeners: top
         interval: 0.2
