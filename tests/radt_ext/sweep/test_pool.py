@@ -16,11 +16,10 @@ from radt_ext.sweep.pool import DevicePool
 from radt_ext.sweep.spec import SpecError
 from tests.radt_ext.collocation.support import WORKLOAD
 from tests.radt_ext.helpers import radt
+from tests.traces import TWO_GPUS, gpu_name
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RENDEZVOUS = os.path.join(HERE, "rendezvous.py")
-TRACES = os.path.join(HERE, "..", "..", "..", "listeners", "traces")
-TWO_GPUS = os.path.join(TRACES, "h200x2_derived.json")  # the 2-GPU trace every 2-GPU test replays
 
 
 @pytest.fixture
@@ -109,7 +108,7 @@ def test_collocated_variants_on_gpu1_find_the_baseline_measured_on_gpu0(tmp_path
                                   f"tags.`mlflow.parentRunId` = '{o.run_id}'")
         for kid in kids:
             assert kid.data.tags["baseline_run_id"] in exclusive_children
-            assert kid.data.tags["sweep.gpu_model"] == "NVIDIA H200"
+            assert kid.data.tags["sweep.gpu_model"] == gpu_name(TWO_GPUS)
 
 
 def test_gpus_per_variant_gives_a_variant_several_devices(tmp_path, two_gpus):
