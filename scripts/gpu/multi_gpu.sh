@@ -16,12 +16,12 @@ PY=${PYTHON:-python3}
 export PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH}
 W=/tmp/multi_gpu_work; rm -rf "$W"; mkdir -p "$W"
 export RADT_EXT_SPOOL_DIR=$W/spool
-MM_S=8; POOL_S=1; DDP_S=8
+MM_S=8; POOL_S=1; DDP_S=8; POOL_N=8; LIMIT_X=1
 if [ "$DRY" = 1 ]; then
   export RADT_EXT_NVML_REPLAY=$REPO/listeners/traces/h200x2_derived.json
   mkdir -p "$W/bin"; ln -s "$REPO/tests/radt_ext/bin/nvidia-cuda-mps-control" "$W/bin/"
   export PATH=$W/bin:$PATH   # the stand-in nvidia-cuda-mps-control
-  MM_S=2; POOL_S=0.5; DDP_S=3
+  MM_S=2; POOL_S=0.5; DDP_S=3; POOL_N=4; LIMIT_X=4   # a shared CPU is slower than the GPU host
 else
   unset RADT_EXT_NVML_REPLAY
 fi
@@ -29,7 +29,7 @@ fi
 cat "$RESULTS/gpus.txt"
 T0=$SECONDS
 step() {  # step NAME TIMEOUT_S command...: its output in $RESULTS/NAME.log, a timing line, never stops the script
-  local name=$1 limit=$2; shift 2
+  local name=$1 limit=$(($2 * LIMIT_X)); shift 2
   local left=$((BUDGET_S - (SECONDS - T0)))
   [ "$limit" -gt "$left" ] && limit=$left
   if [ "$limit" -le 5 ]; then echo "== $name SKIPPED: budget spent"; return; fi
@@ -62,13 +62,13 @@ step a_collocate_gpu1 60 $PY -m radt_ext.cli collocate --device 1 --mode mps -i 
 step a_figures 30 $PY scripts/gpu/multi_gpu_figures.py mps --uri "$MLFLOW_TRACKING_URI" --out "$RESULTS/mps.json"
 tail -n 3 "$RESULTS/a_figures.log"
 
-# (b) 8 equal exclusive variants: pooled on both GPUs, then on GPU 0 alone
+# (b) 8 equal exclusive variants (4 in a dry run): pooled on both GPUs, then on GPU 0 alone
 for n in 2 1; do
   devices='all'; [ $n = 1 ] && devices='["0"]'
   cat > "$W/pool$n.yaml" <<YAML
 name: pool$n
 devices: $devices
-repeats: 8
+repeats: $POOL_N
 listeners: nvml
 child_listeners: top
 interval: 0.2

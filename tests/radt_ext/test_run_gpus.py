@@ -26,6 +26,6 @@ def test_every_gpu_the_job_may_use_gets_its_timeline(tracking_uri, monkeypatch, 
     uuids = gpu_uuids(TWO_GPUS)
     for position, nvml_index in enumerate(watched):  # gpu{i}: the i-th GPU the job sees
         assert f"system/gpu{position}_power_w" in run.data.metrics
-        assert run.data.tags[f"gpu.{position}.uuid"] == uuids[nvml_index]
-        assert run.data.tags[f"gpu.{position}.nvml_index"] == str(nvml_index)
+        assert run.data.tags[f"machine.gpu.{position}.uuid"] == uuids[nvml_index]
+        assert run.data.tags[f"machine.gpu.{position}.nvml_index"] == str(nvml_index)
     assert f"system/gpu{len(watched)}_power_w" not in run.data.metrics

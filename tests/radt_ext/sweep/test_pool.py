@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -42,9 +45,10 @@ def write(tmp_path, body: str, name="pool.yaml"):
     return path
 
 
-def meet_spec(tmp_path, devices='["0", "1"]'):
+def meet_spec(tmp_path, devices='["0", "1"]', hold: bool = False):
     marks = tmp_path / "marks"
     marks.mkdir(exist_ok=True)
+    hold_flag = " --hold" if hold else ""
     return write(tmp_path, f"""
         name: pooled
         devices: {devices}
@@ -52,7 +56,7 @@ def meet_spec(tmp_path, devices='["0", "1"]'):
         child_listeners: top
         interval: 0.2
         workloads:
-          meet: {{command: "{sys.executable} {RENDEZVOUS} --dir {marks} --round r --lanes 0,1 --name {{n}}",
+          meet: {{command: "{sys.executable} {RENDEZVOUS} --dir {marks} --round r --lanes 0,1 --name {{n}}{hold_flag}",
                  params: {{n: p}}}}
         grid: {{n: [p, q]}}
     """), marks
@@ -78,6 +82,26 @@ def test_each_variant_runs_once_on_the_next_free_device(tmp_path, two_gpus):
     other, _ = meet_spec(tmp_path, devices='["1", "0"]')
     assert [v.hash for v in sweep.plan(other)] == [v.hash for v in variants]
     assert [o.status for o in sweep.run(sweep.plan(other))] == ["SKIPPED", "SKIPPED"]
+
+
+def test_a_signal_stops_the_pooled_variants_and_leaves_them_to_resume(tmp_path, two_gpus):
+    path, marks = meet_spec(tmp_path, hold=True)
+    proc = subprocess.Popen([sys.executable, "-m", "radt_ext.cli", "sweep", str(path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not all((marks / f"r-{gpu}").exists() for gpu in "01"):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert sorted((r.data.tags["sweep.device"], r.info.status) for r in parents(two_gpus)) == [
+        ("0", "KILLED"), ("1", "KILLED")]
+    assert "2 variants, 2 to run, 0 done" in radt("sweep", str(path), "--dry-run").stdout
 
 
 def test_collocated_variants_on_gpu1_find_the_baseline_measured_on_gpu0(tmp_path, two_gpus):
@@ -186,3 +210,13 @@ def test_the_pool_hands_out_the_first_free_devices_and_waits_for_them():
     assert pool.model(["0", "1"]) == "H100" and pool.model(["1", "2"]) is None and pool.model(["cpu"]) == "cpu"
     with pytest.raises(ValueError):
         pool.acquire(4)
+
+
+def test_a_slurm_job_runs_a_pooled_variant_on_the_gpus_slurm_gave_it():
+    from radt_ext.sweep.slurm_job import pooled_devices
+
+    data = {"devices": ["0", "1"], "gpus_per_variant": 2, "workloads": {"t": {"command": "true"}}}
+    (v,) = sweep.plan_from_dict(data)
+    assert pooled_devices(v, "3,5,6") == ["3", "5"] and pooled_devices(v, None) == ["0", "1"]
+    (c,) = sweep.plan_from_dict({"devices": ["cpu"], "workloads": {"t": {"command": "true"}}})
+    assert pooled_devices(c, "0") == ["cpu"]
