@@ -13,11 +13,18 @@ def answers(path: str, call: str) -> dict:
         return json.load(fh)["calls"][call]
 
 
+def _handle(path: str, index: int) -> str:
+    """The call key of NVML's GPU `index` in a trace (its handle as the recorder labelled it)."""
+    import json
+
+    return "[" + json.dumps(answers(path, "nvmlDeviceGetHandleByIndex")[f"[{index}]"][0], separators=(",", ":")) + "]"
+
+
 def gpu_uuids(path: str = TWO_GPUS) -> list[str]:
     """The UUID of each GPU of a trace, in NVML order."""
-    found = answers(path, "nvmlDeviceGetUUID")
-    return [found[f'[{{"ref":"dev{i}"}}]'][0] for i in range(len(found)) if f'[{{"ref":"dev{i}"}}]' in found]
+    uuids = answers(path, "nvmlDeviceGetUUID")
+    return [uuids[_handle(path, i)][0] for i in range(len(answers(path, "nvmlDeviceGetHandleByIndex")))]
 
 
 def gpu_name(path: str = TWO_GPUS, index: int = 0) -> str:
-    return answers(path, "nvmlDeviceGetName")[f'[{{"ref":"dev{index}"}}]'][0]
+    return answers(path, "nvmlDeviceGetName")[_handle(path, index)][0]
