@@ -5,12 +5,14 @@
         ...                              # CUDA_VISIBLE_DEVICES: the daemon's GPU, by UUID
     # `quit` was sent on the way out, whatever happened inside
 
-The daemon is started with only its GPU visible. The MPS server re-indexes the devices it was
-given (its GPU is device 0 to a client), so a client that inherited CUDA_VISIBLE_DEVICES=1 fails
-in CUDA initialisation on a multi-GPU host. NVIDIA's MPS guide recommends UUIDs on both sides:
-the daemon and every client get CUDA_VISIBLE_DEVICES=<the GPU's UUID>, which names the same GPU
-before and after the re-indexing. Without a UUID (NVML not answering) the daemon gets the index
-and the clients "0", the re-indexed name of that GPU.
+The daemon is started with only its GPU visible, and the MPS server re-indexes the devices it was
+given: its GPU is device 0 to a client. On a multi-GPU host a client must still be told which GPU
+that is: without CUDA_VISIBLE_DEVICES, torch counts the host's GPUs through NVML (which knows
+nothing of MPS) while CUDA under MPS has one, and fails (`device >= 0 && device < num_gpus INTERNAL
+ASSERT FAILED ... device=1, num_gpus=1`); with the daemon's index (`1`) CUDA finds no such device.
+NVIDIA's MPS guide recommends UUIDs on both sides: the daemon and every client get
+CUDA_VISIBLE_DEVICES=<the GPU's UUID>, which names the same GPU to NVML, to the server and to the
+client. Without a UUID (NVML not answering) the daemon gets the index and the clients "0".
 """
 from __future__ import annotations
 
