@@ -66,17 +66,9 @@ class GroupResult:
 
 
 class _Session(WorkloadSession):
-    """A WorkloadSession whose child may need variables removed, and whose stderr's end goes onto its
-    run when it fails."""
+    """A workload of a group: the end of its stderr goes onto its run when it fails."""
 
-    unset: tuple[str, ...] = ()
     keep_stderr_tail = True
-
-    def child_env(self) -> dict[str, str]:
-        env = super().child_env()
-        for key in self.unset:
-            env.pop(key, None)
-        return env
 
 
 def available(names: tuple[str, ...], target: Target) -> str:
@@ -115,8 +107,8 @@ class GroupRunner:
         self.stopping: int | None = None
 
     # -- setting up ------------------------------------------------------------------
-    def _mode_env(self, stack: contextlib.ExitStack) -> dict[str, tuple[dict[str, str], tuple[str, ...], str]]:
-        """{workload name: (extra env, env keys to unset, the device its listeners watch)}."""
+    def _mode_env(self, stack: contextlib.ExitStack) -> dict[str, tuple[dict[str, str], str]]:
+        """{workload name: (extra env, the device its listeners watch)}."""
         g = self.group
         out = {}
         if g.mode == "mps":
@@ -128,15 +120,15 @@ class GroupRunner:
                 self.daemons[device] = daemon
             for w in g.workloads:  # the client's CUDA_VISIBLE_DEVICES names the daemon's GPU (see mps.py)
                 env = self.daemons[w.device].client_env(w.mps_thread_percentage, w.mps_pinned_mem_limit)
-                out[w.name] = (env, (), w.device)
+                out[w.name] = (env, w.device)
         elif g.mode == "mig":
             pinned = mig_mod.assign([(w.name, w.device, w.mig) for w in g.workloads], g.allow_mig_reconfigure,
                                     echo=self.echo)
             for w in g.workloads:
-                out[w.name] = ({"CUDA_VISIBLE_DEVICES": pinned[w.name].uuid}, (), pinned[w.name].uuid)
+                out[w.name] = ({"CUDA_VISIBLE_DEVICES": pinned[w.name].uuid}, pinned[w.name].uuid)
         else:
             for w in g.workloads:
-                out[w.name] = ({"CUDA_VISIBLE_DEVICES": _visible(w.device)}, (), _visible(w.device))
+                out[w.name] = ({"CUDA_VISIBLE_DEVICES": _visible(w.device)}, _visible(w.device))
         return out
 
     def _parent_tags(self) -> dict[str, str]:
@@ -156,7 +148,7 @@ class GroupRunner:
         for i in range(0, len(items), 100):
             self.client.log_batch(run_id, tags=items[i:i + 100])
 
-    def _session(self, w: Workload, index: int, env: dict[str, str], unset: tuple[str, ...], watch: str) -> _Session:
+    def _session(self, w: Workload, index: int, env: dict[str, str], watch: str) -> _Session:
         g = self.group
         names = g.child_listeners
         target = Target(pid=None, cuda_visible_devices=watch)
@@ -172,7 +164,6 @@ class GroupRunner:
                             params=dict(w.params), tracking_uri=self.uri, parent_run_id=self.parent_run_id,
                             env={**w.env, **env}, cwd=w.cwd)
         session = _Session(spec)
-        session.unset = unset
         session.keep_series = energy_split.CHILD_SERIES
         session.target.cuda_visible_devices = watch
         return session
@@ -238,8 +229,8 @@ class GroupRunner:
                 tags[f"radt_ext.listener_skipped.{name}"] = why[:4000]
             self._log_tags(self.parent_run_id, tags)
             for i, w in enumerate(g.workloads):
-                env, unset, dev = mode_env[w.name]
-                session = self._session(w, i, env, unset, dev)
+                env, dev = mode_env[w.name]
+                session = self._session(w, i, env, dev)
                 session.prepare()  # every child run exists before any workload starts
                 if session.experiment_id != experiment_id:
                     raise UsageError(f"workload {w.name}: its run went to experiment {session.experiment_id}, "

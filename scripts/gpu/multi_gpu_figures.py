@@ -102,7 +102,7 @@ def ddp(uri: str) -> dict:
             "kind": kind, "name": r.data.tags.get("mlflow.runName"), "status": r.info.status,
             "span_s": t1 - t0, "gpus_recorded": gpus,
             "system_metrics": len([k for k in r.data.metrics if k.startswith("system/")]),
-            "gpu_tags": {k: v for k, v in r.data.tags.items() if re.match(r"machine\.gpu\.\d+\.(name|uuid|nvml_index)$", k)},
+            "gpu_tags": {k: v for k, v in r.data.tags.items() if re.match(r"machine\.gpu\.\d+\.(name|uuid|nvml_index|workload_processes_max)$", k)},
             "summaries": summaries(r), "per_gpu": per_gpu,
             "integrated_total_j": sum(g["power_integrated_j"] for g in per_gpu.values())}
     return out
