@@ -23,7 +23,7 @@ _MIG_SM = re.compile(r"^gpu0_mig\d+_sm_active_pct$")
 _SLICES = re.compile(r"^(\d+)g\.")
 FULL_GPU_SLICES = 7  # compute slices of a whole GPU (A100/H100/H200 MIG)
 TIMELINE_BIN_S = 0.2  # the attributed power timeline's resolution (per-process samples come ~5 Hz)
-ATTRIBUTED_POWER = "gpu0_power_attributed_w"  # a child sees its one GPU as gpu0
+ATTRIBUTED_POWER = "gpu0_power_attributed_w"  # a child sees its (first) GPU as gpu0
 
 
 @dataclass
@@ -86,9 +86,10 @@ def child_metrics(name: str, parts: dict[int, Attribution], samples: float, t0: 
     if samples > 0:
         values["energy_per_sample_attributed_j"] = energy / samples
     metrics = [Metric(f"summary/{k}", float(v), now_ms, 0) for k, v in values.items()]
-    for share in mine:
+    for k, share in enumerate(mine):  # a workload on several GPUs: gpu{k} is its k-th, as it numbers them
+        key = f"system/{ATTRIBUTED_POWER.replace('gpu0_', f'gpu{k}_', 1)}"
         for t, w in binned(share.timeline, t0, TIMELINE_BIN_S):
-            metrics.append(Metric(f"system/{ATTRIBUTED_POWER}", float(w), int(t * 1000), max(0, int((t - t0) * 1000))))
+            metrics.append(Metric(key, float(w), int(t * 1000), max(0, int((t - t0) * 1000))))
     return metrics
 
 

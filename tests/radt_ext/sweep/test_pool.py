@@ -155,6 +155,13 @@ def test_gpus_per_variant_gives_a_variant_several_devices(tmp_path, two_gpus):
     parent = MlflowClient(two_gpus).get_run(outcome.run_id)
     assert parent.data.tags["collocation.gpu"] == "0,1"
     assert {"system/gpu0_power_w", "system/gpu1_power_w"} <= set(parent.data.metrics)  # its listeners watched both
+    client = MlflowClient(two_gpus)
+    (child,) = client.search_runs([parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{outcome.run_id}'")
+    # both GPUs' energy is the workload's (alone on them), with a power timeline per GPU in its numbering
+    p = parent.data.metrics
+    assert child.data.metrics["summary/gpu_energy_attributed_j"] + p["summary/gpu_energy_unattributed_j"] == \
+        pytest.approx(p["summary/gpu_energy_attributed_total_j"], rel=0.01), p
+    assert {"system/gpu0_power_attributed_w", "system/gpu1_power_attributed_w"} <= set(child.data.metrics)
 
 
 def test_device_mode_each_keeps_every_variant_on_every_device(tmp_path, two_gpus):
