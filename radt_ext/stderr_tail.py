@@ -10,10 +10,18 @@ KEEP_BYTES = 64 * 1024  # the artifact's size at most
 TAG_CHARS = 4000  # the tag's: MLflow tags hold 5000 characters on every store
 
 
+def _stderr_fd() -> int:
+    """Our stderr's descriptor; the process's fd 2 where sys.stderr has none (a notebook, a captured stream)."""
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return 2
+
+
 class StderrTail:
     def __init__(self, fd: int, passthrough: int | None = None):
         self.fd = fd
-        self.passthrough = sys.stderr.fileno() if passthrough is None else passthrough
+        self.passthrough = _stderr_fd() if passthrough is None else passthrough
         self._buf = bytearray()
         self._thread = threading.Thread(target=self._pump, name="radt-stderr-tail", daemon=True)
         self._thread.start()

@@ -1,13 +1,11 @@
-"""Run a queue packed: whenever a device frees, read what the store knows, plan the jobs not started
-yet, and run the plan's first group there. Each group run carries its decision and prediction as tags.
-
-The devices come from a pool: `acquire(timeout) -> device or None` (None: none free yet) and
-`release(device)`. `DevicePool` is the plain one over a list of devices.
+"""Run a queue packed: whenever a device of the sweep's pool (radt_ext/sweep/pool.py) frees, read what
+the store knows, plan the jobs not started yet, and run the plan's first group there. Each group run
+carries its decision and prediction as tags, and the device and GPU model it ran on, as any pooled
+variant's run does.
 """
 from __future__ import annotations
 
 import contextlib
-import queue as queue_mod
 import threading
 from dataclasses import replace
 
@@ -21,34 +19,17 @@ from radt_ext.packing.queue import jobs_of
 from radt_ext.session import exit_code
 from radt_ext.signals import SignalRelay
 from radt_ext.sweep import console as out
-from radt_ext.sweep.variant_run import Outcome, baseline, result_line
+from radt_ext.sweep.lanes import pool_of
+from radt_ext.sweep.variant_run import Outcome, baseline, group_for, result_line
 
 
-class DevicePool:
-    def __init__(self, devices: list[str]):
-        self.devices = list(devices)
-        self._free: queue_mod.Queue = queue_mod.Queue()
-        for d in devices:
-            self._free.put(d)
-
-    def acquire(self, timeout: float | None = None) -> str | None:
-        try:
-            return self._free.get(timeout=timeout)
-        except queue_mod.Empty:
-            return None
-
-    def release(self, device: str) -> None:
-        self._free.put(device)
-
-
-def group_of(d: Decision, device: str, uri: str, client, max_slowdown: float) -> Group:
-    """The collocation group of a decision on a device; the jobs' own variants keep their hashes."""
+def group_of(d: Decision, device: str, uri: str, client, max_slowdown: float, model: str | None = None) -> Group:
+    """The collocation group of a decision on a device; the jobs' own variants keep their hashes.
+    `model`: the device's GPU model, the tag exclusive runs are found by across the pool."""
     variants = [j.ref for j in d.jobs]
     first = variants[0]
     if len(variants) == 1:  # alone: the job's own exclusive variant, so resume finds it by `sweep.hash`
-        group = first.group({}, uri)
-        group.workloads[0].device = device
-        group.run_name = f"{first.sweep_id}:{replace(first, device=device).title}"
+        group = group_for(client, first, uri, devices=[device], model=model)
         group.workloads[0].tags.update({profiles.JOB_TAG: first.hash, **explain.job_tags(d, 0)})
         group.tags.update(explain.group_tags(d, max_slowdown))
         return group
@@ -62,42 +43,32 @@ def group_of(d: Decision, device: str, uri: str, client, max_slowdown: float) ->
                                   tags=tags, cwd=w.cwd,
                                   mps_thread_percentage=(w.mps_thread_percentage or d.thread_pcts[i]) if mps else None,
                                   mps_pinned_mem_limit=w.mps_pinned_mem_limit if mps else None))
-        found = baseline(client, v.experiment, w.key)
+        # measured on this GPU model where the store has it, else the profile the planner read
+        found = baseline(client, v.experiment, w.key, model) or baseline(client, v.experiment, w.key)
         if found:
             baselines[job.name] = found
     names = "+".join(j.name for j in d.jobs)
-    tags = {"sweep.id": first.sweep_id, "sweep.group": names, **explain.group_tags(d, max_slowdown)}
+    tags = {"sweep.id": first.sweep_id, "sweep.group": names, "sweep.device": device,
+            **explain.group_tags(d, max_slowdown)}
+    child_tags = {"sweep.id": first.sweep_id, **({"sweep.gpu_model": model} if model else {})}
     return Group(mode=d.mode, workloads=workloads, experiment_name=first.experiment,
                  run_name=f"{first.sweep_id}:pack {d.mode} {names} on {device}", listeners=first.listeners,
                  child_listeners=first.child_listeners, interval=first.interval, tags=tags,
-                 child_tags={"sweep.id": first.sweep_id}, tracking_uri=uri, baselines=baselines)
+                 child_tags=child_tags, tracking_uri=uri, baselines=baselines)
 
 
 class PackExecutor:
     name = "pack"
-    local = True
+    local = True  # the pool's devices are checked before anything runs (sweep.executor.check_devices)
 
-    def __init__(self, options: PackOptions, devices: list[str], pool=None):
+    def __init__(self, options: PackOptions, pool=None):
         self.options = options
-        self.devices = list(devices)
-        self.pool = pool or DevicePool(self.devices)
+        self.pool = pool  # a radt_ext.sweep.pool.DevicePool; default: the one over the jobs' pool
         self._lock = threading.Lock()
-        self._active: dict[str, GroupRunner] = {}
+        self._active: dict[str, GroupRunner | None] = {}
         self.stopping: int | None = None
         self._error: BaseException | None = None
         self._ended = 0  # groups ended so far: a plan made before the last one ended is stale
-
-    def check(self, uri: str) -> None:
-        from listeners import registry
-        from listeners.base import ListenerError, Target
-
-        for device in self.devices:
-            if device == CPU:
-                continue
-            try:
-                registry.check_target(Target(pid=None, cuda_visible_devices=device))
-            except ListenerError as exc:
-                raise UsageError(f"devices: {device!r}: {exc}; use one of this machine's GPUs or cpu") from None
 
     def stop(self, signum: int) -> None:
         with self._lock:
@@ -107,13 +78,19 @@ class PackExecutor:
             if r is not None:
                 r.stop(signum)
 
-    def planner(self, client, experiment: str) -> Planner:
-        return Planner(profiles.read(client, experiment), self.options, gpu_mode_ok=CPU not in self.devices)
+    def _halted(self) -> bool:
+        return bool(self.stopping or self._error is not None)
+
+    def planner(self, client, experiment: str, model: str | None = None) -> Planner:
+        return Planner(profiles.read(client, experiment, model), self.options,
+                       gpu_mode_ok=CPU not in self.pool.devices)
 
     def run(self, todo, ctx) -> list[Outcome]:
         outcomes: dict[int, Outcome] = {}
         experiment = todo[0].experiment
-        done = profiles.read(ctx.client, experiment).packed_done
+        self.pool = self.pool or pool_of(todo)
+        model = self.pool.model(self.pool.devices)  # None on a pool of mixed (or unknown) GPU models
+        done = profiles.read(ctx.client, experiment, model).packed_done
         remaining = []
         for v in todo:
             if v.hash in done:
@@ -127,25 +104,27 @@ class PackExecutor:
         with out.progress(ctx.console) as progress, SignalRelay(self.stop):
             task = progress.add_task("pack", total=len(remaining))
             echo = lambda m: progress.console.print(m, highlight=False, soft_wrap=True)  # noqa: E731
-            while remaining and not self.stopping and self._error is None:
-                device = self.pool.acquire(timeout=0.2)  # short waits keep the main thread free for signals
-                if device is None:
-                    continue
+            while remaining and not self._halted():
+                got = self.pool.acquire(1, stopping=self._halted)  # wakes often: signals reach the main thread
+                if got is None:
+                    break
+                device = got[0]
                 with self._lock:
-                    if self.stopping or self._error is not None:
-                        self.pool.release(device)
+                    if self._halted():
+                        self.pool.release(got)
                         break
                     if not planned or self._ended != planned_at:  # the store learned something: plan again
                         planned_at = self._ended
-                        planned = self.planner(ctx.client, experiment).plan(
-                            jobs_of(remaining), self.devices, free=len(self.devices) - len(self._active))
-                        planned = planned.decisions
+                        planned = self.planner(ctx.client, experiment, model).plan(
+                            jobs_of(remaining), self.pool.devices,
+                            free=len(self.pool.devices) - len(self._active)).decisions
                     d = planned.pop(0)
                     taken = {id(j.ref) for j in d.jobs}
                     remaining = [v for v in remaining if id(v) not in taken]
                     self._active[device] = None  # taken: a later plan counts this GPU busy
                 echo(f"gpu {device}: {d.summary}: {d.reason}")
-                t = threading.Thread(target=self._run_group, args=(d, device, ctx, echo, progress, task, outcomes),
+                t = threading.Thread(target=self._run_group,
+                                     args=(d, device, self.pool.model([device]), ctx, echo, progress, task, outcomes),
                                      name=f"radt-pack-{device}", daemon=True)
                 threads.append(t)
                 t.start()
@@ -156,13 +135,13 @@ class PackExecutor:
             raise self._error
         return [outcomes[i] for i in sorted(outcomes)]
 
-    def _run_group(self, d: Decision, device: str, ctx, echo, progress, task, outcomes) -> None:
+    def _run_group(self, d: Decision, device: str, model, ctx, echo, progress, task, outcomes) -> None:
         variants = [j.ref for j in d.jobs]
         try:
-            group = group_of(d, device, ctx.uri, ctx.client, self.options.max_slowdown)
+            group = group_of(d, device, ctx.uri, ctx.client, self.options.max_slowdown, model)
             runner = GroupRunner(group, echo=echo)
             with self._lock:
-                if self.stopping or self._error is not None:
+                if self._halted():
                     return
                 self._active[device] = runner
             try:
@@ -170,14 +149,14 @@ class PackExecutor:
             except UsageError as exc:  # refused at run time (another MPS daemon owns the GPU): the queue goes on
                 echo(f"gpu {device}: {d.summary}: REFUSED: {exc}")
                 for v in variants:
-                    outcomes[v.index] = Outcome(replace(v, mode=d.mode), "REFUSED", exit_code=2)
+                    outcomes[v.index] = Outcome(replace(v, mode=d.mode), "REFUSED", exit_code=2, device=device)
                 return
-            shown = replace(variants[0], mode=d.mode, device=device, label="+".join(j.name for j in d.jobs))
+            shown = replace(variants[0], mode=d.mode, device=device, pool=[], label="+".join(j.name for j in d.jobs))
             echo(result_line(shown, result))
             for v, child in zip(variants, result.children):
                 code = exit_code(child.returncode or 0) or (result.exit_code if child.status != "FINISHED" else 0)
                 outcomes[v.index] = Outcome(replace(v, mode=d.mode), child.status, result.parent_run_id,
-                                            dict(child.summary), code)
+                                            dict(child.summary), code, device)
             for _ in variants:
                 progress.advance(task)  # one step a call: rich's and the plain progress alike
             if result.status == "KILLED":
@@ -192,4 +171,4 @@ class PackExecutor:
                 self._active.pop(device, None)
                 self._ended += 1
             with contextlib.suppress(Exception):
-                self.pool.release(device)
+                self.pool.release([device])

@@ -2,9 +2,10 @@
 together (with each member's measured slowdown), and the jobs a packed group already FINISHED.
 
 One scan of the experiment's runs. A job is known by its workload hash (tag `sweep.workload_hash`,
-the key collocated variants find their exclusive baselines by): its profile is the latest FINISHED
-exclusive child run with that hash, with the device-level figures of its parent when the parent ran
-that job alone. Active-phase summaries are read first, whole-run ones where a run has no others.
+the key collocated variants find their exclusive baselines by; a pooled job's names the pool, not a
+GPU, so a profile measured on any device of the pool counts): its profile is the latest FINISHED
+exclusive child run with that hash measured on the pool's GPU model (tag `sweep.gpu_model`), else the
+latest of any, with the device-level figures of its parent when the parent ran that job alone. Active-phase summaries are read first, whole-run ones where a run has no others.
 """
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ class Profile:
     throughput: float | None = None
     gpu_memory_mib: float | None = None
     phase: str = "whole run"  # "active phase" where the run had active-phase summaries
+    gpu_model: str | None = None  # the GPU model it was measured on, where the run says
 
     @property
     def usable(self) -> bool:
@@ -87,7 +89,8 @@ def profile_of(child, parent=None) -> Profile:
     sources = [_summary(child.data.metrics)]
     if parent is not None and parent.data.tags.get("collocation.size", "1") == "1":
         sources.append(_summary(parent.data.metrics))
-    p = Profile(key=child.data.tags.get("sweep.workload_hash", ""), run_id=child.info.run_id)
+    p = Profile(key=child.data.tags.get("sweep.workload_hash", ""), run_id=child.info.run_id,
+                gpu_model=child.data.tags.get("sweep.gpu_model"))
     for attr, names in NAMES.items():
         for name in names:
             hit = next((s[name] for s in sources if name in s), None)
@@ -106,8 +109,9 @@ def profile_of(child, parent=None) -> Profile:
     return p
 
 
-def read(client, experiment: str) -> Knowledge:
-    """Everything the planner needs from one experiment; an empty Knowledge when it does not exist."""
+def read(client, experiment: str, model: str | None = None) -> Knowledge:
+    """Everything the planner needs from one experiment; an empty Knowledge when it does not exist.
+    `model`: the pool's GPU model, whose profiles come before those of other (or unnamed) GPUs."""
     exp = client.get_experiment_by_name(experiment)
     if exp is None or exp.lifecycle_stage != "active":
         return Knowledge()
@@ -119,16 +123,20 @@ def read(client, experiment: str) -> Knowledge:
         if parent:
             kids.setdefault(parent, []).append(r)
     k = Knowledge()
-    for r in runs:  # newest first: the first exclusive run of a hash is its profile
+    for r in runs:  # newest first: the first exclusive run of a hash (on the pool's model) is its profile
         tags = r.data.tags
         if r.info.status != "FINISHED" or not tags.get("sweep.workload_hash"):
             continue
         if tags.get(JOB_TAG):
             k.packed_done.setdefault(tags[JOB_TAG], r.info.run_id)
-        if tags.get("collocation.mode") == "exclusive" and tags["sweep.workload_hash"] not in k.profiles:
+        if tags.get("collocation.mode") != "exclusive":
+            continue
+        known = k.profiles.get(tags["sweep.workload_hash"])
+        if known is None or (model and known.gpu_model != model and tags.get("sweep.gpu_model") == model):
             p = profile_of(r, by_id.get(tags.get(MLFLOW_PARENT_RUN_ID, "")))
             k.profiles[p.key] = p
-            k.gpu_memory_mib = k.gpu_memory_mib or p.gpu_memory_mib
+    if k.profiles:
+        k.gpu_memory_mib = next((p.gpu_memory_mib for p in k.profiles.values() if p.gpu_memory_mib), None)
     for parent_id, members in kids.items():
         parent = by_id.get(parent_id)
         mode = parent.data.tags.get("collocation.mode") if parent is not None else None

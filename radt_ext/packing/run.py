@@ -11,6 +11,7 @@ from radt_ext.packing.planner import Planner
 from radt_ext.packing.queue import job_variants, jobs_of
 from radt_ext.session import connect, tracking_uri
 from radt_ext.sweep.executor import execute, key, resume_state
+from radt_ext.sweep.lanes import pool_of
 from radt_ext.sweep.spec import Sweep
 from radt_ext.sweep.variant_run import Outcome
 
@@ -21,9 +22,9 @@ def options_of(sweep: Sweep) -> PackOptions:
     return PackOptions(modes=sharing_modes([m for g in sweep.groups for m in g.modes], f"{sweep.source}: modes"))
 
 
-def _store_state(uri: str, variants, console):
-    """(knowledge, {variant key: run id} done alone, {job hash: run id} done packed) for a dry run,
-    which never creates a store."""
+def _store_state(uri: str, variants, console, model: str | None = None):
+    """(knowledge, {variant key: run id} done alone) for a dry run, which never creates a store;
+    profiles measured on `model` (the pool's GPU model) first."""
     from radt_ext.packing.profiles import Knowledge
 
     try:
@@ -31,7 +32,7 @@ def _store_state(uri: str, variants, console):
             return Knowledge(), {}
         client = connect(uri)
         done, _ = resume_state(client, variants)
-        return profiles.read(client, variants[0].experiment), done
+        return profiles.read(client, variants[0].experiment, model), done
     except Exception as exc:  # a dry run works without a reachable store
         console.print(f"{(str(exc).strip() or type(exc).__name__).splitlines()[0][:300]}; "
                       "the plan uses no stored profile", highlight=False, soft_wrap=True)
@@ -42,7 +43,8 @@ def dry_run(sweep: Sweep, console, uri: str | None = None) -> list[Outcome]:
     variants = job_variants(sweep)
     opts = options_of(sweep)
     uri = tracking_uri(uri)
-    knowledge, done = _store_state(uri, variants, console)
+    pool = pool_of(variants)
+    knowledge, done = _store_state(uri, variants, console, pool.model(pool.devices))
     outcomes, todo = [], []
     for v in variants:
         run_id = done.get(key(v)) or knowledge.packed_done.get(v.hash)
@@ -52,7 +54,7 @@ def dry_run(sweep: Sweep, console, uri: str | None = None) -> list[Outcome]:
             todo.append(v)
             outcomes.append(Outcome(v, "PLANNED"))
     if todo:
-        plan = Planner(knowledge, opts, gpu_mode_ok="cpu" not in sweep.devices).plan(jobs_of(todo), sweep.devices)
+        plan = Planner(knowledge, opts, gpu_mode_ok="cpu" not in pool.devices).plan(jobs_of(todo), pool.devices)
         console.print(explain.plan_table(plan))
         console.print(explain.totals_line(plan), highlight=False, soft_wrap=True)
         for v in todo:
@@ -67,5 +69,5 @@ def run(sweep: Sweep, dry: bool = False, uri: str | None = None, console=None, p
     console = console or out.console()
     if dry:
         return dry_run(sweep, console, uri)
-    executor = PackExecutor(options_of(sweep), sweep.devices, pool=pool)
+    executor = PackExecutor(options_of(sweep), pool=pool)
     return execute(job_variants(sweep), uri=uri, console=console, executor=executor)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from radt_ext.collocation.group import GroupRunner
+from radt_ext.collocation.modes import Group
 from radt_ext.errors import UsageError
 from radt_ext.sweep.plan import Variant
 
@@ -63,6 +64,13 @@ def runner_for(client, v: Variant, uri: str, supersedes: str | None = None, echo
     pooled variant's workloads on the devices it was given (its CUDA_VISIBLE_DEVICES, its listeners),
     without touching the variant: its `sweep.hash` stays the plan's. `model`: those devices' GPU model,
     a tag its exclusive runs are found by."""
+    return GroupRunner(group_for(client, v, uri, supersedes, tags, device_map, devices, model), echo=echo)
+
+
+def group_for(client, v: Variant, uri: str, supersedes: str | None = None, tags: dict[str, str] | None = None,
+              device_map: dict[str, str] | None = None, devices: list[str] | None = None,
+              model: str | None = None) -> Group:
+    """The variant's collocation group placed on its devices (runner_for's arguments)."""
     group = v.group(baselines_of(client, v, model), uri, devices)
     if supersedes:
         group.tags["sweep.supersedes"] = supersedes
@@ -73,7 +81,7 @@ def runner_for(client, v: Variant, uri: str, supersedes: str | None = None, echo
     group.tags["sweep.device"] = ",".join(group.devices)
     if model:
         group.child_tags["sweep.gpu_model"] = model
-    return GroupRunner(group, echo=echo)
+    return group
 
 
 def result_line(v: Variant, result, device: str | None = None) -> str:

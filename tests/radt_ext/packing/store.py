@@ -30,8 +30,10 @@ def _end(client, run_id, metrics: dict[str, float], tags: dict[str, str]) -> Non
     client.set_terminated(run_id, "FINISHED")
 
 
-def log_profile(uri: str, experiment: str, key: str, figures: tuple, gpu_mib: float = GPU_MIB) -> str:
-    """An exclusive group run of one job with these figures; returns the child run id."""
+def log_profile(uri: str, experiment: str, key: str, figures: tuple, gpu_mib: float = GPU_MIB,
+                model: str | None = None) -> str:
+    """An exclusive group run of one job with these figures (measured on a GPU `model`, as a pooled
+    variant's child says); returns the child run id."""
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name(experiment)
     exp_id = exp.experiment_id if exp else client.create_experiment(experiment)
@@ -43,7 +45,7 @@ def log_profile(uri: str, experiment: str, key: str, figures: tuple, gpu_mib: fl
          {"collocation.mode": "exclusive", "collocation.size": "1", "machine.gpu.0.memory_total_mib": str(gpu_mib)})
     child = client.create_run(exp_id, tags={"mlflow.parentRunId": parent}).info.run_id
     _end(client, child, {"duration_s": duration},
-         {"collocation.mode": "exclusive", "sweep.workload_hash": key})
+         {"collocation.mode": "exclusive", "sweep.workload_hash": key, **({"sweep.gpu_model": model} if model else {})})
     return child
 
 

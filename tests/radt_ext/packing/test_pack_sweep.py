@@ -81,11 +81,13 @@ def test_profiled_jobs_share_the_gpus_and_each_group_says_why(tmp_path, two_gpus
     exp = client.get_experiment_by_name("queue").experiment_id
     groups = client.search_runs([exp], "tags.`pack.decision` LIKE 'naive%' and tags.`collocation.size` = '2'")
     assert len(groups) == 2 and {g.data.tags["collocation.gpu"] for g in groups} == {"0", "1"}
-    for g in groups:
+    for g in groups:  # each of the pool's GPUs took a group, and says so as a pooled variant does
         assert g.data.tags["pack.predicted_slowdown"] == "1.0800" and g.data.tags["pack.max_slowdown"] == "1.5"
+        assert g.data.tags["sweep.device"] == g.data.tags["collocation.gpu"]
         kids = client.search_runs([exp], f"tags.`mlflow.parentRunId` = '{g.info.run_id}'")
         for k in kids:  # beside the prediction, what was measured against the job's exclusive profile
             assert k.data.tags["pack.predicted_slowdown"] == "1.0800" and "pack.predicted_energy_j" in k.data.tags
+            assert k.data.tags["sweep.gpu_model"] == "NVIDIA H200"
             assert k.data.metrics["summary/slowdown_ratio"] > 0 and k.data.tags["baseline_run_id"]
     report = client.search_runs([exp], "tags.`sweep.role` = 'report'")[0]
     html = open(os.path.join(report.info.artifact_uri.replace("file://", ""), "radt_ext_sweep_report.html")).read()
@@ -93,6 +95,28 @@ def test_profiled_jobs_share_the_gpus_and_each_group_says_why(tmp_path, two_gpus
     again = radt("sweep", path)  # nothing twice
     assert again.returncode == 0 and again.stderr.count("FINISHED before in a packed group") == 4
     assert finished_jobs(two_gpus) == {h: 1 for h in hashes.values()}
+
+
+def test_each_job_is_one_pooled_variant_whose_hashes_name_no_gpu(tmp_path):
+    path = spec(tmp_path, {"a": "--seconds 0.3", "b": "--seconds 0.3"})
+    one = queue.job_variants(load(path))
+    with open(path) as f:
+        text = f.read().replace('devices: ["0", "1"]', 'devices: ["1"]')
+    with open(path, "w") as f:
+        f.write(text)
+    other = queue.job_variants(load(path))
+    assert [v.device for v in one] == ["pool", "pool"] and one[0].pool == ["0", "1"]
+    # a profile or a packed run on any GPU is the job's, whichever pool it is queued on next
+    assert [(v.hash, v.workloads[0].key) for v in one] == [(v.hash, v.workloads[0].key) for v in other]
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("device_mode: each\n", "device_mode: each: schedule: pack places each job once on the pool"),
+    ("gpus_per_variant: 2\n", "gpus_per_variant: 2: schedule: pack shares one GPU among jobs"),
+])
+def test_fixed_devices_and_jobs_over_several_gpus_are_refused(tmp_path, extra, message):
+    res = radt("sweep", spec(tmp_path, {"a": "--seconds 0.3"}, extra=extra), "--dry-run")
+    assert res.returncode == 2 and message in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
 
 
 def test_a_job_without_a_profile_runs_alone_first(tmp_path, two_gpus):
@@ -107,6 +131,7 @@ def test_a_job_without_a_profile_runs_alone_first(tmp_path, two_gpus):
     alone = [r for r in client.search_runs([exp], "tags.`pack.decision` = 'alone: new-2'")
              if "mlflow.parentRunId" not in r.data.tags]
     assert len(alone) == 1 and alone[0].data.tags["collocation.mode"] == "exclusive"
+    assert alone[0].data.tags["sweep.place"] == "pool" and alone[0].data.tags["sweep.device"] in ("0", "1")
     assert set(finished_jobs(two_gpus)) == set(hashes.values()) | {alone[0].data.tags["sweep.hash"]}
     # the run is the new job's profile now: a dry run of the same queue plus a copy of it plans from it
     profiled = queue.job_variants(load(path))[2].workloads[0].key

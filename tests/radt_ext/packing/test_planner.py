@@ -35,6 +35,16 @@ def test_profiles_are_read_back_with_their_fallback_names(tracking_uri):
     assert p.alone_energy_j == pytest.approx(123.3 * 23.0)
 
 
+def test_a_profile_measured_on_the_pools_gpu_model_comes_first(tracking_uri):
+    h200 = log_profile(tracking_uri, EXP, "cnn", H200["cnn"], model="NVIDIA H200")
+    h100 = log_profile(tracking_uri, EXP, "cnn", H200["heavy"], model="NVIDIA H100 80GB HBM3")  # newer
+    client = MlflowClient(tracking_uri)
+    assert profiles.read(client, EXP, "NVIDIA H200").profiles["cnn"].run_id == h200
+    assert profiles.read(client, EXP, "NVIDIA H100 80GB HBM3").profiles["cnn"].run_id == h100
+    assert profiles.read(client, EXP).profiles["cnn"].run_id == h100  # a mixed pool: the newest
+    assert profiles.read(client, EXP, "NVIDIA A100").profiles["cnn"].run_id == h100  # none on it: the newest
+
+
 def test_small_jobs_share_a_gpu_and_a_heavy_pair_fits_only_under_mps(tracking_uri):
     k = knowledge(tracking_uri, cnn=H200["cnn"], heavy=H200["heavy"])
     jobs = [Job(f"cnn{i}", "cnn") for i in range(4)] + [Job("heavy0", "heavy"), Job("heavy1", "heavy")]
