@@ -16,6 +16,15 @@ from mlflow.tracking import MlflowClient
 EXPERIMENT = "pack-queue"
 
 
+# a group's GPU energy (the whole run's where active-phase summaries exist) and a job's attributed share
+GROUP_ENERGY = ("e2e_gpu_total_energy_j", "gpu_total_energy_j", "gpu_energy_j")
+JOB_ENERGY = ("e2e_gpu_energy_attributed_j", "gpu_energy_attributed_j")
+
+
+def _first(metrics: dict, names) -> float | None:
+    return next((metrics[f"summary/{n}"] for n in names if f"summary/{n}" in metrics), None)
+
+
 def _span(runs) -> tuple[float, float] | None:
     ends = [r.info.end_time for r in runs if r.info.end_time]
     return (min(r.info.start_time for r in runs) / 1000.0, max(ends) / 1000.0) if runs and ends else None
@@ -31,7 +40,7 @@ def collect(client, steps: dict[str, list[float]]) -> dict:
         parents = [r for r in inside if "mlflow.parentRunId" not in r.data.tags]
         kids = [r for r in inside if "mlflow.parentRunId" in r.data.tags]
         span = _span(parents)
-        energy = [r.data.metrics.get("summary/gpu_energy_j") for r in parents]
+        energy = [_first(r.data.metrics, GROUP_ENERGY) for r in parents]
         out["steps"][step] = {
             "wall_s": t1 - t0, "makespan_s": span[1] - span[0] if span else None, "groups": len(parents),
             "jobs": len(kids), "finished": sum(r.info.status == "FINISHED" for r in kids),
@@ -44,7 +53,7 @@ def collect(client, steps: dict[str, list[float]]) -> dict:
             job[step] = {"run_id": k.info.run_id, "status": k.info.status, "mode": t.get("collocation.mode"),
                          "gpu": t.get("collocation.gpu"), "duration_s": m.get("summary/duration_s"),
                          "active_s": m.get("summary/active_s"), "slowdown": m.get("summary/slowdown_ratio"),
-                         "energy_j": m.get("summary/gpu_energy_attributed_j"),
+                         "energy_j": _first(m, JOB_ENERGY),
                          "predicted_slowdown": _f(t.get("pack.predicted_slowdown")),
                          "predicted_energy_j": _f(t.get("pack.predicted_energy_j")), "decision": t.get("pack.decision")}
     a, p = out["steps"].get("alone", {}), out["steps"].get("packed", {})

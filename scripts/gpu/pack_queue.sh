@@ -2,22 +2,25 @@
 # Packing a queue on a 2-GPU node (nvidia-h100-x2): a queue of 8 mixed jobs (3 ResNet-18 32 px, 2
 # ResNet-50 224 px, a DLRM with 1M-row tables, 2 bf16 matmul loads) run twice through
 # `radt-ext sweep --executor pack`:
-#   1. alone: `pack: {max_jobs_per_gpu: 1}`: each job alone, on whichever GPU is free (one job per
-#      GPU at a time); these runs are also the jobs' exclusive profiles;
+#   1. alone: `pack: {max_jobs_per_gpu: 1}`: each job alone, on whichever GPU of the pool is free (one
+#      job per GPU at a time); these runs are also the jobs' exclusive profiles (a job's hashes name
+#      the pool, not the GPU, so a profile from GPU 0 serves the job on GPU 1);
 #   2. packed: the same queue again (repeat 1 of the same jobs), packed from those profiles under
-#      max_slowdown (PACK_BOUND, default 1.5) in the modes PACK_MODES (default naive; naive,mps once
-#      MPS runs on every GPU of a multi-GPU host).
+#      max_slowdown (PACK_BOUND, default 1.5) in the modes PACK_MODES (default naive,mps: one private
+#      MPS daemon per GPU, both GPUs' groups at once).
 # The dry run's plan is saved before step 2; benchmarks/pack_queue.py writes the makespan ratio
 # (goal <= 0.7), each job's predicted and measured slowdown and energy, and the total energy.
 #   RESULTS=<dir> BUDGET_S=300 bash scripts/gpu/pack_queue.sh
 # DRY=1: the same flow on the CPU (NVML replayed from the derived 2-GPU trace, tiny CPU jobs); it proves
-# the commands and paths, not any GPU figure.
+# the commands and paths, not any GPU figure (MPS groups get the stand-in nvidia-cuda-mps-control).
+# Expected wall time on 2 H100s: about 4 minutes (each step is capped; the total stays inside BUDGET_S).
 set -u
 export PYTHONUNBUFFERED=1
 REPO=$PWD
 RESULTS=${RESULTS:-/tmp/pack_queue_results}; BUDGET_S=${BUDGET_S:-300}
 DRY=${DRY:-0}
-BOUND=${PACK_BOUND:-1.5}; MODES=${PACK_MODES:-naive}
+BOUND=${PACK_BOUND:-1.5}
+MODES=${PACK_MODES:-naive,mps}
 mkdir -p "$RESULTS"
 W=/tmp/pack_queue
 if [ "$DRY" = 1 ]; then
@@ -35,9 +38,16 @@ else
   LARGE="python3 -m radt_ext.workloads.torch_train --recipe cnn_amp --variant amp --precision bf16 --model resnet50 --dataset synthetic224 --batch-size 64 --epochs 1 --train-samples 3072 --val-samples 128 --infer-iters 1"
   DLRM="python3 -m radt_ext.workloads.torch_train --recipe dlrm_baseline --variant baseline --precision fp32 --model dlrm --dataset clicks --batch-size 2048 --epochs 2 --train-samples 65536 --val-samples 1024 --table-rows 1000000 --infer-iters 1"
   MATMUL="python3 -m radt_ext.workloads.matmul --seconds 12"
-  LIMIT_ALONE=170; LIMIT_PACKED=110
+  LIMIT_ALONE=150; LIMIT_PACKED=100
+  # the MPS daemons' private directories (one per GPU under these; never the host's default daemon)
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/pack_queue_mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/pack_queue_mps/log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 fi
 . "$REPO/scripts/gpu/batch_lib.sh"  # W fresh, its store and spool, the replay only for a dry run
+if [ -n "${DRY:-}" ]; then
+  mkdir -p "$W/bin"; ln -s "$REPO/tests/radt_ext/bin/nvidia-cuda-mps-control" "$W/bin/"
+  export PATH=$W/bin:$PATH   # the stand-in MPS daemon
+fi
 say() { echo "[${SECONDS}s] $*" | tee -a "$RESULTS/steps.log"; }
 now() { python3 -c 'import time; print(f"{time.time():.3f}")'; }
 
@@ -79,10 +89,10 @@ say "step alone: 8 jobs, one per GPU at a time (limit ${LIMIT_ALONE}s)"
 COLUMNS=200 timeout -k 15 "$LIMIT_ALONE" python3 -m radt_ext.cli sweep alone.yaml > "$RESULTS/alone.log" 2>&1
 say "step alone exited $?: $(grep -c FINISHED "$RESULTS/alone.log") FINISHED lines"
 T1=$(now)
-COLUMNS=220 timeout 60 python3 -m radt_ext.cli sweep packed.yaml --dry-run > "$RESULTS/plan.txt" 2>&1
+COLUMNS=220 timeout 30 python3 -m radt_ext.cli sweep packed.yaml --dry-run > "$RESULTS/plan.txt" 2>&1
 say "plan: $(grep 'jobs in' "$RESULTS/plan.txt")"
 T2=$(now)
-LEFT=$((BUDGET_S - SECONDS - 25)); [ "$LEFT" -lt "$LIMIT_PACKED" ] && LIMIT_PACKED=$LEFT
+LEFT=$((BUDGET_S - SECONDS - 45)); [ "$LEFT" -lt "$LIMIT_PACKED" ] && LIMIT_PACKED=$LEFT  # 45 s: the analysis
 if [ "$LIMIT_PACKED" -gt 20 ]; then
   say "step packed: the same 8 jobs (limit ${LIMIT_PACKED}s)"
   COLUMNS=200 timeout -k 15 "$LIMIT_PACKED" python3 -m radt_ext.cli sweep packed.yaml > "$RESULTS/packed.log" 2>&1
@@ -91,9 +101,10 @@ else
   say "SKIP step packed: only $((BUDGET_S - SECONDS)) s left"
 fi
 T3=$(now)
+say "MPS daemons left running: $(pgrep -c nvidia-cuda-mps || true)"
 echo "{\"alone\": [$T0, $T1], \"packed\": [$T2, $T3]}" > "$RESULTS/steps.json"
 cd "$REPO"
-timeout 60 python3 -m benchmarks.pack_queue --store "$MLFLOW_TRACKING_URI" --steps "$RESULTS/steps.json" \
+timeout 30 python3 -m benchmarks.pack_queue --store "$MLFLOW_TRACKING_URI" --steps "$RESULTS/steps.json" \
   --out "$RESULTS" --max-slowdown "$BOUND" > "$RESULTS/analysis.log" 2>&1 || say "analysis exited $?: $(tail -1 "$RESULTS/analysis.log")"
 SIZE=$(du -k "$W/mlflow.db" 2>/dev/null | cut -f1)
 if [ "${SIZE:-0}" -lt 5000 ]; then cp "$W/mlflow.db" "$RESULTS/"; else say "store ${SIZE} KiB: not copied"; fi
