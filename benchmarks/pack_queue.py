@@ -51,7 +51,7 @@ def collect(client, steps: dict[str, list[float]]) -> dict:
             m, t = k.data.metrics, k.data.tags
             job = out["jobs"].setdefault(t.get("sweep.workload_hash", k.info.run_id), {"name": t.get("sweep.workload")})
             job[step] = {"run_id": k.info.run_id, "status": k.info.status, "mode": t.get("collocation.mode"),
-                         "gpu": t.get("collocation.gpu"), "duration_s": m.get("summary/duration_s"),
+                         "gpu": t.get("collocation.gpu"), "duration_s": _first(m, ("e2e_duration_s", "duration_s")),
                          "active_s": m.get("summary/active_s"), "slowdown": m.get("summary/slowdown_ratio"),
                          "energy_j": _first(m, JOB_ENERGY),
                          "predicted_slowdown": _f(t.get("pack.predicted_slowdown")),

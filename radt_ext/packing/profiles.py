@@ -5,7 +5,8 @@ One scan of the experiment's runs. A job is known by its workload hash (tag `swe
 the key collocated variants find their exclusive baselines by; a pooled job's names the pool, not a
 GPU, so a profile measured on any device of the pool counts): its profile is the latest FINISHED
 exclusive child run with that hash measured on the pool's GPU model (tag `sweep.gpu_model`), else the
-latest of any, with the device-level figures of its parent when the parent ran that job alone. Active-phase summaries are read first, whole-run ones where a run has no others.
+latest of any, with the device-level figures of its parent when the parent ran that job alone.
+Active-phase summaries are read first, whole-run ones where a run has no others.
 """
 from __future__ import annotations
 
@@ -16,17 +17,18 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 JOB_TAG = "pack.job"  # a packed group's child: the hash of the sweep variant (job) it ran
 
-# each figure: its active-phase summary names first, then the whole-run names of older runs
+# each figure: its active-phase summary name first, then the whole run's (e2e_), then the name runs
+# recorded before the active phase had for the whole run
 NAMES = {
-    "duration_s": ("active_s", "duration_s"),
-    "sm_pct": ("gpu_mean_avg_sm_active_pct", "gpu_avg_sm_active_pct"),
-    "dram_pct": ("gpu_mean_avg_dram_active_pct", "gpu_avg_dram_active_pct"),
-    "busy_pct": ("gpu_mean_avg_util_pct", "gpu_avg_util_pct"),
-    "mem_mib": ("gpu_max_peak_mem_mib", "gpu_peak_mem_mib"),
-    "power_w": ("gpu_total_avg_power_w", "gpu_avg_power_w"),
-    "energy_j": ("gpu_total_energy_j", "gpu_energy_j"),
+    "duration_s": ("active_s", "e2e_duration_s", "duration_s"),
+    "sm_pct": ("gpu_mean_avg_sm_active_pct", "e2e_gpu_mean_avg_sm_active_pct", "gpu_avg_sm_active_pct"),
+    "dram_pct": ("gpu_mean_avg_dram_active_pct", "e2e_gpu_mean_avg_dram_active_pct", "gpu_avg_dram_active_pct"),
+    "busy_pct": ("gpu_mean_avg_util_pct", "e2e_gpu_mean_avg_util_pct", "gpu_avg_util_pct"),
+    "mem_mib": ("gpu_max_peak_mem_mib", "e2e_gpu_max_peak_mem_mib", "gpu_peak_mem_mib"),
+    "power_w": ("gpu_total_avg_power_w", "e2e_gpu_total_avg_power_w", "gpu_avg_power_w"),
+    "energy_j": ("gpu_total_energy_j", "e2e_gpu_total_energy_j", "gpu_energy_j"),
     "idle_power_w": ("gpu_idle_power_w",),
-    "throughput": ("throughput_samples_per_s",),
+    "throughput": ("throughput_samples_per_s", "e2e_throughput_samples_per_s"),
 }
 _GPU_MEMORY = re.compile(r"(?:^|\.)gpu\.\d+\.memory_total_mib$")
 

@@ -35,6 +35,20 @@ def test_profiles_are_read_back_with_their_fallback_names(tracking_uri):
     assert p.alone_energy_j == pytest.approx(123.3 * 23.0)
 
 
+def test_active_phase_figures_come_before_the_whole_runs(tracking_uri):
+    from mlflow.entities import Metric
+
+    child = log_profile(tracking_uri, EXP, "cnn", H200["cnn"])
+    client = MlflowClient(tracking_uri)
+    parent = client.get_run(child).data.tags["mlflow.parentRunId"]
+    today = {"active_s": 20.0, "e2e_duration_s": 25.0, "gpu_mean_avg_sm_active_pct": 3.5,
+             "e2e_gpu_mean_avg_sm_active_pct": 2.8, "gpu_total_avg_power_w": 130.0, "e2e_gpu_total_avg_power_w": 123.3,
+             "gpu_max_peak_mem_mib": 2000.0, "e2e_gpu_max_peak_mem_mib": 2100.0}
+    client.log_batch(parent, metrics=[Metric(f"summary/{k}", v, 0, 0) for k, v in today.items()])
+    p = profiles.read(client, EXP).profiles["cnn"]
+    assert (p.duration_s, p.sm_pct, p.power_w, p.mem_mib, p.phase) == (20.0, 3.5, 130.0, 2000.0, "active phase")
+
+
 def test_a_profile_measured_on_the_pools_gpu_model_comes_first(tracking_uri):
     h200 = log_profile(tracking_uri, EXP, "cnn", H200["cnn"], model="NVIDIA H200")
     h100 = log_profile(tracking_uri, EXP, "cnn", H200["heavy"], model="NVIDIA H100 80GB HBM3")  # newer
