@@ -116,6 +116,19 @@ def test_network_is_measured_in_rounds_with_their_spread():
     assert prof.meta["net_rounds"] == ROUNDS and prof.meta["cudnn_benchmark"] is False
 
 
+def test_a_networks_rounds_combine_as_the_fastest_one():
+    from radt_ext.ops.measure import Window
+    from radt_ext.ops.network import combined
+
+    rounds = [Window(2.0, 1000.0, 500.0, 100, 0.3, busy=0.99), Window(4.0, 1600.0, 400.0, 50, 0.3, busy=0.98),
+              Window(2.1, 1050.0, 500.0, 95, 0.3, busy=1.0)]
+    row = combined(rounds)
+    # the host held the second round back: its GPU idled (lower power, twice the time)
+    assert row["time_ms"] == 2.0 and row["power_w"] == 500.0 and row["energy_mj"] == pytest.approx(1000.0)
+    assert row["spread"] == pytest.approx((4.0 - 2.0) / 2.1) and row["reps"] == 245 and row["busy"] == 0.98
+    assert row["window_s"] == pytest.approx(0.9)
+
+
 def test_cudnn_setting_is_restored_after_a_profile():
     before = torch.backends.cudnn.benchmark
     torch.backends.cudnn.benchmark = True
