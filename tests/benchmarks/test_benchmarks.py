@@ -276,3 +276,18 @@ def test_ops_findings_prints_the_figures_the_docs_quote():
     for line in ("profiles per GPU {'H100': 72, 'H200': 72}", "busy share of windows", "summed within 10 % on time",
                  "network rows above the limit", "largest time errors"):
         assert line in proc.stdout, line
+
+
+def test_ops_heldout_report_prints_the_committed_figures():
+    env = dict(os.environ, PYTHONPATH=REPO)
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.ops_heldout", "report", "--out", os.path.join(REPO, "docs", "ops")],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for line in ("one machine: time, fastest round", "two machines: energy, fastest round",
+                 "at full SM clock with no throttle reason", "Summed operations against the network on the suite",
+                 "after (roofline ratios): H200->H100", "before (fitted regressors): H100->H200",
+                 "predicted H200 time against the H100's"):
+        assert line in proc.stdout, line
+    # what docs/ops.md quotes is what the committed data gives
+    committed = open(os.path.join(REPO, "docs", "ops", "heldout", "report.txt")).read()
+    assert proc.stdout == committed
