@@ -239,7 +239,9 @@ def report(out: Path) -> None:
               + ", ".join(f"{f} {_pct(r.time_error)} / {_pct(r.energy_error)}" for f, r in per.iterrows()))
         inside = _inside(res, lofo["interval"])
         print(f"{method}: measured value inside the prediction's interval (spread + {_pct(lofo['interval']['time'])} "
-              f"time, + {_pct(lofo['interval']['energy'])} energy): time {inside['time']}, energy {inside['energy']}")
+              f"time, + {_pct(lofo['interval']['energy'])} energy): time {inside['time']}, energy {inside['energy']}; "
+              f"ranked the two GPUs against what both measured, beyond the interval: time {inside['time_misranked']}, "
+              f"energy {inside['energy_misranked']}")
     v = json.loads((out / "validation.json").read_text())
     print(f"model held out (within its family), roofline: time median {_pct(v['time']['median_error'])}, energy "
           f"{_pct(v['energy']['median_error'])}; best GPU by time right in {v['best_gpu']['time']['right']} of "
@@ -253,6 +255,49 @@ def report(out: Path) -> None:
              "pred_energy_mj", "energy_low_mj", "energy_high_mj", "spread", "change"]].round(3).to_string(index=False))
     print(f"predicted H200 time against the H100's: median {_pct(p.change.median())}, from {_pct(p.change.min())} "
           f"to {_pct(p.change.max())}")
+    if (heldout / "h200" / "suite.csv.gz").is_file():
+        suite_errors(out, suite, rounds)
+    else:
+        print("the suite on an H200: not measured (RESULTS=<dir> BUDGET_S=540 bash scripts/gpu/ops_heldout.sh on an "
+              "H200, then its suite.csv.gz and rounds.csv.gz into docs/ops/heldout/h200/)")
+
+
+def suite_errors(out: Path, h100: pd.DataFrame, h100_rounds: pd.DataFrame) -> pd.DataFrame:
+    """The held-out errors proper: the suite measured on both GPUs, moved each way by the predictor."""
+    from radt_ext.ops import dataset as ds, predict
+
+    folder = out / "heldout" / "h200"
+    h200 = ds.load(folder / "suite.csv.gz")
+    if (folder / "rounds.csv.gz").is_file():
+        h200 = fastest_round(h200, pd.read_csv(folder / "rounds.csv.gz"), "suite")
+    both = pd.concat([h100, h200], ignore_index=True)
+    models = predict.fit(ds.load(out / "dataset.csv.gz"))
+    error = tuple(json.loads((out / "heldout" / "lofo.json").read_text())["interval"][m] for m in ("time", "energy"))
+    rows = []
+    for key, p in both.groupby(CONFIG):
+        by_gpu = {g: p[p.gpu == g] for g in ("H100", "H200") if (p.gpu == g).any()}
+        for a, b in (("H100", "H200"), ("H200", "H100")):
+            if a in by_gpu and b in by_gpu:
+                pred = predict.predict(models, by_gpu[a], a, b, error=error)
+                t, e = predict._net(by_gpu[b])
+                src_t, src_e = predict._net(by_gpu[a])
+                rows.append({**dict(zip(CONFIG, key)), "source": a, "target": b, "time_ms": t, "energy_mj": e,
+                             "pred_time_ms": pred.time_ms, "pred_energy_mj": pred.energy_mj,
+                             "source_time_ms": src_t, "source_energy_mj": src_e, "source_spread": pred.spread,
+                             "time_error": abs(pred.time_ms / t - 1), "energy_error": abs(pred.energy_mj / e - 1)})
+    res = pd.DataFrame(rows)
+    if res.empty:
+        print("the suite on an H200: no configuration measured on both GPUs")
+        return res
+    print("\n== 5. The suite measured on both GPUs: the held-out errors ==")
+    for d, e in _errors(res).items():
+        print(f"{d} ({e['cases']} cases): time median {_pct(e['time']['median'])}, p90 {_pct(e['time']['p90'])}, "
+              f"max {_pct(e['time']['max'])}; energy median {_pct(e['energy']['median'])}, p90 "
+              f"{_pct(e['energy']['p90'])}, max {_pct(e['energy']['max'])}")
+    inside = _inside(res, {"time": error[0], "energy": error[1]})
+    print(f"measured inside the interval: time {inside['time']}, energy {inside['energy']}; ranked against what "
+          f"both measured beyond the interval: time {inside['time_misranked']}, energy {inside['energy_misranked']}")
+    return res
 
 
 def _inside(res: pd.DataFrame, error: dict) -> dict:
@@ -262,6 +307,10 @@ def _inside(res: pd.DataFrame, error: dict) -> dict:
         pred, meas = res[f"pred_{m}_{unit}"], res[f"{m}_{unit}"]
         ok = (meas >= pred * (1 - width)) & (meas <= pred * (1 + width))
         out[m] = f"{int(ok.sum())} of {len(res)}"
+        source = res[f"source_{m}_{unit}"]
+        misranked = ((pred < source) != (meas < source)) & ~ok
+        out[f"{m}_misranked"] = ", ".join(f"{r.model} b{r.batch} {r.precision} {r['mode']} {r.source}->{r.target}"
+                                          for _, r in res[misranked].iterrows()) or "none"
     return out
 
 

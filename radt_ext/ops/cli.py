@@ -206,8 +206,8 @@ def best_gpu(profile, by, gpus, path, tolerance):
                       " ".join(x for x in (note, "measured" if p.measured else "predicted") if x))
     Console(width=160).print(table)
     click.echo(f"intervals: the profile's measured spread ({preds[0].spread:.1%}) plus the predictor's error "
-               f"on networks of families it was not fitted on (90th percentile: time {error[0]:.0%}, energy "
-               f"{error[1]:.0%})")
+               f"on networks of families it was not fitted on (90th percentile: time {error[0]:.1%}, energy "
+               f"{error[1]:.1%})")
     if len(ranked) > 1:
         lo_best, hi_best = ranked[0][1].interval(by)
         lo_next, _ = ranked[1][1].interval(by)

@@ -291,3 +291,27 @@ def test_ops_heldout_report_prints_the_committed_figures():
     # what docs/ops.md quotes is what the committed data gives
     committed = open(os.path.join(REPO, "docs", "ops", "heldout", "report.txt")).read()
     assert proc.stdout == committed
+
+
+def test_ops_heldout_report_scores_the_suite_once_an_h200_measured_it(tmp_path):
+    """Stand-in for the H200's run: the H100's suite files relabelled, so every prediction is scored."""
+    import gzip
+    import shutil
+
+    import pandas as pd
+
+    ops = os.path.join(REPO, "docs", "ops")
+    shutil.copytree(ops, tmp_path / "ops", ignore=shutil.ignore_patterns("*.png", "runs", "launch_bound"))
+    h200 = tmp_path / "ops" / "heldout" / "h200"
+    h200.mkdir()
+    suite = pd.read_csv(tmp_path / "ops" / "heldout" / "h100" / "suite.csv.gz")
+    suite["gpu"], suite["gpu_name"] = "H200", "NVIDIA H200"
+    with gzip.open(h200 / "suite.csv.gz", "wt") as f:
+        suite.to_csv(f, index=False)
+    env = dict(os.environ, PYTHONPATH=REPO)
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.ops_heldout", "report", "--out", str(tmp_path / "ops")],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "== 5. The suite measured on both GPUs" in proc.stdout
+    assert "H100->H200 (32 cases)" in proc.stdout and "H200->H100 (32 cases)" in proc.stdout
+    assert "measured inside the interval: time" in proc.stdout
