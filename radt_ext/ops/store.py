@@ -69,6 +69,10 @@ def totals(profile: Profile) -> dict[str, float]:
         out[f"network_{phase}_ms"] = float(row.time_ms)
         out[f"network_{phase}_mj"] = float(row.energy_mj)
         out[f"network_{phase}_w"] = float(row.power_w)
+        out[f"network_{phase}_spread"] = float(row.spread)
+    if table.spread.notna().any():  # how far the rounds disagreed, per step: a prediction's interval starts here
+        t = table.time_ms.astype(float)
+        out["network_spread"] = float((table.spread.fillna(0) * t).sum() / t.sum())
     return {k: v for k, v in out.items() if v is not None and not math.isnan(v)}
 
 
