@@ -163,22 +163,18 @@ def evaluate(out: Path) -> None:
     print(json.dumps(summary, indent=1))
 
 
-def report(out: Path) -> None:
+def repeatability(folder: Path, gpu: str, data: pd.DataFrame) -> None:
+    """Section 1 for one GPU's run: suite against repeat, dataset configurations against the dataset, and
+    what the rounds' recorded state says about the slow ones."""
     from radt_ext.ops import dataset as ds
 
-    heldout = out / "heldout"
-    pd.set_option("display.width", 200)
-    suite, rounds = _suite_profiles(heldout)
-    recorded = ds.load(heldout / "h100" / "suite.csv.gz")
-    repeat = ds.load(heldout / "h100" / "repeat.csv.gz")
-    again = ds.load(heldout / "h100" / "dataset.csv.gz")
-    data = ds.load(out / "dataset.csv.gz")
+    rounds = pd.read_csv(folder / "rounds.csv.gz")
+    recorded, repeat, again = (ds.load(folder / f"{f}.csv.gz") for f in ("suite", "repeat", "dataset"))
     short = lambda m: m.rpartition(":")[2]  # noqa: E731
-
-    print("== 1. Repeatability (H100: suite against its repeat in a fresh process; four dataset configurations "
-          "against another H100 machine) ==")
+    print(f"== 1. Repeatability ({gpu}: suite against its repeat in a fresh process; four dataset configurations "
+          f"against another {gpu} machine) ==")
     for name, a, b in (("one machine", (recorded, "suite"), (repeat, "repeat")),
-                       ("two machines", (again, "dataset"), (data[data.gpu == "H100"], None))):
+                       ("two machines", (again, "dataset"), (data[data.gpu == gpu], None))):
         na, nb = _network(a[0]), _network(b[0])
         fa = _network(fastest_round(a[0], rounds, a[1]))
         fb = _network(fastest_round(b[0], rounds, b[1])) if b[1] else nb
@@ -212,6 +208,22 @@ def report(out: Path) -> None:
           f"{_pct(held.slower.median())} longer than their profile's fastest round (the others {_pct(r.drop(held.index).slower.median())})")
     print(f"the first round of a profile against the fastest: median {_pct(r[r['round'] == 0].slower.median())} slower; "
           f"the warm-up took {rounds.drop_duplicates(['set', 'profile']).warmup_s.median():.3f} s (median)")
+
+
+
+def report(out: Path) -> None:
+    from radt_ext.ops import dataset as ds
+
+    heldout = out / "heldout"
+    pd.set_option("display.width", 200)
+    suite, rounds = _suite_profiles(heldout)
+    recorded = ds.load(heldout / "h100" / "suite.csv.gz")
+    data = ds.load(out / "dataset.csv.gz")
+    short = lambda m: m.rpartition(":")[2]  # noqa: E731
+    for gpu in ("H100", "H200"):
+        folder = heldout / gpu.lower()
+        if all((folder / f"{f}.csv.gz").is_file() for f in ("suite", "repeat", "dataset", "rounds")):
+            repeatability(folder, gpu, data)
 
     print("\n== 2. Summed operations against the network on the suite (H100, per profile) ==")
     for label, df in (("as recorded (median round)", recorded), ("fastest round", suite)):
@@ -259,7 +271,7 @@ def report(out: Path) -> None:
         suite_errors(out, suite, rounds)
     else:
         print("the suite on an H200: not measured (RESULTS=<dir> BUDGET_S=540 bash scripts/gpu/ops_heldout.sh on an "
-              "H200, then its suite.csv.gz and rounds.csv.gz into docs/ops/heldout/h200/)")
+              "H200, then its suite, repeat, dataset and rounds .csv.gz into docs/ops/heldout/h200/)")
 
 
 def suite_errors(out: Path, h100: pd.DataFrame, h100_rounds: pd.DataFrame) -> pd.DataFrame:

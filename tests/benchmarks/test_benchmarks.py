@@ -304,14 +304,18 @@ def test_ops_heldout_report_scores_the_suite_once_an_h200_measured_it(tmp_path):
     shutil.copytree(ops, tmp_path / "ops", ignore=shutil.ignore_patterns("*.png", "runs", "launch_bound"))
     h200 = tmp_path / "ops" / "heldout" / "h200"
     h200.mkdir()
-    suite = pd.read_csv(tmp_path / "ops" / "heldout" / "h100" / "suite.csv.gz")
-    suite["gpu"], suite["gpu_name"] = "H200", "NVIDIA H200"
-    with gzip.open(h200 / "suite.csv.gz", "wt") as f:
-        suite.to_csv(f, index=False)
+    h100 = tmp_path / "ops" / "heldout" / "h100"
+    for name in ("suite", "repeat", "dataset"):
+        df = pd.read_csv(h100 / f"{name}.csv.gz")
+        df["gpu"], df["gpu_name"] = "H200", "NVIDIA H200"
+        with gzip.open(h200 / f"{name}.csv.gz", "wt") as f:
+            df.to_csv(f, index=False)
+    shutil.copy(h100 / "rounds.csv.gz", h200 / "rounds.csv.gz")
     env = dict(os.environ, PYTHONPATH=REPO)
     proc = subprocess.run([sys.executable, "-m", "benchmarks.ops_heldout", "report", "--out", str(tmp_path / "ops")],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "== 5. The suite measured on both GPUs" in proc.stdout
+    assert "== 1. Repeatability (H200" in proc.stdout  # its repeat and the dataset's H200 rows
     assert "H100->H200 (32 cases)" in proc.stdout and "H200->H100 (32 cases)" in proc.stdout
     assert "measured inside the interval: time" in proc.stdout
