@@ -87,14 +87,18 @@ def pack(folders: list[tuple[str, Path]], out: Path) -> list[Path]:
 
 
 def fastest_round(df: pd.DataFrame, rounds: pd.DataFrame, label: str) -> pd.DataFrame:
-    """`df` with every network row restated as its fastest round (time, energy and power), as the profiler
-    now combines rounds; rows of profiles without recorded rounds stay as they are."""
+    """`df` with every network row restated as its fastest round (time, energy and power) and with its
+    rounds' energy spread, as the profiler now combines rounds; rows of profiles without recorded rounds
+    stay as they are."""
     r = rounds[rounds.set == label]
     best = r.loc[r.groupby(CONFIG + ["phase"]).time_ms.idxmin(), CONFIG + ["phase", "time_ms", "energy_mj", "power_w"]]
+    energy = r.groupby(CONFIG + ["phase"]).energy_mj
+    best = best.merge(((energy.max() - energy.min()) / energy.median()).rename("energy_spread").reset_index(),
+                      on=CONFIG + ["phase"])
     out = df.copy()
     net = out.op == "network"
     m = out[net].reset_index().merge(best, on=CONFIG + ["phase"], suffixes=("", "_fast")).set_index("index")
-    for c in ("time_ms", "energy_mj", "power_w"):
+    for c in ("time_ms", "energy_mj", "power_w", "energy_spread"):
         out.loc[m.index, c] = m[f"{c}_fast"]
     return out
 
@@ -156,7 +160,8 @@ def evaluate(out: Path) -> None:
         e_lo, e_hi = pred.interval("energy")
         measured = predict._net(p)
         rows.append({**dict(zip(KEYS, key)), "target": "H200", "source_time_ms": measured[0],
-                     "source_energy_mj": measured[1], "spread": pred.spread, "pred_time_ms": pred.time_ms,
+                     "source_energy_mj": measured[1], "spread": pred.spread, "energy_spread": pred.energy_spread,
+                     "pred_time_ms": pred.time_ms,
                      "time_low_ms": t_lo, "time_high_ms": t_hi, "pred_energy_mj": pred.energy_mj,
                      "energy_low_mj": e_lo, "energy_high_mj": e_hi})
     pd.DataFrame(rows).to_csv(heldout / "suite_predictions.csv", index=False, float_format="%.6g")
@@ -189,6 +194,12 @@ def repeatability(folder: Path, gpu: str, data: pd.DataFrame) -> None:
     print("suite network spread (largest - smallest round over the median), by precision: "
           + "; ".join(f"{p} median {_pct(g.spread.median())}, max {_pct(g.spread.max())}, over 5 % in {(g.spread > .05).sum()} of {len(g)}"
                       for p, g in s.groupby("precision")))
+    e = fastest_round(recorded, rounds, "suite")
+    e = e[e.op == "network"].groupby(KEYS).energy_spread.max().reset_index()
+    print("suite rounds' energy spread (the same of their energy per call): "
+          + "; ".join(f"{p} median {_pct(g.energy_spread.median())}, max {_pct(g.energy_spread.max())}"
+                      for p, g in e.groupby("precision"))
+          + " (a round's power moves with the GPU's state after the operations' windows where its time does not)")
     fastest = rounds.groupby(["set", "profile", "phase"]).time_ms.transform("min")
     power_at_fastest = rounds.loc[rounds.groupby(["set", "profile", "phase"]).time_ms.idxmin()].set_index(
         ["set", "profile", "phase"]).power_w
@@ -264,7 +275,8 @@ def report(out: Path) -> None:
     p["model"] = p.model.map(short)
     p["change"] = p.pred_time_ms / p.source_time_ms - 1
     print(p[["model", "precision", "mode", "source_time_ms", "pred_time_ms", "time_low_ms", "time_high_ms",
-             "pred_energy_mj", "energy_low_mj", "energy_high_mj", "spread", "change"]].round(3).to_string(index=False))
+             "pred_energy_mj", "energy_low_mj", "energy_high_mj", "spread", "energy_spread", "change"]]
+          .round(3).to_string(index=False))
     print(f"predicted H200 time against the H100's: median {_pct(p.change.median())}, from {_pct(p.change.min())} "
           f"to {_pct(p.change.max())}")
     if (heldout / "h200" / "suite.csv.gz").is_file():
@@ -296,6 +308,7 @@ def suite_errors(out: Path, h100: pd.DataFrame, h100_rounds: pd.DataFrame) -> pd
                 rows.append({**dict(zip(CONFIG, key)), "source": a, "target": b, "time_ms": t, "energy_mj": e,
                              "pred_time_ms": pred.time_ms, "pred_energy_mj": pred.energy_mj,
                              "source_time_ms": src_t, "source_energy_mj": src_e, "source_spread": pred.spread,
+                             "source_energy_spread": pred.energy_spread,
                              "time_error": abs(pred.time_ms / t - 1), "energy_error": abs(pred.energy_mj / e - 1)})
     res = pd.DataFrame(rows)
     if res.empty:
@@ -315,7 +328,9 @@ def suite_errors(out: Path, h100: pd.DataFrame, h100_rounds: pd.DataFrame) -> pd
 def _inside(res: pd.DataFrame, error: dict) -> dict:
     out = {}
     for m, unit in (("time", "ms"), ("energy", "mj")):
-        width = res.source_spread.fillna(0) + error[m]
+        spread = res.source_spread if m == "time" or "source_energy_spread" not in res else \
+            res.source_energy_spread.fillna(res.source_spread)
+        width = spread.fillna(0) + error[m]
         pred, meas = res[f"pred_{m}_{unit}"], res[f"{m}_{unit}"]
         ok = (meas >= pred * (1 - width)) & (meas <= pred * (1 + width))
         out[m] = f"{int(ok.sum())} of {len(res)}"

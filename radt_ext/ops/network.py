@@ -6,7 +6,7 @@ its own window) taken before, between and after the operations' windows. The tim
 are the fastest round's: a slower round is the GPU waiting on the host (in the held-out suite, rounds up
 to 2.3x slower at full SM clock, no throttle reason and lower power), and the fastest round is what
 repeats (within 3 % across processes where the median round differed by up to 18 %). `spread` (largest minus smallest round, over the median) records how far the
-rounds disagreed, and a prediction carries it as an interval. Each round is also kept
+rounds disagreed in time and `energy_spread` in energy, and a prediction carries them as an interval. Each round is also kept
 on its own (`details`) with the device's state just before its window and once inside it (SM and
 memory clocks, performance state, temperature, power, throttle reasons), where the meter can say.
 """
@@ -86,8 +86,10 @@ class NetworkRounds:
 
 def combined(ws: list[Window]) -> dict:
     """One row's values from several windows of the same call: the fastest window's time, energy and
-    power; `spread` (largest - smallest time) / median over all of them."""
+    power; `spread` (largest - smallest time) / median over all of them, and `energy_spread` the same of
+    their energy per call (a round's power moves with the GPU's state even where its time does not)."""
     times = [w.time_ms for w in ws]
+    energies = [w.energy_mj for w in ws if not math.isnan(w.energy_mj)]
     median = statistics.median(times)
     fastest = min(ws, key=lambda w: w.time_ms)
     time_ms, power = fastest.time_ms, fastest.power_w
@@ -98,4 +100,10 @@ def combined(ws: list[Window]) -> dict:
     return {"time_ms": time_ms, "energy_mj": power * time_ms, "power_w": power, "reps": sum(w.reps for w in ws),
             "window_s": span, "spread": (max(times) - min(times)) / median if median > 0 else math.nan,
             "busy": min(busy) if busy else math.nan,
-            "timeline_w": sum(w.timeline_w * w.window_s for w in seen) / seen_s if seen_s > 0 else math.nan}
+            "timeline_w": sum(w.timeline_w * w.window_s for w in seen) / seen_s if seen_s > 0 else math.nan,
+            "energy_spread": _spread(energies)}
+
+
+def _spread(values: list[float]) -> float:
+    mid = statistics.median(values) if values else math.nan
+    return (max(values) - min(values)) / mid if values and mid > 0 else math.nan

@@ -182,7 +182,7 @@ def power_factors(src: pd.DataFrame, y_power: np.ndarray) -> dict:
 
 def fit(df: pd.DataFrame, method: str = "roofline") -> OpModels:
     """The per-operation models: fitted per op type on every pair of GPUs that measured the same
-    operation (`fitted`), or none to fit (`roofline`; the dataset still has to hold two GPUs)."""
+    operation (`fitted`), or only one power factor per pair of GPUs (`roofline`)."""
     if method not in METHODS:
         raise UsageError(f"unknown prediction method {method!r}; choose {' or '.join(METHODS)}")
     x, src, y_time, y_power = pairs(df)
@@ -206,6 +206,7 @@ class Prediction:
     measured: bool = False  # the source GPU's own measurement
     spread: float = 0.0  # the source profile's network rounds: (largest - smallest) / median, time-weighted
     error: tuple[float, float] = (0.0, 0.0)  # the predictor's relative error allowed for (time, energy)
+    energy_spread: float | None = None  # the same of the rounds' energy per call (None: `spread` stands for it)
 
     @property
     def edp(self) -> float:
@@ -215,22 +216,29 @@ class Prediction:
         return {"time": self.time_ms, "energy": self.energy_mj, "edp": self.edp}[by]
 
     def interval(self, by: str) -> tuple[float, float]:
-        """(low, high) of `by`: the value ± (the source's spread + the predictor's error)."""
+        """(low, high) of `by`: the value ± (the source's spread of time or of energy + the predictor's error)."""
         if by == "edp":
             (tl, th), (el, eh) = self.interval("time"), self.interval("energy")
             return tl * el, th * eh
-        width = self.spread + self.error[0 if by == "time" else 1]
+        measured = self.spread if by == "time" or self.energy_spread is None else self.energy_spread
+        width = measured + self.error[0 if by == "time" else 1]
         v = self.value(by)
         return max(0.0, v * (1 - width)), v * (1 + width)
 
 
-def spread(rows: pd.DataFrame) -> float:
-    """A profile's measured spread per step: its network phases' round spreads weighted by their time
-    (0 where the profile predates the column)."""
+def spread(rows: pd.DataFrame, column: str = "spread") -> float:
+    """A profile's measured spread per step: its network phases' round spreads (`spread` of time, weighted by
+    time; `energy_spread`, weighted by energy), 0 where the profile predates the column."""
     net = rows[rows.op == "network"]
-    t = net.time_ms.astype(float)
-    s = net.spread.astype(float).fillna(0.0) if "spread" in net else pd.Series(0.0, index=net.index)
-    return float((s * t).sum() / t.sum()) if t.sum() > 0 else 0.0
+    w = net["time_ms" if column == "spread" else "energy_mj"].astype(float)
+    s = net[column].astype(float).fillna(0.0) if column in net else pd.Series(0.0, index=net.index)
+    return float((s * w).sum() / w.sum()) if w.sum() > 0 else 0.0
+
+
+def _energy_spread(rows: pd.DataFrame) -> float | None:
+    net = rows[rows.op == "network"]
+    has = "energy_spread" in net and net.energy_spread.notna().any()
+    return spread(rows, "energy_spread") if has else None
 
 
 def predict(models: OpModels, rows: pd.DataFrame, source: str, target: str,
@@ -242,7 +250,8 @@ def predict(models: OpModels, rows: pd.DataFrame, source: str, target: str,
     if net.empty:
         raise UsageError("the profile has no whole-network rows to scale")
     if src == tgt:
-        return Prediction(tgt.short, *_net(rows), measured=True, spread=spread(rows))
+        return Prediction(tgt.short, *_net(rows), measured=True, spread=spread(rows),
+                          energy_spread=_energy_spread(rows))
     ops = operation_rows(rows)
     ratio_t = models.time_ratio(ops, src, tgt)
     ratio_p = models.power_ratio(ops, src, tgt)
@@ -260,7 +269,8 @@ def predict(models: OpModels, rows: pd.DataFrame, source: str, target: str,
         e = e_src[mine]
         energy_mj += row.energy_mj * (e * r_e[mine]).sum() / e.sum() if np.isfinite(e).all() and e.sum() > 0 \
             else math.nan
-    return Prediction(tgt.short, float(time_ms), float(energy_mj), spread=spread(rows), error=tuple(error))
+    return Prediction(tgt.short, float(time_ms), float(energy_mj), spread=spread(rows), error=tuple(error),
+                      energy_spread=_energy_spread(rows))
 
 
 def rank(predictions: list[Prediction], by: str, tolerance: float) -> list[tuple[int, Prediction, str]]:
@@ -312,7 +322,8 @@ def validate(df: pd.DataFrame, progress=None, hold_out: str = "model", method: s
                                 "time_ms": net_b[0], "pred_time_ms": pred.time_ms, "source_time_ms": net_a[0],
                                 "energy_mj": net_b[1], "pred_energy_mj": pred.energy_mj,
                                 "source_energy_mj": net_a[1], "source_spread": spread(by_gpu[a]),
-                                "target_spread": spread(by_gpu[b])})
+                                "target_spread": spread(by_gpu[b]),
+                                "source_energy_spread": _energy_spread(by_gpu[a])})
         if progress:
             progress(model)
     res = pd.DataFrame(out)

@@ -2,6 +2,8 @@
 logged; an operation's backward measured over independent copies in one autograd call."""
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from mlflow.tracking import MlflowClient
@@ -127,6 +129,8 @@ def test_a_networks_rounds_combine_as_the_fastest_one():
     assert row["time_ms"] == 2.0 and row["power_w"] == 500.0 and row["energy_mj"] == pytest.approx(1000.0)
     assert row["spread"] == pytest.approx((4.0 - 2.0) / 2.1) and row["reps"] == 245 and row["busy"] == 0.98
     assert row["window_s"] == pytest.approx(0.9)
+    assert row["energy_spread"] == pytest.approx((1600.0 - 1000.0) / 1050.0)
+    assert math.isnan(combined([Window(1.0, math.nan, math.nan, 10, 0.3)] * 2)["energy_spread"])  # no meter
 
 
 def test_cudnn_setting_is_restored_after_a_profile():

@@ -144,6 +144,13 @@ def test_a_prediction_carries_the_profiles_spread_and_the_predictors_error(data,
     assert moved.interval("edp") == pytest.approx((lo * e_lo, hi * e_hi))
     measured = predict.predict(models, rows, "H100", "H100", error=(0.05, 0.08))
     assert measured.measured and measured.interval("time")[1] == pytest.approx(measured.time_ms * (1 + spread))
+    # with the rounds' energy spread recorded, the energy interval is that one's
+    noisy = rows.copy()
+    noisy.loc[noisy.op == "network", "energy_spread"] = 0.2
+    e = predict.predict(models, noisy, "H100", "H200", error=(0.05, 0.08))
+    assert e.energy_spread == pytest.approx(0.2)
+    assert e.interval("energy")[1] == pytest.approx(e.energy_mj * (1 + 0.2 + 0.08))
+    assert e.interval("time") == pytest.approx(moved.interval("time"))
     # a profile older than the spread column: the predictor's error alone
     old = rows.assign(spread=float("nan"))
     assert predict.predict(models, old, "H100", "H200", error=(0.05, 0.08)).interval("time")[0] == pytest.approx(
