@@ -71,6 +71,7 @@ class Recorder:
         self.points = PointFilter(self.writer.add)  # the store gets the points that say something new
         self.monitor = Monitor(listeners, self._sink)
         self.started = self.stopped = None
+        self.window = None  # the active phase the summary used (radt_ext.active.Window)
 
     def _sink(self, listener: str, reading: Reading) -> None:
         t = reading.time
@@ -114,12 +115,20 @@ class Recorder:
         self.points.flush()
         self.writer.close()
 
-    def summary(self, progress: dict[str, float] | None = None) -> dict[str, float]:
-        duration = (self.stopped or time.time()) - (self.started or self.t0)
-        return self.summaries.result(duration, progress)
+    def summary(self, marks=None, logged=None, window=None) -> dict[str, float]:
+        """The run's summaries over its active phase (found from the workload's marks, else its logged
+        metrics' span `logged`, else the whole run; or the `window` given) and over the whole run."""
+        from radt_ext.active import summarise
+
+        end = self.stopped or time.time()
+        summary, self.window = summarise(self.summaries, self.started or self.t0, end, marks, logged, window,
+                                         owns_workload=True)
+        return summary
 
     def listener_tags(self) -> dict[str, str]:
         tags = {}
+        if self.window is not None:
+            tags["radt_ext.active_source"] = self.window.source
         for name, state in self.monitor.states.items():
             try:
                 tags.update({f"machine.{k}": str(v) for k, v in state.listener.tags().items()})
