@@ -13,7 +13,7 @@ at most one unreadable last line:
 
 A progress record's `t` is the time of the last `log_progress` call it counts. Records are written
 at most every WRITE_EVERY_S seconds (a write costs ~0.1 ms, too much for every step of a fast loop),
-at once for the first call, at every phase mark and at interpreter exit; `flush()` writes one now.
+at once for the first call, at every phase mark (stamped with the mark's time) and at interpreter exit; `flush()` writes one now.
 """
 from __future__ import annotations
 
@@ -74,9 +74,11 @@ def phase(name: str):
 def _mark(name: str, event: str) -> None:
     with _lock:
         _register()
-        if _state["dirty"]:
-            _write_totals()  # the totals at the mark: samples inside a phase are counted exactly
-        _append({"pid": os.getpid(), "t": time.time(), "phase": name, "event": event})
+        now = time.time()
+        if _totals:  # the totals at the mark, stamped with its time: samples inside a phase are counted exactly
+            _state["written"], _state["dirty"] = now, False
+            _append({"pid": os.getpid(), "t": now, **_totals})
+        _append({"pid": os.getpid(), "t": now, "phase": name, "event": event})
 
 
 def flush() -> None:

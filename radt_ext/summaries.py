@@ -159,7 +159,7 @@ AVERAGES = (("sm_active_pct", "avg_sm_active_pct", "gpu_mean_avg_sm_active_pct")
             ("dram_active_pct", "avg_dram_active_pct", "gpu_mean_avg_dram_active_pct"),
             ("util_pct", "avg_util_pct", "gpu_mean_avg_util_pct"),
             ("temp_c", None, "gpu_mean_avg_temp_c"))
-E2E = "e2e_"
+E2E = "e2e_"  # the whole run; unprefixed: the active phase (radt_ext/summary_names.py)
 
 
 def counts_per_s(out: dict[str, float], counts: dict[str, float] | None, seconds: float) -> None:
@@ -299,4 +299,6 @@ class Summaries:
         out.update(mine)
         out["active_s"] = b - a
         out["startup_s"] = a - start
+        if end > start:
+            out["startup_share_pct"] = 100.0 * (a - start) / (end - start)
         return out

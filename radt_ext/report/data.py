@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
+from radt_ext.summary_names import upgrade
+
 SYSTEM = "system/"
 SUMMARY = "summary/"
 MAX_MARKERS = 200
@@ -35,7 +37,8 @@ class RunData:
 
     @property
     def summary(self) -> dict[str, float]:
-        return {k[len(SUMMARY):]: v for k, v in self.metrics.items() if k.startswith(SUMMARY)}
+        """The run's summaries by today's names (runs recorded before read under their e2e_ names)."""
+        return upgrade({k[len(SUMMARY):]: v for k, v in self.metrics.items() if k.startswith(SUMMARY)}, prefix="")
 
 
 def run_name(run) -> str:

@@ -45,7 +45,7 @@ def test_gpu_energy_from_counter_and_power_from_counter_over_span():
     assert out["gpu_mean_avg_sm_active_pct"] == pytest.approx(75.0)
     assert out["gpu0_avg_sm_active_pct"] == pytest.approx(50.0)
     assert out["gpu_count"] == 2.0
-    assert (out["active_s"], out["startup_s"], out["e2e_duration_s"]) == (10.0, 0.0, 10.0)
+    assert (out["active_s"], out["startup_s"], out["e2e_duration_s"], out["startup_share_pct"]) == (10.0, 0.0, 10.0, 0.0)
     assert out["samples"] == 2000.0
     assert out["throughput_samples_per_s"] == pytest.approx(200.0)
     assert out["energy_per_sample_j"] == pytest.approx(2.0)
