@@ -101,7 +101,7 @@ def test_children_get_their_share_and_the_parts_add_up(tracking_uri, recorded_gp
     p = parent.data.metrics
     busy, quiet = kids["busy"].data.metrics, kids["quiet"].data.metrics
     parts = busy["summary/gpu_energy_attributed_j"] + quiet["summary/gpu_energy_attributed_j"]
-    assert parts + p["summary/gpu_energy_unattributed_j"] == pytest.approx(p["summary/gpu_energy_j"], rel=0.01)
+    assert parts + p["summary/gpu_energy_unattributed_j"] == pytest.approx(p["summary/e2e_gpu_total_energy_j"], rel=0.01)
     # the child whose process the GPU saw busy gets the active energy; idle power is shared
     assert busy["summary/gpu_energy_active_attributed_j"] > 3 * quiet["summary/gpu_energy_active_attributed_j"]
     # idle power is shared while both run and whole while one runs alone (a loaded machine starts one later)
@@ -132,7 +132,7 @@ def test_without_activity_the_split_is_even_and_still_adds_up(tracking_uri, reco
     p = parent.data.metrics
     long, short = kids["long"].data.metrics, kids["short"].data.metrics
     parts = long["summary/gpu_energy_attributed_j"] + short["summary/gpu_energy_attributed_j"]
-    assert parts + p["summary/gpu_energy_unattributed_j"] == pytest.approx(p["summary/gpu_energy_j"], rel=0.01)
+    assert parts + p["summary/gpu_energy_unattributed_j"] == pytest.approx(p["summary/e2e_gpu_total_energy_j"], rel=0.01)
     assert p["summary/attribution_even_split_s"] > 1.0
     assert long["summary/gpu_energy_attributed_j"] > short["summary/gpu_energy_attributed_j"]
     ended = float(kids["short"].data.tags["collocation.ended_s"])

@@ -85,7 +85,7 @@ def test_a_failing_report_never_fails_the_run(store, tmp_path):
     run = client.search_runs([exp])[0]
     assert run.info.status == "FINISHED"
     assert run.data.tags["radt_ext.report_error"]
-    assert "summary/duration_s" in run.data.metrics
+    assert "summary/e2e_duration_s" in run.data.metrics
 
 
 def test_report_can_be_turned_off(store, monkeypatch):
