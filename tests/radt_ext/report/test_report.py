@@ -69,7 +69,7 @@ def test_sweep_report_has_pareto_front_and_per_variant_bars(store):
     assert "2 runs" in shown.text(page)
     scatter, bars = shown.figures(page)[:2]
     assert "Pareto front" in shown.trace_names(scatter)
-    assert "Throughput and energy per sample, per variant and mode" in shown.titles(bars)
+    assert "Throughput and energy per sample over the active phase, per variant and mode" in shown.titles(bars)
     assert "J per sample" in shown.titles(bars)
 
 
