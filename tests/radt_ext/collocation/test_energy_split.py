@@ -112,7 +112,7 @@ def test_children_get_their_share_and_the_parts_add_up(tracking_uri, recorded_gp
         pytest.approx(expected, rel=0.2))
     for m in (busy, quiet):
         assert m["summary/energy_per_sample_attributed_j"] == pytest.approx(
-            m["summary/gpu_energy_attributed_j"] / m["summary/samples"])
+            m["summary/gpu_energy_attributed_j"] / m["summary/e2e_samples"])
     assert p["summary/busy_gpu_energy_attributed_j"] == pytest.approx(busy["summary/gpu_energy_attributed_j"])
     for c in result.children:
         history = client.get_metric_history(c.run_id, "system/gpu0_power_attributed_w")
@@ -139,3 +139,13 @@ def test_without_activity_the_split_is_even_and_still_adds_up(tracking_uri, reco
     after = [h for h in client.get_metric_history(kids["short"].info.run_id, "system/gpu0_power_attributed_w")
              if h.timestamp / 1000.0 > ended + 0.5]
     assert all(h.value == 0.0 for h in after)
+
+
+def test_attributed_energy_inside_a_window_of_the_share_timeline():
+    """A share's (interval end, W) timeline integrated over a window, as the group's overlap uses it."""
+    from radt_ext.collocation.energy_split import energy_in
+
+    timeline = [(0.0, 0.0), (1.0, 100.0), (2.0, 200.0), (3.0, 0.0)]  # 100 W over (0, 1], 200 W over (1, 2]
+    assert energy_in(timeline, 0.0, 3.0) == pytest.approx(300.0)
+    assert energy_in(timeline, 0.5, 1.5) == pytest.approx(50.0 + 100.0)
+    assert energy_in(timeline, 2.0, 3.0) == 0.0
