@@ -30,7 +30,7 @@ class Comparison:
     runs: list  # mlflow Run objects, the baseline first
     baseline_id: str
     baseline_how: str
-    metrics: list[str]  # full metric keys, e.g. summary/duration_s
+    metrics: list[str]  # full metric keys, e.g. summary/e2e_duration_s
     values: dict[str, dict[str, float]]  # metric -> run_id -> value
 
     def value(self, metric: str, run_id: str) -> float | None:
