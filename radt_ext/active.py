@@ -16,6 +16,11 @@ from dataclasses import dataclass
 from radt_ext.progress import Marks
 
 TAG = "radt_ext.active_source"
+
+
+def tags(window: "Window") -> dict[str, str]:
+    """The run's tags for its active phase: the source and the span (s since the epoch)."""
+    return {TAG: window.source, "radt_ext.active_start": f"{window.start:.3f}", "radt_ext.active_end": f"{window.end:.3f}"}
 SOURCES = ("phase", "progress", "logged_metrics", "whole_run")
 
 

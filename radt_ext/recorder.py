@@ -128,7 +128,9 @@ class Recorder:
     def listener_tags(self) -> dict[str, str]:
         tags = {}
         if self.window is not None:
-            tags["radt_ext.active_source"] = self.window.source
+            from radt_ext.active import tags as active_tags
+
+            tags.update(active_tags(self.window))
         for name, state in self.monitor.states.items():
             try:
                 tags.update({f"machine.{k}": str(v) for k, v in state.listener.tags().items()})

@@ -47,12 +47,13 @@ class Stat:
             self.first_t, self.first_v = t, v
         elif t > self.last_t:
             self.integral += (t - self.last_t) * (v + self.last_v) / 2.0
-        elif self.ts:  # a second value at the same time (or earlier): the checkpoint keeps the latest
+        elif self.ts:  # a second value at the same time (the checkpoint keeps it), or a late one (counted only)
             self.count += 1
             self.total += v
             self.min, self.max = min(self.min, v), max(self.max, v)
-            self.last_v = v
-            self.vs[-1], self.ms[-1] = v, max(self.ms[-1], v)
+            if t == self.last_t:
+                self.last_v = v
+                self.vs[-1], self.ms[-1] = v, max(self.ms[-1], v)
             return
         self.count += 1
         self.total += v

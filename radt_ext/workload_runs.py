@@ -238,7 +238,7 @@ class WorkloadRuns:
         summary, window = active.summarise(run.summaries, run.start, end, read_marks(self.progress_path), logged)
         metrics = [Metric(f"summary/{k}", float(v), int(end * 1000), 0) for k, v in summary.items()]
         tags = dict(self.tags)
-        tags[active.TAG] = window.source
+        tags.update(active.tags(window))
         tags["radt_ext.metrics_sent"] = str(run.writer.sent)
         tags["radt_ext.metrics_stored"] = str(run.writer.stored)
         tags["radt_ext.metrics_repeated"] = str(run.points.held_back)

@@ -80,6 +80,14 @@ def panels(system: dict[str, Series]) -> list[tuple[str, str, dict[str, Series]]
 
 
 def _add_markers(fig, run: RunData, row: int | str = "all") -> None:
+    if run.active is not None:  # the span the unprefixed summaries cover; before it, start-up
+        source = run.tags.get("radt_ext.active_source", "")
+        fig.add_vrect(x0=run.active[0], x1=run.active[1], row=row, col=1, fillcolor="#ffa15a", opacity=0.06,
+                      line_width=1, line_color="#ffa15a", layer="below")
+        fig.add_trace(go.Scatter(x=[run.active[0], run.active[1]], y=[0, 0], mode="markers",
+                                 marker=dict(symbol="line-ns-open", size=12, color="#ffa15a"),
+                                 text=[f"active phase starts ({source})", "active phase ends"],
+                                 hoverinfo="text+x", name="active phase", showlegend=True), row=1, col=1)
     for i, (start, end, label) in enumerate(run.epochs):
         fig.add_vrect(x0=start, x1=end, row=row, col=1, fillcolor="#636efa" if i % 2 else "#00cc96",
                       opacity=0.08, line_width=0)

@@ -31,6 +31,7 @@ def test_every_run_logs_its_report_with_all_panels_and_epoch_markers(store):
     (fig,) = shown.figures(page)
     assert set(PANEL_TITLES) <= set(shown.titles(fig)), shown.titles(fig)
     assert {"epoch 0", "epoch 2"} <= set(shown.trace_texts(fig))  # the workload's own epoch bounds
+    assert "active phase starts (progress)" in shown.trace_texts(fig)  # the span the summaries cover
     assert shown.plotlyjs_copies(page) == 1  # plotly.js embedded once: opens offline
     assert len(page) < 6_000_000
     assert "radt_ext.report_error" not in client.get_run(store.baseline).data.tags
@@ -45,6 +46,8 @@ def test_run_timelines_come_from_the_stored_history(store):
     assert [label for _, _, label in run.epochs] == ["epoch 0", "epoch 1", "epoch 2"]
     start, end, _ = run.epochs[0]
     assert 0 <= start < end
+    # the active phase (from the workload's progress) begins after the first step of the first epoch
+    assert start <= run.active[0] < run.active[1] <= run.epochs[-1][1] + 0.01
     energy = figures.cumulative_energy(run.system)["gpu0_energy_j"]
     assert energy.v[0] == 0 and energy.v[-1] > 0
 
