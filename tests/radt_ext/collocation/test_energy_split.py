@@ -149,3 +149,29 @@ def test_attributed_energy_inside_a_window_of_the_share_timeline():
     assert energy_in(timeline, 0.0, 3.0) == pytest.approx(300.0)
     assert energy_in(timeline, 0.5, 1.5) == pytest.approx(50.0 + 100.0)
     assert energy_in(timeline, 2.0, 3.0) == 0.0
+
+
+def test_overlap_figures_on_the_recorded_gpu(tracking_uri, recorded_gpu, tmp_path):
+    """Two workloads whose work starts together: the parent and both children get the overlap window, the
+    GPU's energy over it, each child its throughput and attributed energy per sample over it."""
+    stamp = str(tmp_path / "stamps.txt")
+    g = Group(mode="naive", experiment_name="overlap", interval=0.1, listeners="nvml", child_listeners="gpu_procs",
+              workloads=[Workload("busy", cpu_command(1.5, BUSY_BATCH, stamp, together=2)),
+                         Workload("quiet", cpu_command(1.5, 32, stamp, together=2))])
+    result = run_group(g, echo=lambda m: None)
+    assert result.status == "FINISHED"
+    client, parent, kids = _runs(tracking_uri, result)
+    p = parent.data.metrics
+    assert 0 < p["summary/overlap_s"] <= min(k.data.metrics["summary/active_s"] for k in kids.values()) + 1e-6
+    assert 0 < p["summary/overlap_gpu_total_energy_j"] < p["summary/e2e_gpu_total_energy_j"]
+    attributed = 0.0
+    for kid in kids.values():
+        m = kid.data.metrics
+        assert m["summary/overlap_s"] == pytest.approx(p["summary/overlap_s"])
+        assert m["summary/overlap_throughput_samples_per_s"] == pytest.approx(
+            m["summary/overlap_samples"] / m["summary/overlap_s"])
+        assert m["summary/overlap_energy_per_sample_attributed_j"] == pytest.approx(
+            m["summary/overlap_gpu_energy_attributed_j"] / m["summary/overlap_samples"])
+        attributed += m["summary/overlap_gpu_energy_attributed_j"]
+    # the children's shares over the overlap are the GPU's energy over it (the split's bins: a few %)
+    assert attributed == pytest.approx(p["summary/overlap_gpu_total_energy_j"], rel=0.1)

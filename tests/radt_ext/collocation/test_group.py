@@ -18,15 +18,17 @@ def runs_by_parent(uri):
     return parents, children
 
 
-def group(mode, tmp_path, sizes=(16, 64), seconds=0.8, **kw):
-    stamp = str(tmp_path / "stamps.txt")
-    workloads = [Workload(f"w{i}", cpu_command(seconds, bs, stamp), device="cpu", params={"batch_size": str(bs)})
+def group(mode, tmp_path, sizes=(16, 64), seconds=0.8, together=False, **kw):
+    """together: the workloads start their work together, so their active phases overlap."""
+    stamp = str(tmp_path / f"stamps-{mode}.txt")
+    workloads = [Workload(f"w{i}", cpu_command(seconds, bs, stamp, together=len(sizes) if together else 0),
+                          device="cpu", params={"batch_size": str(bs)})
                  for i, bs in enumerate(sizes)]
     return Group(mode=mode, workloads=workloads, experiment_name="colloc", interval=0.1, **kw), stamp
 
 
 def test_naive_starts_together_with_different_params(tracking_uri, tmp_path):
-    g, stamp = group("naive", tmp_path)
+    g, stamp = group("naive", tmp_path, together=True)
     result = run_group(g, echo=lambda m: None)
     assert result.status == "FINISHED" and result.exit_code == 0
     assert result.start_skew_s < 0.5  # all spawned right after one another, behind the barrier
@@ -72,7 +74,7 @@ def test_exclusive_runs_one_after_another_and_slowdown_against_baselines(trackin
     assert b.started >= a.ended  # sequential
     assert "overlap_s" not in excl.summary  # one after another: no overlap
     baselines = {c.name: (c.run_id, c.summary["e2e_duration_s"]) for c in excl.children}
-    g2, _ = group("naive", tmp_path, seconds=0.6, baselines=baselines)
+    g2, _ = group("naive", tmp_path, seconds=0.6, together=True, baselines=baselines)
     coll = run_group(g2, echo=lambda m: None)
     client = MlflowClient(tracking_uri)
     parent = client.get_run(coll.parent_run_id)
