@@ -52,11 +52,11 @@ YAML
 cp "$W/active_phase.yaml" "$RESULTS/"
 say "sweep: $TRAIN"
 cd "$W"  # MLflow's artifacts (./mlruns) stay in the work folder
-LEFT=$((BUDGET_S - SECONDS - 25))
+LEFT=$((BUDGET_S - SECONDS - 12))
 COLUMNS=200 timeout -k 5 "$LEFT" python3 -m radt_ext.cli sweep "$W/active_phase.yaml" > "$RESULTS/sweep.log" 2>&1
 say "sweep exited $? (limit ${LEFT}s)"
 tail -n 20 "$RESULTS/sweep.log"
-timeout 20 python3 "$REPO/scripts/gpu/active_phase_figures.py" --experiment active-phase --out "$RESULTS" \
+timeout 10 python3 "$REPO/scripts/gpu/active_phase_figures.py" --experiment active-phase --out "$RESULTS" \
   >> "$RESULTS/log.txt" 2>&1 || say "figures failed (see log.txt)"
 say "figures written"
 cat "$RESULTS/active_phase_figures.md" 2>/dev/null
