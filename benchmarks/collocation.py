@@ -17,6 +17,8 @@ import statistics
 
 from mlflow.tracking import MlflowClient
 
+from radt_ext.summary_names import upgrade
+
 
 def steady_throughput(client: MlflowClient, run_id: str) -> float | None:
     history = sorted(client.get_metric_history(run_id, "samples_per_s"), key=lambda m: m.step)
@@ -47,7 +49,7 @@ def rows(experiment: str, sweep: str, uri: str | None = None) -> list[dict]:
                     alone[c.data.tags.get("sweep.workload_hash", "")] = t
     out = []
     for p in sorted(parents, key=lambda r: r.info.start_time):
-        m, tags = p.data.metrics, p.data.tags
+        m, tags = upgrade(dict(p.data.metrics)), p.data.tags  # runs of any version, by today's names
         kids = sorted(children.get(p.info.run_id, []), key=lambda r: r.data.tags.get("collocation.index", ""))
         per = []
         for c in kids:
@@ -55,7 +57,7 @@ def rows(experiment: str, sweep: str, uri: str | None = None) -> list[dict]:
             base = alone.get(c.data.tags.get("sweep.workload_hash", ""))
             per.append({"workload": c.info.run_name, "status": c.info.status,
                         "steady_samples_per_s": t, "slowdown": (base / t) if (t and base) else None,
-                        "duration_s": c.data.metrics.get("summary/duration_s"),
+                        "duration_s": upgrade(dict(c.data.metrics)).get("summary/e2e_duration_s"),
                         "duration_slowdown": c.data.metrics.get("summary/slowdown_ratio"),
                         "peak_proc_gpu_mem_mib": c.data.metrics.get("system/gpu0_proc_mem_mib")})
         slow = [x["slowdown"] for x in per if x["slowdown"]] or [x["duration_slowdown"] for x in per
@@ -71,11 +73,12 @@ def rows(experiment: str, sweep: str, uri: str | None = None) -> list[dict]:
             "group": tags.get("sweep.group"), "mode": tags.get("collocation.mode"), "params": params,
             "workloads": len(per), "status": p.info.status, "run_id": p.info.run_id,
             "makespan_s": m.get("summary/makespan_s"),
-            "throughput_samples_per_s": m.get("summary/throughput_samples_per_s"),
+            "throughput_samples_per_s": m.get("summary/e2e_throughput_samples_per_s"),
             "steady_throughput_samples_per_s": agg_steady,
             "slowdown_mean": statistics.mean(slow) if slow else None, "slowdown_max": max(slow) if slow else None,
-            "sm_active_pct": m.get("summary/gpu_avg_sm_active_pct"),
-            "energy_j": m.get("summary/gpu_energy_j"), "energy_per_sample_j": m.get("summary/energy_per_sample_j"),
+            "sm_active_pct": m.get("summary/e2e_gpu_mean_avg_sm_active_pct"),
+            "energy_j": m.get("summary/e2e_gpu_total_energy_j"),
+            "energy_per_sample_j": m.get("summary/e2e_energy_per_sample_j"),
             "start_skew_s": m.get("summary/start_skew_s"), "per_workload": per,
         })
     return out

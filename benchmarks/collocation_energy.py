@@ -25,6 +25,7 @@ from mlflow.tracking import MlflowClient
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from radt_ext.collocation.attribution import WorkloadActivity, attribute  # noqa: E402
+from radt_ext.summary_names import upgrade  # noqa: E402
 
 EXPERIMENT = "collocation-energy"
 
@@ -85,7 +86,7 @@ def group_rows(client, uri_samples: str | None) -> list[dict]:
     for parent in [r for r in runs if "mlflow.parentRunId" not in r.data.tags]:
         kids = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
         kids.sort(key=lambda r: int(r.data.tags.get("collocation.index", 0)))
-        m = parent.data.metrics
+        m = upgrade(dict(parent.data.metrics))  # runs of any version, by today's names
         power = series(client, parent.info.run_id, "system/gpu0_power_w")
         energy = series(client, parent.info.run_id, "system/gpu0_energy_j")
         work_store, work_raw = [], []
@@ -106,7 +107,7 @@ def group_rows(client, uri_samples: str | None) -> list[dict]:
         offline = attribute(power, work_raw, energy, one_per_tick=True) if power and raw else None
         row = {"group": parent.info.run_name, "mode": parent.data.tags.get("collocation.mode"),
                "status": parent.info.status, "run_id": parent.info.run_id,
-               "makespan_s": m.get("summary/makespan_s"), "gpu_energy_j": m.get("summary/gpu_energy_j"),
+               "makespan_s": m.get("summary/makespan_s"), "gpu_energy_j": m.get("summary/e2e_gpu_total_energy_j"),
                "idle_j": m.get("summary/gpu_energy_idle_j"), "unattributed_j": m.get("summary/gpu_energy_unattributed_j"),
                "idle_power_w": m.get("summary/gpu_idle_power_w"), "even_split_s": m.get("summary/attribution_even_split_s"),
                "attribution_error": parent.data.tags.get("radt_ext.attribution_error"),
@@ -115,9 +116,9 @@ def group_rows(client, uri_samples: str | None) -> list[dict]:
                "overlap_s": hi - lo if overlap else None, "overlap_even_split_s": overlap.even_split_s if overlap else None,
                "children": []}
         for k, ws in zip(kids, work_store):
-            km = k.data.metrics
+            km = upgrade(dict(k.data.metrics))
             child = {"name": ws.name, "status": k.info.status, "run_id": k.info.run_id,
-                     "duration_s": km.get("summary/duration_s"), "samples": km.get("summary/samples"),
+                     "duration_s": km.get("summary/e2e_duration_s"), "samples": km.get("summary/e2e_samples"),
                      "attributed_j": km.get("summary/gpu_energy_attributed_j"),
                      "active_j": km.get("summary/gpu_energy_active_attributed_j"),
                      "idle_share_j": km.get("summary/gpu_energy_idle_attributed_j"),

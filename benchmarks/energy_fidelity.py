@@ -282,7 +282,7 @@ def main(argv=None) -> int:
         table(["load", "power source", "points", "spacing s (median)", "spacing s (max)", "counter J",
                "integrated J", "error %", "error"], timeline_rows), "",
         "Integrated between the first and last counter reads inside the load window (trapezoid, "
-        "`radt_ext.summaries.Stat`, interpolated at both ends): what `summary/gpu_energy_integrated_j` "
+        "`radt_ext.summaries.Stat`, interpolated at both ends): what `summary/e2e_gpu_total_energy_integrated_j` "
         "computes from the logged `gpu0_power_w` points.", "",
         "### Energy fidelity: point reads of power, thinned to each interval, vs the energy counter (GPU 0)", "",
         table(["load", "interval s", "phases", "counter J (median)", "error % (median over phases)",

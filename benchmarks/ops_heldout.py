@@ -1,8 +1,18 @@
-"""The held-out suite's GPU data, packed: profile folders → compact dataset files, and every network
-round with the device's state around it (what may move a measurement).
+"""The held-out suite: its GPU data packed, the predictor evaluated on networks it has not seen, and
+every figure docs/ops.md quotes about it.
 
     python -m benchmarks.ops_heldout grid-args                     # --models/--batches of the suite
     python -m benchmarks.ops_heldout pack --from suite=DIR --from repeat=DIR --out RESULTS
+    python -m benchmarks.ops_heldout evaluate [--out docs/ops]     # minutes: the predictor, before and after
+    python -m benchmarks.ops_heldout report [--out docs/ops]       # seconds: every figure, from committed files
+
+`evaluate` validates both prediction methods with each family of the dataset held out
+(OUT/heldout/lofo_<method>.csv, OUT/heldout/lofo.json with the intervals' errors), the default method with
+each model held out (OUT/validation.json|csv and the figure), and predicts the suite, measured on an H100,
+on the H200 with intervals (OUT/heldout/suite_predictions.csv). `report` reads those and OUT/heldout/h100/
+(the suite's, the repeat's and the dataset configurations' profiles and rounds) and prints: how far a
+measurement repeats (in one machine, across machines) and what moved it; summed operations against the
+network on the suite; the held-out errors per direction; the suite's predictions.
 
 `pack` writes OUT/<label>.csv.gz (`radt-ext ops dataset` files, one per folder), OUT/rounds.csv.gz (one
 row per network round: its time, energy, power and the SM/memory clocks, performance state, temperature,
@@ -13,9 +23,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+
+KEYS = ["gpu", "model", "batch", "precision", "mode"]
+CONFIG = KEYS[1:]
+FULL_CLOCK_MHZ = 1950  # an SM clock at or above this inside a window: not held back by power or heat
 
 # what each round row carries from its profile's facts
 PROFILE_FACTS = ("gpu_name", "driver", "power_limit_w", "warmup_s", "warmup_steps", "net_rounds", "net_window_s",
@@ -70,6 +86,261 @@ def pack(folders: list[tuple[str, Path]], out: Path) -> list[Path]:
     return written
 
 
+def fastest_round(df: pd.DataFrame, rounds: pd.DataFrame, label: str) -> pd.DataFrame:
+    """`df` with every network row restated as its fastest round (time, energy and power) and with its
+    rounds' energy spread, as the profiler now combines rounds; rows of profiles without recorded rounds
+    stay as they are."""
+    r = rounds[rounds.set == label]
+    best = r.loc[r.groupby(CONFIG + ["phase"]).time_ms.idxmin(), CONFIG + ["phase", "time_ms", "energy_mj", "power_w"]]
+    energy = r.groupby(CONFIG + ["phase"]).energy_mj
+    best = best.merge(((energy.max() - energy.min()) / energy.median()).rename("energy_spread").reset_index(),
+                      on=CONFIG + ["phase"])
+    out = df.copy()
+    net = out.op == "network"
+    m = out[net].reset_index().merge(best, on=CONFIG + ["phase"], suffixes=("", "_fast")).set_index("index")
+    for c in ("time_ms", "energy_mj", "power_w", "energy_spread"):
+        out.loc[m.index, c] = m[f"{c}_fast"]
+    return out
+
+
+def _network(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df.op == "network"].groupby(KEYS, sort=False).agg(
+        time_ms=("time_ms", "sum"), energy_mj=("energy_mj", "sum"), spread=("spread", "max")).reset_index()
+
+
+def _pct(x: float) -> str:
+    return f"{x:.1%}" if math.isfinite(x) else "n/a"
+
+
+def _errors(res: pd.DataFrame) -> dict:
+    """median and 90th percentile |error| of time and energy, per direction and over both."""
+    out = {}
+    for (src, tgt), g in [(("all", "all"), res), *res.groupby(["source", "target"])]:
+        out[f"{src}->{tgt}" if src != "all" else "both"] = {
+            m: {"median": float(g[f"{m}_error"].median()), "p90": float(g[f"{m}_error"].quantile(0.9)),
+                "max": float(g[f"{m}_error"].max())} for m in ("time", "energy")} | {"cases": len(g)}
+    return out
+
+
+def _suite_profiles(heldout: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    from radt_ext.ops import dataset as ds
+
+    rounds = pd.read_csv(heldout / "h100" / "rounds.csv.gz")
+    return fastest_round(ds.load(heldout / "h100" / "suite.csv.gz"), rounds, "suite"), rounds
+
+
+def evaluate(out: Path) -> None:
+    from benchmarks.ops_dataset import figures
+    from radt_ext.ops import dataset as ds, predict
+
+    df = ds.load(out / "dataset.csv.gz")
+    heldout = out / "heldout"
+    summary = {}
+    for method in predict.METHODS:
+        res = predict.validate(df, hold_out="family", method=method,
+                               progress=lambda m: print(f"{method}: held out {m}", flush=True))
+        res.to_csv(heldout / f"lofo_{method}.csv", index=False, float_format="%.6g")
+        summary[method] = _errors(res)
+    # the interval's error: the default method's 90th percentile with the family held out, both directions
+    both = summary[predict.METHODS[0]]["both"]
+    summary["interval"] = {m: round(both[m]["p90"], 4) for m in ("time", "energy")}
+    (heldout / "lofo.json").write_text(json.dumps(summary, indent=1) + "\n")
+    res = predict.validate(df, progress=lambda m: print(f"model held out: {m}", flush=True))
+    (out / "validation.json").write_text(json.dumps(predict.summary(res), indent=1) + "\n")
+    res.to_csv(out / "validation.csv", index=False, float_format="%.6g")
+    for f in figures(df, res, out):
+        print("wrote", f)
+    suite, _ = _suite_profiles(heldout)
+    models = predict.fit(df)
+    error = (summary["interval"]["time"], summary["interval"]["energy"])
+    rows = []
+    for key, p in suite.groupby(KEYS):
+        pred = predict.predict(models, p, key[0], "H200", error=error)
+        t_lo, t_hi = pred.interval("time")
+        e_lo, e_hi = pred.interval("energy")
+        measured = predict._net(p)
+        rows.append({**dict(zip(KEYS, key)), "target": "H200", "source_time_ms": measured[0],
+                     "source_energy_mj": measured[1], "spread": pred.spread, "energy_spread": pred.energy_spread,
+                     "pred_time_ms": pred.time_ms,
+                     "time_low_ms": t_lo, "time_high_ms": t_hi, "pred_energy_mj": pred.energy_mj,
+                     "energy_low_mj": e_lo, "energy_high_mj": e_hi})
+    pd.DataFrame(rows).to_csv(heldout / "suite_predictions.csv", index=False, float_format="%.6g")
+    print(json.dumps(summary, indent=1))
+
+
+def repeatability(folder: Path, gpu: str, data: pd.DataFrame) -> None:
+    """Section 1 for one GPU's run: suite against repeat, dataset configurations against the dataset, and
+    what the rounds' recorded state says about the slow ones."""
+    from radt_ext.ops import dataset as ds
+
+    rounds = pd.read_csv(folder / "rounds.csv.gz")
+    recorded, repeat, again = (ds.load(folder / f"{f}.csv.gz") for f in ("suite", "repeat", "dataset"))
+    short = lambda m: m.rpartition(":")[2]  # noqa: E731
+    print(f"== 1. Repeatability ({gpu}: suite against its repeat in a fresh process; four dataset configurations "
+          f"against another {gpu} machine) ==")
+    for name, a, b in (("one machine", (recorded, "suite"), (repeat, "repeat")),
+                       ("two machines", (again, "dataset"), (data[data.gpu == gpu], None))):
+        na, nb = _network(a[0]), _network(b[0])
+        fa = _network(fastest_round(a[0], rounds, a[1]))
+        fb = _network(fastest_round(b[0], rounds, b[1])) if b[1] else nb
+        m = na.merge(nb, on=KEYS, suffixes=("_a", "_b")).merge(fa, on=KEYS).merge(fb, on=KEYS, suffixes=("_fa", "_fb"))
+        for c, x, y in (("time, median round", "time_ms_a", "time_ms_b"), ("time, fastest round", "time_ms_fa", "time_ms_fb"),
+                        ("energy, as recorded", "energy_mj_a", "energy_mj_b"),
+                        ("energy, fastest round", "energy_mj_fa", "energy_mj_fb")):
+            d = (m[x] / m[y] - 1).abs()
+            print(f"{name}: {c}: |difference| median {_pct(d.median())}, max {_pct(d.max())} over {len(m)} configurations; "
+                  + ", ".join(f"{short(r.model)} {r['mode']} {_pct(v)}" for (_, r), v in zip(m.iterrows(), d)))
+    s = _network(recorded)
+    print("suite network spread (largest - smallest round over the median), by precision: "
+          + "; ".join(f"{p} median {_pct(g.spread.median())}, max {_pct(g.spread.max())}, over 5 % in {(g.spread > .05).sum()} of {len(g)}"
+                      for p, g in s.groupby("precision")))
+    e = fastest_round(recorded, rounds, "suite")
+    e = e[e.op == "network"].groupby(KEYS).energy_spread.max().reset_index()
+    print("suite rounds' energy spread (the same of their energy per call): "
+          + "; ".join(f"{p} median {_pct(g.energy_spread.median())}, max {_pct(g.energy_spread.max())}"
+                      for p, g in e.groupby("precision"))
+          + " (a round's power moves with the GPU's state after the operations' windows where its time does not)")
+    fastest = rounds.groupby(["set", "profile", "phase"]).time_ms.transform("min")
+    power_at_fastest = rounds.loc[rounds.groupby(["set", "profile", "phase"]).time_ms.idxmin()].set_index(
+        ["set", "profile", "phase"]).power_w
+    r = rounds.assign(slower=rounds.time_ms / fastest - 1,
+                      power_vs_fastest=rounds.power_w / power_at_fastest.reindex(
+                          pd.MultiIndex.from_frame(rounds[["set", "profile", "phase"]])).to_numpy() - 1)
+    slow = r[r.slower > 0.05]
+    full = (slow.during_sm_clock_mhz >= FULL_CLOCK_MHZ) & (slow.during_throttle == "none")
+    print(f"rounds 5 % or more slower than their profile's fastest: {len(slow)} of {len(r)} "
+          f"({(slow.precision == 'bf16').sum()} bf16); of those, at full SM clock with no throttle reason inside the "
+          f"window: {full.sum()}, drawing a median {_pct(slow[full].power_vs_fastest.median())} power against the "
+          f"fastest round while taking a median {_pct(slow[full].slower.median())} longer (the GPU waiting on the host); "
+          f"with the clock held back: {(~full).sum()}, {_pct(slow[~full].slower.median())} longer")
+    held = r[(r.during_sm_clock_mhz < FULL_CLOCK_MHZ) | (r.during_throttle != "none")]
+    print(f"rounds with the SM clock below {FULL_CLOCK_MHZ} MHz or a throttle reason inside the window: {len(held)} of "
+          f"{len(r)} (reasons {held.during_throttle.value_counts().to_dict()}); they took a median "
+          f"{_pct(held.slower.median())} longer than their profile's fastest round (the others {_pct(r.drop(held.index).slower.median())})")
+    print(f"the first round of a profile against the fastest: median {_pct(r[r['round'] == 0].slower.median())} slower; "
+          f"the warm-up took {rounds.drop_duplicates(['set', 'profile']).warmup_s.median():.3f} s (median)")
+
+
+
+def report(out: Path) -> None:
+    from radt_ext.ops import dataset as ds
+
+    heldout = out / "heldout"
+    pd.set_option("display.width", 200)
+    suite, rounds = _suite_profiles(heldout)
+    recorded = ds.load(heldout / "h100" / "suite.csv.gz")
+    data = ds.load(out / "dataset.csv.gz")
+    short = lambda m: m.rpartition(":")[2]  # noqa: E731
+    for gpu in ("H100", "H200"):
+        folder = heldout / gpu.lower()
+        if all((folder / f"{f}.csv.gz").is_file() for f in ("suite", "repeat", "dataset", "rounds")):
+            repeatability(folder, gpu, data)
+
+    print("\n== 2. Summed operations against the network on the suite (H100, per profile) ==")
+    for label, df in (("as recorded (median round)", recorded), ("fastest round", suite)):
+        c = ds.summed_vs_network(df)
+        for m in ("time", "energy"):
+            d = (c[f"{m}_ratio"] - 1).abs()
+            print(f"{label}: {m}: within 10 % in {(d <= .1).sum()} of {len(c)}; |ratio - 1| median {_pct(d.median())}, "
+                  f"90th percentile {_pct(d.quantile(.9))}; fp32 median {_pct(d[c.precision == 'fp32'].median())}, "
+                  f"bf16 {_pct(d[c.precision == 'bf16'].median())}")
+    c = ds.summed_vs_network(suite)
+    c["model"] = c.model.map(short)
+    print(c[["model", "precision", "mode", "network_time", "time_ratio", "energy_ratio"]].round(3).to_string(index=False))
+
+    print("\n== 3. The predictor on networks of a family it was not fitted on (dataset, H100 <-> H200) ==")
+    lofo = json.loads((heldout / "lofo.json").read_text())
+    for method, label in (("fitted", "before (fitted regressors)"), ("roofline", "after (roofline ratios)")):
+        for d, e in lofo[method].items():
+            print(f"{label}: {d} ({e['cases']} cases): time median {_pct(e['time']['median'])}, p90 "
+                  f"{_pct(e['time']['p90'])}, max {_pct(e['time']['max'])}; energy median {_pct(e['energy']['median'])}, "
+                  f"p90 {_pct(e['energy']['p90'])}, max {_pct(e['energy']['max'])}")
+    for method in ("fitted", "roofline"):
+        res = pd.read_csv(heldout / f"lofo_{method}.csv")
+        per = res.groupby("held_out")[["time_error", "energy_error"]].median()
+        print(f"{method}: median error by family held out: "
+              + ", ".join(f"{f} {_pct(r.time_error)} / {_pct(r.energy_error)}" for f, r in per.iterrows()))
+        inside = _inside(res, lofo["interval"])
+        print(f"{method}: measured value inside the prediction's interval (spread + {_pct(lofo['interval']['time'])} "
+              f"time, + {_pct(lofo['interval']['energy'])} energy): time {inside['time']}, energy {inside['energy']}; "
+              f"ranked the two GPUs against what both measured, beyond the interval: time {inside['time_misranked']}, "
+              f"energy {inside['energy_misranked']}")
+    v = json.loads((out / "validation.json").read_text())
+    print(f"model held out (within its family), roofline: time median {_pct(v['time']['median_error'])}, energy "
+          f"{_pct(v['energy']['median_error'])}; best GPU by time right in {v['best_gpu']['time']['right']} of "
+          f"{v['best_gpu']['time']['cases']}")
+
+    print("\n== 4. The suite moved from the H100 to the H200 (predictions, not yet measured) ==")
+    p = pd.read_csv(heldout / "suite_predictions.csv")
+    p["model"] = p.model.map(short)
+    p["change"] = p.pred_time_ms / p.source_time_ms - 1
+    print(p[["model", "precision", "mode", "source_time_ms", "pred_time_ms", "time_low_ms", "time_high_ms",
+             "pred_energy_mj", "energy_low_mj", "energy_high_mj", "spread", "energy_spread", "change"]]
+          .round(3).to_string(index=False))
+    print(f"predicted H200 time against the H100's: median {_pct(p.change.median())}, from {_pct(p.change.min())} "
+          f"to {_pct(p.change.max())}")
+    if (heldout / "h200" / "suite.csv.gz").is_file():
+        suite_errors(out, suite, rounds)
+    else:
+        print("the suite on an H200: not measured (RESULTS=<dir> BUDGET_S=540 bash scripts/gpu/ops_heldout.sh on an "
+              "H200, then its suite, repeat, dataset and rounds .csv.gz into docs/ops/heldout/h200/)")
+
+
+def suite_errors(out: Path, h100: pd.DataFrame, h100_rounds: pd.DataFrame) -> pd.DataFrame:
+    """The held-out errors proper: the suite measured on both GPUs, moved each way by the predictor."""
+    from radt_ext.ops import dataset as ds, predict
+
+    folder = out / "heldout" / "h200"
+    h200 = ds.load(folder / "suite.csv.gz")
+    if (folder / "rounds.csv.gz").is_file():
+        h200 = fastest_round(h200, pd.read_csv(folder / "rounds.csv.gz"), "suite")
+    both = pd.concat([h100, h200], ignore_index=True)
+    models = predict.fit(ds.load(out / "dataset.csv.gz"))
+    error = tuple(json.loads((out / "heldout" / "lofo.json").read_text())["interval"][m] for m in ("time", "energy"))
+    rows = []
+    for key, p in both.groupby(CONFIG):
+        by_gpu = {g: p[p.gpu == g] for g in ("H100", "H200") if (p.gpu == g).any()}
+        for a, b in (("H100", "H200"), ("H200", "H100")):
+            if a in by_gpu and b in by_gpu:
+                pred = predict.predict(models, by_gpu[a], a, b, error=error)
+                t, e = predict._net(by_gpu[b])
+                src_t, src_e = predict._net(by_gpu[a])
+                rows.append({**dict(zip(CONFIG, key)), "source": a, "target": b, "time_ms": t, "energy_mj": e,
+                             "pred_time_ms": pred.time_ms, "pred_energy_mj": pred.energy_mj,
+                             "source_time_ms": src_t, "source_energy_mj": src_e, "source_spread": pred.spread,
+                             "source_energy_spread": pred.energy_spread,
+                             "time_error": abs(pred.time_ms / t - 1), "energy_error": abs(pred.energy_mj / e - 1)})
+    res = pd.DataFrame(rows)
+    if res.empty:
+        print("the suite on an H200: no configuration measured on both GPUs")
+        return res
+    print("\n== 5. The suite measured on both GPUs: the held-out errors ==")
+    for d, e in _errors(res).items():
+        print(f"{d} ({e['cases']} cases): time median {_pct(e['time']['median'])}, p90 {_pct(e['time']['p90'])}, "
+              f"max {_pct(e['time']['max'])}; energy median {_pct(e['energy']['median'])}, p90 "
+              f"{_pct(e['energy']['p90'])}, max {_pct(e['energy']['max'])}")
+    inside = _inside(res, {"time": error[0], "energy": error[1]})
+    print(f"measured inside the interval: time {inside['time']}, energy {inside['energy']}; ranked against what "
+          f"both measured beyond the interval: time {inside['time_misranked']}, energy {inside['energy_misranked']}")
+    return res
+
+
+def _inside(res: pd.DataFrame, error: dict) -> dict:
+    out = {}
+    for m, unit in (("time", "ms"), ("energy", "mj")):
+        spread = res.source_spread if m == "time" or "source_energy_spread" not in res else \
+            res.source_energy_spread.fillna(res.source_spread)
+        width = spread.fillna(0) + error[m]
+        pred, meas = res[f"pred_{m}_{unit}"], res[f"{m}_{unit}"]
+        ok = (meas >= pred * (1 - width)) & (meas <= pred * (1 + width))
+        out[m] = f"{int(ok.sum())} of {len(res)}"
+        source = res[f"source_{m}_{unit}"]
+        misranked = ((pred < source) != (meas < source)) & ~ok
+        out[f"{m}_misranked"] = ", ".join(f"{r.model} b{r.batch} {r.precision} {r['mode']} {r.source}->{r.target}"
+                                          for _, r in res[misranked].iterrows()) or "none"
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -77,9 +348,16 @@ def main(argv=None) -> int:
     p = sub.add_parser("pack", help="profile folders -> OUT/<label>.csv.gz and OUT/rounds.csv.gz")
     p.add_argument("--from", dest="folders", action="append", required=True, help="LABEL=folder; repeatable")
     p.add_argument("--out", required=True)
+    for name, what in (("evaluate", "validate both methods, predict the suite (minutes)"),
+                       ("report", "print every figure from the committed files (seconds)")):
+        q = sub.add_parser(name, help=what)
+        q.add_argument("--out", default="docs/ops", help="folder with dataset.csv.gz and heldout/")
     args = ap.parse_args(argv)
     if args.cmd == "grid-args":
         print(grid_args())
+        return 0
+    if args.cmd in ("evaluate", "report"):
+        (evaluate if args.cmd == "evaluate" else report)(Path(args.out))
         return 0
     folders = [(f.partition("=")[0], Path(f.partition("=")[2])) for f in args.folders]
     for f in pack(folders, Path(args.out)):

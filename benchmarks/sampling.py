@@ -190,7 +190,7 @@ def monitor_process_cpu(listeners: str | None, rate: float, seconds: float, sett
     for line in final.splitlines():
         if line.startswith("{"):
             summary = json.loads(line).get("summary", summary)
-    span = summary.get("duration_s")  # the recorder's own start → stop
+    span = summary.get("e2e_duration_s")  # the recorder's own start → stop
     return {"what": f"monitor process, listeners {listeners or 'all available'} ({','.join(ready['listeners'])})",
             "rate_hz": rate, "cpu_pct_of_core": 100.0 * cpu / wall, "children_cpu_pct_of_core": 100.0 * children / wall,
             "achieved_hz": {k: v / span for k, v in samples.items()} if span else None,

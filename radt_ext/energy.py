@@ -52,6 +52,11 @@ class EnergySeries:
         """Every series has a point at or after t (its segment up to t is closed)."""
         return all(times[-1] >= t for times, _ in self._series.values())
 
+    def span(self, name: str, start: float, end: float) -> tuple[float, float] | None:
+        """(joules, seconds covered) of one series over [start, end]; None when it has no point."""
+        times, values = self._series.get(name, ((), ()))
+        return span_energy_j(times, values, start, end)
+
     def over(self, start: float, end: float) -> dict[str, tuple[float, float]]:
         """{metric name: (joules, seconds covered)} over [start, end]."""
         out = {}

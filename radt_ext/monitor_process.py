@@ -17,7 +17,7 @@ from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from listeners.base import Target
-from radt_ext.progress import read_progress
+from radt_ext.progress import read_marks
 from radt_ext.recorder import Recorder, select_listeners
 from radt_ext.signals import SignalRelay
 from radt_ext.streams import say, tolerate
@@ -54,9 +54,18 @@ def main(argv=None) -> int:
 def _end(recorder: Recorder, client: MlflowClient, args, listeners, skipped: dict[str, str]) -> None:
     """Flush the samples, then log the summaries, tags and report; print the summary for the parent."""
     recorder.stop()
-    progress = read_progress(args.progress_file) if args.progress_file else {}
+    from radt_ext.active import logged_span
+
+    marks = read_marks(args.progress_file)
     now = int(time.time() * 1000)
-    summary = recorder.summary(progress)
+
+    def logged():
+        try:
+            return logged_span(client, [args.run_id])
+        except Exception:
+            return None  # the store is away: the whole run then
+
+    summary = recorder.summary(marks, logged)
     tags = recorder.listener_tags()
     tags.update({f"radt_ext.listener_skipped.{k}": v[:4000] for k, v in skipped.items()})
     tags["radt_ext.listeners"] = ",".join(f"{lst.name}:{lst.interval:g}" for lst in listeners)

@@ -11,11 +11,10 @@ from array import array
 
 from listeners import registry
 from listeners.base import Listener, ListenerError, Reading, Target
-from radt_ext.energy import ENERGY, EnergySeries
 from radt_ext.errors import UsageError
 from radt_ext.monitor import Monitor
 from radt_ext.point_filter import PointFilter
-from radt_ext.summaries import Summaries, with_span_energy
+from radt_ext.summaries import Summaries
 from radt_ext.writer import MetricWriter
 
 PREFIX = "system/"
@@ -68,11 +67,11 @@ class Recorder:
         self._kept: dict[str, tuple[array, array]] = {}  # name -> (times, values): 16 bytes a point
         self.workload_runs = workload_runs  # WorkloadRuns: the points also go to the runs the workload started
         self.summaries = Summaries()
-        self.energy = EnergySeries()  # every gpu{i}_energy_j point: the run's energy over its span
         self.writer = MetricWriter(client, run_id, tracking_uri)
         self.points = PointFilter(self.writer.add)  # the store gets the points that say something new
         self.monitor = Monitor(listeners, self._sink)
         self.started = self.stopped = None
+        self.window = None  # the active phase the summary used (radt_ext.active.Window)
 
     def _sink(self, listener: str, reading: Reading) -> None:
         t = reading.time
@@ -86,9 +85,6 @@ class Recorder:
         if not values:
             return
         self.summaries.add_all(t, values)
-        for name, value in values:
-            if name.endswith("_energy_j") and ENERGY.match(name):
-                self.energy.add(name, t, value)
         ts = int(t * 1000)
         step = max(0, int((t - self.t0) * 1000))
         for name, value in values:
@@ -119,12 +115,22 @@ class Recorder:
         self.points.flush()
         self.writer.close()
 
-    def summary(self, progress: dict[str, float] | None = None) -> dict[str, float]:
-        start, end = self.started or self.t0, self.stopped or time.time()
-        return with_span_energy(self.summaries.result(end - start, progress), self.energy.over(start, end), progress)
+    def summary(self, marks=None, logged=None, window=None) -> dict[str, float]:
+        """The run's summaries over its active phase (found from the workload's marks, else its logged
+        metrics' span `logged`, else the whole run; or the `window` given) and over the whole run."""
+        from radt_ext.active import summarise
+
+        end = self.stopped or time.time()
+        summary, self.window = summarise(self.summaries, self.started or self.t0, end, marks, logged, window,
+                                         owns_workload=True)
+        return summary
 
     def listener_tags(self) -> dict[str, str]:
         tags = {}
+        if self.window is not None:
+            from radt_ext.active import tags as active_tags
+
+            tags.update(active_tags(self.window))
         for name, state in self.monitor.states.items():
             try:
                 tags.update({f"machine.{k}": str(v) for k, v in state.listener.tags().items()})

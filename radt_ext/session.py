@@ -41,7 +41,7 @@ from radt_ext import machine
 from radt_ext.errors import UsageError
 from radt_ext.markers import ENV_MONITOR_RUN, ENV_STARTS_FILE
 from radt_ext.progress import ENV as PROGRESS_ENV
-from radt_ext.progress import read_progress
+from radt_ext.progress import read_marks
 from radt_ext.reaper import ProcessTree
 from radt_ext.recorder import Recorder, select_listeners
 from radt_ext.signals import STOP_SIGNALS, SignalRelay
@@ -158,7 +158,8 @@ class WorkloadSession:
         self.returncode: int | None = None
         self.summary: dict[str, float] = {}
         self._workdir = tempfile.mkdtemp(prefix="radt-ext-")
-        self.progress_path = os.path.join(self._workdir, "progress.json")
+        self.progress_path = os.path.join(self._workdir, "progress.jsonl")
+        self.marks = None  # what the workload reported (radt_ext.progress.Marks), read at the end
         self.starts_path = os.path.join(self._workdir, "starts.jsonl")
         self.final_status: str | None = None
         self.joined = False  # the run was handed over (mlflow run, --run-id): the workload gets MLFLOW_RUN_ID
@@ -276,7 +277,8 @@ class WorkloadSession:
         self.tree = ProcessTree(self.proc.pid, (ENV_ACTIVE, self.run_id)).start()  # catches setsid() escapes
         run_tags = {**self.machine_tags,
                     "radt_ext.listeners": ",".join(f"{lst.name}:{lst.interval:g}" for lst in self._listeners)}
-        self.workload_runs = WorkloadRuns(self.client, self.uri, self.run_id, self.starts_path, run_tags).start()
+        self.workload_runs = WorkloadRuns(self.client, self.uri, self.run_id, self.starts_path, run_tags,
+                                          progress_path=self.progress_path).start()
         self.recorder = Recorder(self.client, self.run_id, self.uri, self._listeners, t0=self.spec.t0,
                                  keep=self.keep_series, workload_runs=self.workload_runs).start()
         if self.killed_by is not None:  # stopped while it was being spawned
@@ -328,8 +330,8 @@ class WorkloadSession:
         else:
             self.recorder.stop()
             self.workload_runs.close(status)
-            progress = read_progress(self.progress_path)
-            self.summary = self.recorder.summary(progress)
+            self.marks = read_marks(self.progress_path)
+            self.summary = self.recorder.summary(self.marks, self._logged_span)
             now = int(time.time() * 1000)
             metrics = [Metric(f"summary/{k}", float(v), now, 0) for k, v in self.summary.items()]
             tags = self.recorder.listener_tags()
@@ -362,6 +364,17 @@ class WorkloadSession:
         except Exception as exc:  # the store is away: the tag still goes with the spooled end of the run
             log.warning("radt-ext: cannot store the workload's stderr tail: %s", exc)
         return self.stderr_tail.tag()
+
+    def _logged_span(self):
+        """When the workload reported neither phases nor progress: the span of the metrics it logged
+        itself, into this run or into the runs it started."""
+        from radt_ext.active import logged_span
+
+        ids = [self.run_id, *(self.workload_runs.runs if self.workload_runs else ())]
+        try:
+            return logged_span(self.client, ids)
+        except Exception:
+            return None  # the store is away: the whole run then
 
     def run(self, announce=None) -> int:
         """prepare → start → wait → finish, with SIGINT/SIGTERM/SIGHUP stopping the child tree.

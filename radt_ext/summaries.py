@@ -1,14 +1,28 @@
 """Streaming summaries: each sample updates a few numbers; nothing is read back from MLflow.
 
-`Summaries.add(name, t, value)` keeps, per metric name, count, mean, min, max,
-first/last value and the time integral (trapezoid rule). `Summaries.result()`
-turns those into the `summary/*` metrics logged once at the end of a run.
+`Summaries.add(name, t, value)` keeps, per metric name, count, mean, min, max, first/last value
+and the time integral (trapezoid rule), and a bounded log of cumulative checkpoints (time, value,
+integral so far, largest value since the previous checkpoint). Any window's figures are then
+differences of cumulative values at its edges, interpolated between checkpoints: the active phase,
+the whole run, a collocation group's overlap, all from the same numbers.
+
+The log keeps every sample up to CHECKPOINTS entries; beyond that its older three quarters are
+thinned to every other checkpoint (each kept one is still an exact value of the cumulative
+integral, and segment maxima are merged), so memory stays bounded and only edges that fall in a
+thinned stretch of a long run are interpolated over more than one sampling interval.
+
+`Summaries.result()` turns those into the `summary/*` metrics logged once at the end of a run:
+unprefixed over the active phase, `e2e_` + the same name over the whole run (docs/runs.md).
 """
 from __future__ import annotations
 
+import bisect
 import re
 import threading
-from dataclasses import dataclass
+from array import array
+from dataclasses import dataclass, field
+
+CHECKPOINTS = 8192
 
 
 @dataclass
@@ -22,12 +36,25 @@ class Stat:
     last_t: float = 0.0
     last_v: float = 0.0
     integral: float = 0.0  # value x seconds, trapezoid between consecutive samples
+    # the checkpoint log: time, value, integral up to then, max over the samples since the previous checkpoint
+    ts: array = field(default_factory=lambda: array("d"))
+    vs: array = field(default_factory=lambda: array("d"))
+    cs: array = field(default_factory=lambda: array("d"))
+    ms: array = field(default_factory=lambda: array("d"))
 
     def add(self, t: float, v: float) -> None:
         if self.count == 0:
             self.first_t, self.first_v = t, v
         elif t > self.last_t:
             self.integral += (t - self.last_t) * (v + self.last_v) / 2.0
+        elif self.ts:  # a second value at the same time (the checkpoint keeps it), or a late one (counted only)
+            self.count += 1
+            self.total += v
+            self.min, self.max = min(self.min, v), max(self.max, v)
+            if t == self.last_t:
+                self.last_v = v
+                self.vs[-1], self.ms[-1] = v, max(self.ms[-1], v)
+            return
         self.count += 1
         self.total += v
         if v < self.min:
@@ -35,6 +62,21 @@ class Stat:
         if v > self.max:
             self.max = v
         self.last_t, self.last_v = t, v
+        self.ts.append(t)
+        self.vs.append(v)
+        self.cs.append(self.integral)
+        self.ms.append(v)
+        if len(self.ts) >= CHECKPOINTS:
+            self._thin()
+
+    def _thin(self) -> None:
+        n0 = (len(self.ts) * 3 // 4) & ~1  # even: index n0 (kept) takes over the dropped n0-1's segment
+        ms = self.ms
+        merged = array("d", [ms[0]] + [max(ms[i - 1], ms[i]) for i in range(2, n0, 2)])
+        ms[n0] = max(ms[n0 - 1], ms[n0])
+        for log in (self.ts, self.vs, self.cs):
+            log[:n0] = log[0:n0:2]
+        self.ms[:n0] = merged
 
     @property
     def mean(self) -> float:
@@ -49,10 +91,93 @@ class Stat:
         """Time-weighted mean; the plain mean when there is one sample only."""
         return self.integral / self.span if self.span > 0 else self.mean
 
+    # -- windows ---------------------------------------------------------------------------
+    def value_at(self, x: float) -> float:
+        """The value at time x, linear between checkpoints, the first/last value outside them."""
+        ts, vs = self.ts, self.vs
+        k = bisect.bisect_right(ts, x) - 1
+        if k < 0:
+            return vs[0]
+        if k >= len(ts) - 1:
+            return vs[-1]
+        s = (x - ts[k]) / (ts[k + 1] - ts[k])
+        return vs[k] + s * (vs[k + 1] - vs[k])
+
+    def integral_at(self, x: float) -> float:
+        """The integral from the first sample to time x."""
+        ts, vs, cs = self.ts, self.vs, self.cs
+        k = bisect.bisect_right(ts, x) - 1
+        if k < 0:
+            return 0.0
+        if k >= len(ts) - 1:
+            return cs[-1]
+        dt = ts[k + 1] - ts[k]
+        s = (x - ts[k]) / dt
+        part = (x - ts[k]) * (vs[k] + vs[k] + s * (vs[k + 1] - vs[k])) / 2.0
+        full = dt * (vs[k] + vs[k + 1]) / 2.0
+        rise = cs[k + 1] - cs[k]  # equals `full` unless this stretch was thinned
+        return cs[k] + (rise * part / full if full else rise * s)
+
+    def covered(self, a: float, b: float) -> tuple[float, float]:
+        """The part of [a, b] inside the samples' span."""
+        return max(a, self.first_t), min(b, self.last_t)
+
+    def time_mean_over(self, a: float, b: float) -> float:
+        lo, hi = self.covered(a, b)
+        if hi > lo:
+            return (self.integral_at(hi) - self.integral_at(lo)) / (hi - lo)
+        return self.value_at(min(max(a, self.first_t), self.last_t))
+
+    def integral_over(self, a: float, b: float) -> float:
+        lo, hi = self.covered(a, b)
+        return self.integral_at(hi) - self.integral_at(lo) if hi > lo else 0.0
+
+    def rise_over(self, a: float, b: float, from_zero: bool = False) -> float:
+        """A counter's increase over [a, b]; from_zero: it read 0 at (or before) a."""
+        return self.value_at(b) - (0.0 if from_zero else self.value_at(a))
+
+    def peak_over(self, a: float, b: float) -> float:
+        ts = self.ts
+        i0, i1 = bisect.bisect_left(ts, a), bisect.bisect_right(ts, b)
+        if i1 <= i0:  # no sample inside: the values at the edges
+            return max(self.value_at(a), self.value_at(b))
+        return max(self.vs[i0], max(self.ms[i0 + 1:i1], default=float("-inf")))
+
 
 # Per-device metric families: listener names such as gpu0_power_w, cpu1_package_energy_j.
-_GPU = re.compile(r"^gpu(\d+)_(?P<field>[a-z0-9_]+)$")
-_CPU = re.compile(r"^cpu(\d+)_(?P<field>[a-z0-9_]+)$")
+_GPU = re.compile(r"^gpu(?P<index>\d+)_(?P<field>[a-z0-9_]+)$")
+_CPU = re.compile(r"^cpu(?P<index>\d+)_(?P<field>[a-z0-9_]+)$")
+# (listener field, summary name per GPU, name across GPUs): peaks take the highest GPU's,
+# averages the mean of the GPUs' own averages
+PEAKS = (("power_w", "peak_power_w", "gpu_max_peak_power_w"),
+         ("temp_c", "peak_temp_c", "gpu_max_peak_temp_c"),
+         ("mem_temp_c", None, "gpu_max_peak_mem_temp_c"),
+         ("mem_used_mib", "peak_mem_mib", "gpu_max_peak_mem_mib"),
+         ("sm_clock_mhz", None, "gpu_max_peak_sm_clock_mhz"))
+AVERAGES = (("sm_active_pct", "avg_sm_active_pct", "gpu_mean_avg_sm_active_pct"),
+            ("sm_occupancy_pct", None, "gpu_mean_avg_sm_occupancy_pct"),
+            ("tensor_active_pct", "avg_tensor_active_pct", "gpu_mean_avg_tensor_active_pct"),
+            ("dram_active_pct", "avg_dram_active_pct", "gpu_mean_avg_dram_active_pct"),
+            ("util_pct", "avg_util_pct", "gpu_mean_avg_util_pct"),
+            ("temp_c", None, "gpu_mean_avg_temp_c"))
+E2E = "e2e_"  # the whole run; unprefixed: the active phase (radt_ext/summary_names.py)
+
+
+def counts_per_s(out: dict[str, float], counts: dict[str, float] | None, seconds: float) -> None:
+    """Samples, throughput, energy and TFLOP/s per sample from the workload's counts over a window."""
+    counts = counts or {}
+    samples = counts.get("samples", 0.0)
+    if samples > 0:
+        out["samples"] = samples
+        if seconds > 0:
+            out["throughput_samples_per_s"] = samples / seconds
+        if "gpu_total_energy_j" in out:
+            out["energy_per_sample_j"] = out["gpu_total_energy_j"] / samples
+        if "cpu_energy_j" in out:
+            out["cpu_energy_per_sample_j"] = out["cpu_energy_j"] / samples
+    flops = counts.get("flops", 0.0)
+    if flops > 0 and seconds > 0:
+        out["achieved_tflops"] = flops / seconds / 1e12
 
 
 class Summaries:
@@ -79,94 +204,110 @@ class Summaries:
     def stat(self, name: str) -> Stat | None:
         return self._stats.get(name)
 
-    def _family(self, pattern: re.Pattern, field: str) -> list[Stat]:
-        out = []
+    def _gpus(self) -> dict[str, dict[str, Stat]]:
+        """{GPU index: {field: Stat}}."""
+        out: dict[str, dict[str, Stat]] = {}
         for name, stat in self._stats.items():
-            m = pattern.match(name)
-            if m and m.group("field") == field:
-                out.append(stat)
+            m = _GPU.match(name)
+            if m:
+                out.setdefault(m.group("index"), {})[m.group("field")] = stat
         return out
 
-    def _counted(self, stat: Stat) -> float:
-        return stat.last_v if self.counters_from_zero else stat.last_v - stat.first_v
-
-    def result(self, duration_s: float, progress: dict[str, float] | None = None) -> dict[str, float]:
-        """The `summary/*` values (names without the prefix). Absent sources give absent keys."""
+    def figures(self, a: float, b: float, from_zero: bool = False, energy=None) -> dict[str, float]:
+        """The hardware's figures over [a, b] (s since the epoch), names without a prefix; absent
+        sources give absent keys. from_zero: energy counters read 0 at a (the whole run). energy: a
+        radt_ext.energy.EnergySeries whose `gpu{i}_energy_j` series reach beyond these points."""
+        out: dict[str, float] = {}
         with self._lock:
-            gpu = lambda field: self._family(_GPU, field)  # noqa: E731
-            cpu = lambda field: self._family(_CPU, field)  # noqa: E731
-            out: dict[str, float] = {"duration_s": duration_s}
-
-            energy = gpu("energy_j")  # counter, J since the listener opened
-            power = gpu("power_w")
-            if energy:
-                out["gpu_energy_j"] = sum(self._counted(s) for s in energy)
+            gpus = self._gpus()
+            seconds = b - a
+            joules_per_gpu, integrated, power = [], [], []
+            for i, fields in sorted(gpus.items(), key=lambda kv: int(kv[0])):
+                counter, watts = fields.get("energy_j"), fields.get("power_w")
+                if watts is not None:
+                    integrated.append(watts.integral_over(a, b))
+                span = energy.span(f"gpu{i}_energy_j", a, b) if energy is not None else None
+                if span is not None:
+                    joules, covered = span
+                    avg = joules / covered if covered > 0 else None
+                    if avg is None and watts is not None:
+                        avg = watts.time_mean_over(a, b)
+                elif counter is not None:
+                    joules = counter.rise_over(a, b, from_zero)
+                    lo, hi = counter.covered(a, b)
+                    avg = counter.rise_over(lo, hi) / (hi - lo) if hi > lo else None
+                    if avg is None and watts is not None:
+                        avg = watts.time_mean_over(a, b)
+                elif watts is not None:  # no counter: the power integral
+                    joules, avg = integrated[-1], watts.time_mean_over(a, b)
+                else:
+                    joules = avg = None
+                if joules is not None:
+                    out[f"gpu{i}_energy_j"] = joules
+                    joules_per_gpu.append(joules)
+                if avg is not None:
+                    out[f"gpu{i}_avg_power_w"] = avg
+                    power.append(avg)
+                for fld, own, _ in PEAKS:
+                    if own and fld in fields:
+                        out[f"gpu{i}_{own}"] = fields[fld].peak_over(a, b)
+                for fld, own, _ in AVERAGES:
+                    if own and fld in fields:
+                        out[f"gpu{i}_{own}"] = fields[fld].time_mean_over(a, b)
+            if gpus:
+                out["gpu_count"] = float(len(gpus))
+            if joules_per_gpu:
+                out["gpu_total_energy_j"] = sum(joules_per_gpu)
+            if integrated:
+                out["gpu_total_energy_integrated_j"] = sum(integrated)
             if power:
-                out["gpu_energy_integrated_j"] = sum(s.integral for s in power)
-                out["gpu_avg_power_w"] = sum(s.time_mean for s in power)
-                out["gpu_peak_power_w"] = max(s.max for s in power)
-            if energy and power and all(s.span > 0 for s in energy):
-                # the counter is the better average: it integrates in hardware
-                out["gpu_avg_power_w"] = sum((s.last_v - s.first_v) / s.span for s in energy)
-            for field, key, agg in (
-                ("temp_c", "gpu_peak_temp_c", max),
-                ("mem_temp_c", "gpu_peak_mem_temp_c", max),
-                ("mem_used_mib", "gpu_peak_mem_mib", max),
-                ("sm_clock_mhz", "gpu_peak_sm_clock_mhz", max),
-            ):
-                stats = gpu(field)
-                if stats:
-                    out[key] = agg(s.max for s in stats)
-            for field, key in (
-                ("sm_active_pct", "gpu_avg_sm_active_pct"),
-                ("sm_occupancy_pct", "gpu_avg_sm_occupancy_pct"),
-                ("tensor_active_pct", "gpu_avg_tensor_active_pct"),
-                ("dram_active_pct", "gpu_avg_dram_active_pct"),
-                ("util_pct", "gpu_avg_util_pct"),
-                ("temp_c", "gpu_avg_temp_c"),
-            ):
-                stats = gpu(field)
-                if stats:
-                    out[key] = sum(s.time_mean for s in stats) / len(stats)
+                out["gpu_total_avg_power_w"] = sum(power)
+            for fld, _, across in PEAKS:
+                values = [f[fld].peak_over(a, b) for f in gpus.values() if fld in f]
+                if values:
+                    out[across] = max(values)
+            for fld, _, across in AVERAGES:
+                values = [f[fld].time_mean_over(a, b) for f in gpus.values() if fld in f]
+                if values:
+                    out[across] = sum(values) / len(values)
 
-            cpu_energy = cpu("package_energy_j") + cpu("dram_energy_j")
+            cpu_energy = [s for n, s in self._stats.items()
+                          if (m := _CPU.match(n)) and m.group("field") in ("package_energy_j", "dram_energy_j")]
             if cpu_energy:
-                out["cpu_energy_j"] = sum(self._counted(s) for s in cpu_energy)
+                out["cpu_energy_j"] = sum(s.rise_over(a, b, from_zero) for s in cpu_energy)
             for name, key in (("proc_rss_mib", "proc_peak_rss_mib"), ("host_mem_used_mib", "host_peak_mem_mib")):
                 stat = self._stats.get(name)
                 if stat:
-                    out[key] = stat.max
+                    out[key] = stat.peak_over(a, b)
             stat = self._stats.get("proc_cpu_pct")
             if stat:
-                out["proc_avg_cpu_pct"] = stat.time_mean
-
-        progress = progress or {}
-        samples = progress.get("samples", 0.0)
-        if samples > 0:
-            out["samples"] = samples
-            if duration_s > 0:
-                out["throughput_samples_per_s"] = samples / duration_s
-            if "gpu_energy_j" in out:
-                out["energy_per_sample_j"] = out["gpu_energy_j"] / samples
-            if "cpu_energy_j" in out:
-                out["cpu_energy_per_sample_j"] = out["cpu_energy_j"] / samples
-        flops = progress.get("flops", 0.0)
-        if flops > 0 and duration_s > 0:
-            out["achieved_tflops"] = flops / duration_s / 1e12
+                out["proc_avg_cpu_pct"] = stat.time_mean_over(a, b)
         return out
 
-
-def with_span_energy(out: dict[str, float], energy: dict[str, tuple[float, float]],
-                     progress: dict[str, float] | None = None) -> dict[str, float]:
-    """`out` (a `Summaries.result`) with the GPU energy of the run's own span: `gpu_energy_j` from each
-    GPU's (joules, seconds) of `radt_ext.energy.span_energy_j`, and what derives from it (the counter's
-    average power, energy per sample), in place of the difference of the points the run was handed."""
-    if not energy:
+    def result(self, start: float, end: float, active=None, active_counts: dict[str, float] | None = None,
+               e2e_counts: dict[str, float] | None = None, energy=None) -> dict[str, float]:
+        """The `summary/*` values (names without the prefix) of a run spanning [start, end]:
+        `e2e_*` over the whole run, unprefixed over `active` (a radt_ext.active.Window; the whole run
+        when None); counts = the workload's {samples, flops} over each."""
+        whole = self.figures(start, end, from_zero=self.counters_from_zero, energy=energy)
+        counts_per_s(whole, e2e_counts, end - start)
+        out = {E2E + k: v for k, v in whole.items()}
+        out["e2e_duration_s"] = max(0.0, end - start)
+        if active is None:
+            a, b = start, end
+        else:
+            a, b = max(active.start, start), min(active.end, end)
+        b = max(a, b)
+        if (a, b) == (start, end):
+            mine = dict(whole)
+            counts_per_s(mine, active_counts if active_counts is not None else e2e_counts, b - a)
+        else:
+            mine = self.figures(a, b, energy=energy)
+            counts_per_s(mine, active_counts, b - a)
+        out.update(mine)
+        out["active_s"] = b - a
+        out["startup_s"] = a - start
+        if end > start:
+            out["startup_share_pct"] = 100.0 * (a - start) / (end - start)
         return out
-    out["gpu_energy_j"] = sum(j for j, _ in energy.values())
-    if "gpu_avg_power_w" in out and all(s > 0 for _, s in energy.values()):
-        out["gpu_avg_power_w"] = sum(j / s for j, s in energy.values())  # the counter integrates in hardware
-    samples = (progress or {}).get("samples", 0.0)
-    if samples > 0:
-        out["energy_per_sample_j"] = out["gpu_energy_j"] / samples
-    return out
+

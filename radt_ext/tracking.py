@@ -58,7 +58,7 @@ def track(listeners: str | None = None, interval: float | None = None, run_name:
     own = mlflow.active_run() is None
     run = mlflow.active_run() or mlflow.start_run(run_name=run_name)
     mlflow.set_tags({**machine.describe(), **(tags or {})})
-    progress = os.path.join(tempfile.mkdtemp(prefix="radt-ext-"), "progress.json")
+    progress = os.path.join(tempfile.mkdtemp(prefix="radt-ext-"), "progress.jsonl")
     previous_progress = os.environ.get(PROGRESS_ENV)
     os.environ[PROGRESS_ENV] = progress
     cmd = [sys.executable, "-m", "radt_ext.monitor_process", "--run-id", run.info.run_id,

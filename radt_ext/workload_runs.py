@@ -5,8 +5,9 @@ The workload's `mlflow.start_run()` (and autologging, Lightning's `MLFlowLogger`
 in a file and tags it (run_context.py). This tracker reads the announcements, finds the runs in the
 store by their tag, follows them until they end, and hands every point to each run whose span
 [start, end] holds it: a nested run and its parent both get the points of the child's span. Each
-run gets `system/*` points (step = ms since that run started) and `summary/*` over its own span,
-logged when it ends; its status stays the workload's, unless the workload dies with the run still
+run gets `system/*` points (step = ms since that run started) and `summary/*` over its own span and
+its own active phase (radt_ext/active.py: the workload's phase marks or progress inside the run's span,
+else the metrics the run logged itself), logged when it ends; its status stays the workload's, unless the workload dies with the run still
 RUNNING, when the run gets the command's status.
 
 Points wait in memory until their routing is known. A point read at time t is routed once nothing
@@ -25,10 +26,12 @@ from dataclasses import dataclass, field
 
 from mlflow.entities import Metric, ViewType
 
+from radt_ext import active
 from radt_ext.energy import ENERGY, EnergySeries
 from radt_ext.markers import TAG_MONITOR_RUN, TAG_START_ID
 from radt_ext.point_filter import PointFilter
-from radt_ext.summaries import Summaries, with_span_energy
+from radt_ext.progress import read_marks
+from radt_ext.summaries import Summaries
 from radt_ext.writer import MetricWriter, first_line
 
 log = logging.getLogger(__name__)
@@ -59,7 +62,8 @@ class WorkloadRun:
 
 class WorkloadRuns:
     def __init__(self, client, tracking_uri: str, monitor_run_id: str, starts_path: str,
-                 tags: dict[str, str] | None = None, poll: float = POLL_S, lag: float = ROUTE_LAG_S):
+                 tags: dict[str, str] | None = None, poll: float = POLL_S, lag: float = ROUTE_LAG_S,
+                 progress_path: str | None = None):
         self.client = client
         self.tracking_uri = tracking_uri
         self.monitor_run_id = monitor_run_id
@@ -67,6 +71,7 @@ class WorkloadRuns:
         self.tags = dict(tags or {})  # logged on each run when it ends (machine description, listeners)
         self.poll = poll
         self.lag = lag
+        self.progress_path = progress_path  # the workload's progress and phase marks (radt_ext.progress)
         self.runs: dict[str, WorkloadRun] = {}  # every run found, in order of start
         self.errors: list[str] = []
         self._open: list[WorkloadRun] = []  # found and not yet finalised
@@ -230,9 +235,19 @@ class WorkloadRuns:
         run.points.flush()
         run.writer.close()
         end = run.end if run.end is not None else time.time()
-        summary = with_span_energy(run.summaries.result(max(0.0, end - run.start)), self.energy.over(run.start, end))
+        end = max(end, run.start)
+
+        def logged():
+            try:
+                return active.logged_span(self.client, [run.run_id])
+            except Exception:
+                return None  # the store is away: the whole run then
+
+        summary, window = active.summarise(run.summaries, run.start, end, read_marks(self.progress_path), logged,
+                                            energy=self.energy)
         metrics = [Metric(f"summary/{k}", float(v), int(end * 1000), 0) for k, v in summary.items()]
         tags = dict(self.tags)
+        tags.update(active.tags(window))
         tags["radt_ext.metrics_sent"] = str(run.writer.sent)
         tags["radt_ext.metrics_stored"] = str(run.writer.stored)
         tags["radt_ext.metrics_repeated"] = str(run.points.held_back)

@@ -93,6 +93,33 @@ def child_metrics(name: str, parts: dict[int, Attribution], samples: float, t0: 
     return metrics
 
 
+def energy_in(timeline, a: float, b: float) -> float:
+    """Energy of a share's (interval end, W) timeline inside [a, b]; each interval starts where the one
+    before it ended (the first one counts from its own end)."""
+    out, prev = 0.0, None
+    for t, w in timeline:
+        if prev is not None:
+            lo, hi = max(prev, a), min(t, b)
+            if hi > lo:
+                out += w * (hi - lo)
+        prev = t
+    return out
+
+
+def overlap_metrics(name: str, parts: dict[int, Attribution], samples: float,
+                    window: tuple[float, float]) -> list[Metric]:
+    """A workload's attributed energy (and J/sample) over the group's overlap window."""
+    mine = [a.shares[name] for a in parts.values() if name in a.shares]
+    if not mine:
+        return []
+    now_ms = int(time.time() * 1000)
+    energy = sum(energy_in(s.timeline, *window) for s in mine)
+    values = {"overlap_gpu_energy_attributed_j": energy}
+    if samples > 0:
+        values["overlap_energy_per_sample_attributed_j"] = energy / samples
+    return [Metric(f"summary/{k}", float(v), now_ms, 0) for k, v in values.items()]
+
+
 def parent_summary(parts: dict[int, Attribution], samples_by_name: dict[str, float]) -> dict[str, float]:
     """The group's side of the split: idle, unattributed, and each workload's part by name."""
     if not parts:

@@ -18,7 +18,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
 from listeners import registry
 from listeners.base import ListenerError, Target
 from listeners.devices import identities as device_identities
-from radt_ext import machine
+from radt_ext import active, machine
 from radt_ext.collocation import energy_split
 from radt_ext.collocation import mig as mig_mod
 from radt_ext.collocation.modes import CPU, Group, Workload, check, metric_name
@@ -28,6 +28,7 @@ from radt_ext.recorder import Recorder, select_listeners
 from radt_ext.report import log_report
 from radt_ext.session import WorkloadSession, WorkloadSpec, connect, experiment_id_for, exit_code, tracking_uri
 from radt_ext.signals import SignalRelay
+from radt_ext.summaries import E2E, counts_per_s
 from radt_ext.watchdog import owner_tags
 
 DEVICE_LISTENERS = ("nvml", "gpm", "smi", "dcgm", "rapl")
@@ -268,7 +269,8 @@ class GroupRunner:
                 daemon.quit()  # before the parent's last tags, so they carry its answer
         return self._close(recorder, t0)
 
-    def _split_energy(self, recorder: Recorder, t0: float, summary: dict[str, float]) -> str | None:
+    def _split_energy(self, recorder: Recorder, t0: float, summary: dict[str, float],
+                      overlap: tuple[float, float] | None = None) -> str | None:
         """Each child's share of the GPU energy onto its run, the group's side into `summary`;
         returns why it failed (never raises: the group's own results come first)."""
         g = self.group
@@ -277,10 +279,13 @@ class GroupRunner:
                                        s.recorder.series if s.recorder is not None else {}, w.mig)
                     for w, s, r in zip(g.workloads, self.sessions, self.results)]
             parts = energy_split.split(g.devices, recorder.series, kids)
-            samples = {r.name: r.summary.get("samples", 0.0) for r in self.results}
+            samples = {r.name: r.summary.get("e2e_samples", 0.0) for r in self.results}
             summary.update(energy_split.parent_summary(parts, samples))
             for r in self.results:
                 metrics = energy_split.child_metrics(r.name, parts, samples[r.name], t0)
+                if overlap is not None:  # the same over the window in which all the group's workloads are active
+                    metrics += energy_split.overlap_metrics(r.name, parts, r.summary.get("overlap_samples", 0.0),
+                                                            overlap)
                 for i in range(0, len(metrics), 1000):
                     self.client.log_batch(r.run_id, metrics=metrics[i:i + 1000])
                 # the window the split used, so it can be recomputed from the store
@@ -291,6 +296,51 @@ class GroupRunner:
             return f"{type(exc).__name__}: {exc}"
         return None
 
+    def _overlap_figures(self, recorder: Recorder, overlap: tuple[float, float], windows, summary: dict,
+                         now: int) -> None:
+        """The window in which every workload of the group is active: its span and the GPU's figures over
+        it on the parent, each workload's throughput over it on its run."""
+        a, b = overlap
+        seconds = b - a
+        summary["overlap_s"] = seconds
+        summary["overlap_start_s"] = a - (recorder.started or a)
+        for key, value in recorder.summaries.figures(a, b).items():
+            if key.startswith("gpu_total_") or key.startswith("gpu_mean_avg_"):
+                summary[f"overlap_{key}"] = value
+        for r, s, _ in windows:
+            mine = {"overlap_s": seconds}
+            samples = active.counts(s.marks, a, b).get("samples", 0.0)
+            if samples > 0:
+                mine["overlap_samples"] = samples
+                mine["overlap_throughput_samples_per_s"] = samples / seconds
+            r.summary.update(mine)
+            if "overlap_throughput_samples_per_s" in mine:
+                summary[f"{metric_name(r.name)}_overlap_throughput_samples_per_s"] = \
+                    mine["overlap_throughput_samples_per_s"]
+            tags = {"collocation.overlap_start": f"{a:.3f}", "collocation.overlap_end": f"{b:.3f}"}
+            with contextlib.suppress(Exception):
+                self.client.log_batch(r.run_id, metrics=[Metric(f"summary/{k}", float(v), now, 0)
+                                                         for k, v in mine.items()],
+                                      tags=[RunTag(k, v) for k, v in tags.items()])
+
+    def _slowdown(self, r: ChildResult, base: tuple) -> tuple[float | None, str]:
+        """Alone ÷ collocated: active-phase throughput alone over throughput in the group's overlap; without
+        progress, the active spans' ratio; for runs recorded without either, the durations' ratio."""
+        try:
+            alone = self.client.get_run(base[0]).data.metrics
+        except Exception:
+            alone = {}
+        thr = alone.get("summary/throughput_samples_per_s") if "summary/active_s" in alone else None
+        co = r.summary.get("overlap_throughput_samples_per_s")
+        if thr and co:
+            return thr / co, "overlap_throughput"
+        if alone.get("summary/active_s") and r.summary.get("active_s"):
+            return r.summary["active_s"] / alone["summary/active_s"], "active_s"
+        duration = r.summary.get("e2e_duration_s")
+        if duration and base[1] > 0:
+            return duration / base[1], "duration"
+        return None, ""
+
     def _fail_unstarted(self, status: str) -> None:
         for s, r in zip(self.sessions, self.results):
             if s.proc is None and r.status == "SCHEDULED":
@@ -299,38 +349,56 @@ class GroupRunner:
                     self.client.set_terminated(s.run_id, status)
 
     # -- after -----------------------------------------------------------------------
+    def _windows(self) -> list[tuple[ChildResult, _Session, active.Window]]:
+        return [(r, s, s.recorder.window) for s, r in zip(self.sessions, self.results)
+                if s.recorder is not None and s.recorder.window is not None]
+
     def _close(self, recorder: Recorder, t0: float) -> GroupResult:
         g = self.group
         ends = [r.ended for r in self.results if r.ended]
         makespan = (max(ends) - t0) if ends else 0.0
-        samples = sum(r.summary.get("samples", 0.0) for r in self.results)
-        summary = recorder.summary({"samples": samples} if samples else None)
+        windows = self._windows()
+        # the group's active phase: from the first workload's active start to the last one's end
+        group_window = None
+        if windows:
+            source = windows[0][2].source if len({w.source for _, _, w in windows}) == 1 else "mixed"
+            group_window = active.Window(min(w.start for _, _, w in windows), max(w.end for _, _, w in windows),
+                                         source)
+        active_samples = sum(r.summary.get("samples", 0.0) for r in self.results)
+        all_samples = sum(r.summary.get("e2e_samples", 0.0) for r in self.results)
+        recorder.stopped = recorder.stopped or time.time()
+        summary, recorder.window = active.summarise(recorder.summaries, recorder.started or t0, recorder.stopped,
+                                                    window=group_window)
+        counts_per_s(summary, {"samples": active_samples} if active_samples else None, summary["active_s"])
+        whole = {k[len(E2E):]: v for k, v in summary.items() if k.startswith(E2E)}
+        counts_per_s(whole, {"samples": all_samples} if all_samples else None, makespan)
+        summary.update({E2E + k: v for k, v in whole.items()})
         summary["makespan_s"] = makespan
-        if samples and makespan > 0:
-            summary["throughput_samples_per_s"] = samples / makespan
-            if "gpu_energy_j" in summary:
-                summary["energy_per_sample_j"] = summary["gpu_energy_j"] / samples
         starts = [r.started for r in self.results if r.started]
         if len(starts) > 1 and g.mode != "exclusive":
             summary["start_skew_s"] = max(starts) - min(starts)
-        slowdowns = []
+        overlap = active.overlap([w for _, _, w in windows]) if g.mode != "exclusive" and len(windows) > 1 else None
         now = int(time.time() * 1000)
+        if overlap is not None:
+            self._overlap_figures(recorder, overlap, windows, summary, now)
+        slowdowns = []
         for r in self.results:
             base = g.baselines.get(r.name)
-            duration = r.summary.get("duration_s")
-            if base and duration and base[1] > 0 and r.status == "FINISHED":
-                r.slowdown = duration / base[1]
-                slowdowns.append(r.slowdown)
-                summary[f"{metric_name(r.name)}_slowdown_ratio"] = r.slowdown
-                with contextlib.suppress(Exception):
-                    self.client.log_batch(r.run_id, metrics=[Metric("summary/slowdown_ratio", r.slowdown, now, 0)],
-                                          tags=[RunTag("baseline_run_id", base[0])])
+            if base and r.status == "FINISHED":
+                r.slowdown, basis = self._slowdown(r, base)
+                if r.slowdown is not None:
+                    slowdowns.append(r.slowdown)
+                    summary[f"{metric_name(r.name)}_slowdown_ratio"] = r.slowdown
+                    with contextlib.suppress(Exception):
+                        self.client.log_batch(r.run_id, metrics=[Metric("summary/slowdown_ratio", r.slowdown, now, 0)],
+                                              tags=[RunTag("baseline_run_id", base[0]),
+                                                    RunTag("collocation.slowdown_basis", basis)])
             if "throughput_samples_per_s" in r.summary:
                 summary[f"{metric_name(r.name)}_throughput_samples_per_s"] = r.summary["throughput_samples_per_s"]
         if slowdowns:
             summary["avg_slowdown_ratio"] = sum(slowdowns) / len(slowdowns)
             summary["max_slowdown_ratio"] = max(slowdowns)
-        split_error = self._split_energy(recorder, t0, summary)
+        split_error = self._split_energy(recorder, t0, summary, overlap)
         statuses = [r.status for r in self.results]
         if self.stopping or "KILLED" in statuses:
             status = "KILLED"

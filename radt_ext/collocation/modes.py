@@ -39,7 +39,8 @@ class Group:
     child_tags: dict[str, str] = field(default_factory=dict)  # added to every child
     tracking_uri: str | None = None
     allow_mig_reconfigure: bool = False
-    # workload name -> (exclusive run id, its summary/duration_s): slowdowns are computed against these
+    # workload name -> (exclusive run id, its summary/e2e_duration_s): slowdowns are computed against these runs
+    # (their active-phase throughput, see GroupRunner._slowdown)
     baselines: dict[str, tuple[str, float]] = field(default_factory=dict)
 
     @property

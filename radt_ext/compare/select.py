@@ -55,7 +55,7 @@ def _search(client, experiment_ids: list[str], filter_string: str | None) -> lis
     except MlflowException as exc:
         first = (str(exc.message if hasattr(exc, "message") else exc).strip().splitlines() or [""])[0]
         raise UsageError(f"--filter {filter_string!r} is not valid MLflow search syntax ({first[:200]}); "
-                         "write e.g. \"tags.variant = 'amp' and metrics.`summary/duration_s` < 60\"") from None
+                         "write e.g. \"tags.variant = 'amp' and metrics.`summary/e2e_duration_s` < 60\"") from None
 
 
 def pick_baseline(client, runs: list, baseline: str | None):

@@ -5,15 +5,13 @@ import math
 from dataclasses import dataclass
 
 from radt_ext.report.data import run_name
+from radt_ext.summary_names import HEADLINE, OLD_NAMES, upgrade
 
 SUMMARY = "summary/"
-# the order metrics are shown in when present; the rest of summary/* follows alphabetically
-PREFERRED = ["duration_s", "gpu_energy_j", "gpu_energy_integrated_j", "cpu_energy_j", "energy_per_sample_j",
-             "throughput_samples_per_s", "gpu_avg_power_w", "gpu_peak_power_w", "gpu_peak_temp_c",
-             "gpu_avg_temp_c", "gpu_avg_sm_active_pct", "gpu_avg_tensor_active_pct", "gpu_peak_mem_mib",
-             "achieved_tflops", "proc_avg_cpu_pct", "proc_peak_rss_mib"]
+# the order metrics are shown in when present (active phase first); the rest of summary/* follows alphabetically
+PREFERRED = HEADLINE
 HIGHER_IS_BETTER = ("throughput", "tflops", "accuracy", "sm_active", "tensor_active", "samples_per_s", "speedup")
-LOWER_IS_BETTER = ("duration", "energy", "power", "temp", "_per_sample_j", "time_s", "loss", "rss", "mem_mib",
+LOWER_IS_BETTER = ("duration", "startup", "energy", "power", "temp", "_per_sample_j", "time_s", "loss", "rss", "mem_mib",
                    "slowdown")
 
 
@@ -32,7 +30,7 @@ class Comparison:
     runs: list  # mlflow Run objects, the baseline first
     baseline_id: str
     baseline_how: str
-    metrics: list[str]  # full metric keys, e.g. summary/duration_s
+    metrics: list[str]  # full metric keys, e.g. summary/e2e_duration_s
     values: dict[str, dict[str, float]]  # metric -> run_id -> value
 
     def value(self, metric: str, run_id: str) -> float | None:
@@ -69,17 +67,21 @@ def _key(metric: str, available: set[str]) -> str:
         return metric
     if SUMMARY + metric in available:
         return SUMMARY + metric
+    name = metric[len(SUMMARY):] if metric.startswith(SUMMARY) else metric
+    if name in OLD_NAMES:  # an old name asked for: today's name of the same figure
+        return SUMMARY + OLD_NAMES[name]
     return metric
 
 
 def compare_runs(runs: list, baseline, baseline_how: str, metrics: list[str] | None = None) -> Comparison:
     ordered = [baseline] + [r for r in runs if r.info.run_id != baseline.info.run_id]
-    available = {k for r in ordered for k in r.data.metrics}
+    recorded = {r.info.run_id: upgrade(dict(r.data.metrics)) for r in ordered}  # old names read as today's
+    available = {k for m in recorded.values() for k in m}
     if metrics:
         keys = [_key(m, available) for m in metrics]
     else:
         summaries = {k[len(SUMMARY):] for k in available if k.startswith(SUMMARY)}
         keys = [SUMMARY + m for m in PREFERRED if m in summaries]
         keys += [SUMMARY + m for m in sorted(summaries - set(PREFERRED))]
-    values = {k: {r.info.run_id: r.data.metrics[k] for r in ordered if k in r.data.metrics} for k in keys}
+    values = {k: {rid: m[k] for rid, m in recorded.items() if k in m} for k in keys}
     return Comparison(ordered, baseline.info.run_id, baseline_how, keys, values)

@@ -12,6 +12,8 @@ from radt_ext.ops import NET_WINDOW_S, WINDOW_S
 
 DATASET = "docs/ops/dataset.csv.gz"
 VALIDATION = "docs/ops/validation.json"
+HELDOUT = "docs/ops/heldout/lofo.json"
+INTERVAL_ERROR = (0.15, 0.15)  # without the file: the goal's 90th percentile
 
 
 @click.group()
@@ -137,11 +139,17 @@ def check(path):
 @ops.command()
 @click.option("--dataset", "path", default=DATASET, show_default=True)
 @click.option("--out", default=None, help="write the summary JSON here (and the cases as CSV beside it)")
-def validate(path, out):
+@click.option("--hold-out", type=click.Choice(["model", "family"]), default="model", show_default=True,
+              help="what each fit leaves out: one model, or its whole family (closer to a network never seen)")
+@click.option("--method", type=click.Choice(["roofline", "fitted"]), default="roofline", show_default=True,
+              help="how an operation moves between GPUs: from its measurement and the GPUs' specifications, "
+                   "or by regressors fitted on the dataset")
+def validate(path, out, hold_out, method):
     """Leave-one-model-out validation of the predictor: median and worst errors, best-GPU accuracy."""
     from radt_ext.ops import dataset as ds, predict
 
-    res = predict.validate(ds.load(path), progress=lambda m: click.echo(f"  held out {m}", err=True))
+    res = predict.validate(ds.load(path), progress=lambda m: click.echo(f"  held out {m}", err=True),
+                           hold_out=hold_out, method=method)
     summ = predict.summary(res)
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
@@ -182,14 +190,30 @@ def best_gpu(profile, by, gpus, path, tolerance):
         tolerance = _tolerance(by)
     rows = prof.table.assign(precision=prof.meta.get("precision"))
     models = predict.fit(data)
-    preds = [predict.predict(models, rows, source, t) for t in dict.fromkeys([source, *targets])]
+    error = _interval_error()
+    preds = [predict.predict(models, rows, source, t, error=error) for t in dict.fromkeys([source, *targets])]
     table = Table("rank", "gpu", "time ms/step", "energy J/step", "EDP J·s", "",
                   title=f"{prof.meta.get('model')} b{prof.meta.get('batch')} {prof.meta.get('precision')} "
                         f"{prof.meta.get('mode')}, profiled on {source}; by {by}, tie within {tolerance:.0%}")
-    for r, p, note in predict.rank(preds, by, tolerance):
-        table.add_row(str(r), p.gpu, f"{p.time_ms:.4g}", f"{p.energy_mj / 1e3:.4g}", f"{p.edp / 1e6:.4g}",
+
+    def cell(p, by, scale):
+        lo, hi = p.interval(by)
+        return f"{p.value(by) / scale:.4g} ({lo / scale:.4g}–{hi / scale:.4g})"
+
+    ranked = predict.rank(preds, by, tolerance)
+    for r, p, note in ranked:
+        table.add_row(str(r), p.gpu, cell(p, "time", 1), cell(p, "energy", 1e3), cell(p, "edp", 1e6),
                       " ".join(x for x in (note, "measured" if p.measured else "predicted") if x))
-    Console(width=140).print(table)
+    Console(width=160).print(table)
+    click.echo(f"intervals: the profile's measured spread ({preds[0].spread:.1%}) plus the predictor's error "
+               f"on networks of families it was not fitted on (90th percentile: time {error[0]:.1%}, energy "
+               f"{error[1]:.1%})")
+    if len(ranked) > 1:
+        lo_best, hi_best = ranked[0][1].interval(by)
+        lo_next, _ = ranked[1][1].interval(by)
+        if lo_next <= hi_best:
+            click.echo(f"the intervals of {ranked[0][1].gpu} and {ranked[1][1].gpu} overlap: the ranking by {by} "
+                       f"is not certain for this workload")
 
 
 def _measured_gpu(name: str, measured: list[str], what: str) -> str:
@@ -201,6 +225,16 @@ def _measured_gpu(name: str, measured: list[str], what: str) -> str:
         raise UsageError(f"{what} {short}, which the dataset has no profiles from: the predictor moves workloads "
                          f"only between GPUs it has measured ({', '.join(measured)}); profile on {short} first")
     return short
+
+
+def _interval_error() -> tuple[float, float]:
+    """The predictor's 90th-percentile error with the network's family held out (time, energy)."""
+    path = Path(__file__).resolve().parents[2] / HELDOUT
+    try:
+        e = json.loads(path.read_text())["interval"]
+        return float(e["time"]), float(e["energy"])
+    except (OSError, KeyError, ValueError):
+        return INTERVAL_ERROR
 
 
 def _tolerance(by: str) -> float:

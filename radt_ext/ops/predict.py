@@ -1,13 +1,26 @@
 """Predict a workload's whole-network time and energy on another GPU from its profile on one GPU.
 
-Per operation type, two scikit-learn regressors fitted on every operation measured on two GPUs:
-the log ratio of its time on GPU B to its time on GPU A, and the same for its mean power, on the
-operation's FLOPs, bytes, arithmetic intensity, phase, precision, its measured time and power on A,
-and the B/A ratios of the GPUs' specifications (peak TFLOPs, memory bandwidth, power limit, SM
-count, clock, roofline time). A profile measured on GPU A moves to GPU B operation by
-operation: each operation's measured time and energy on A is scaled by the predicted B/A ratio,
-and the network by the count-weighted mean of its operations' ratios (so what the operations
-do not explain — launch gaps, overlap — is carried over from A's measurement).
+A profile measured on GPU A moves to GPU B operation by operation, and the network by the
+count-weighted mean of its operations' ratios per phase (so what the operations do not explain —
+overlap — is carried over from A's measurement, and a network's time above its summed operations,
+launch gaps, is carried over unchanged: the host does not get faster with the GPU).
+
+Two ways to get an operation's B/A ratio (`fit(df, method=...)`):
+- `roofline` (the default): from the operation's own measurement and the two GPUs' specifications. The
+  share of its time on A that its bytes need at A's memory bandwidth moves at B's bandwidth (or, where
+  its FLOPs at A's peak need the larger share, that share at B's peak), and the rest — launches,
+  latency, what neither explains — carries over unchanged. Its mean power moves by one factor per pair
+  of GPUs: the median power ratio (weighted by energy) over every operation the dataset measured on both
+  (H200/H100 0.97: the GPUs share power limit and clocks). Nothing else is fitted, so no network's own
+  operations shape its prediction.
+- `fitted`: per operation type, two scikit-learn regressors fitted on every operation measured on two
+  GPUs: the log ratio of its time on B to its time on A, and the same for its mean power, on the
+  operation's FLOPs, bytes, arithmetic intensity, phase, precision, its measured time and power on A,
+  and the B/A ratios of the GPUs' specifications. Within the catalog's families it errs a median
+  2.3 %; on a family it was not fitted on, more (docs/ops.md).
+
+Every prediction carries an interval: the source profile's measured spread (how far its network rounds
+disagreed) plus the predictor's own error (its 90th percentile with the network's family held out).
 """
 from __future__ import annotations
 
@@ -25,9 +38,16 @@ PHASES = {"forward": 0, "backward": 1, "inference": 2}
 ELEMENT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 MIN_ROWS = 30  # an op type with fewer training rows uses the model of all types
 METRICS = ("time", "energy", "edp")
+METHODS = ("roofline", "fitted")
 
 
 PAIR_KEY = ["model", "batch", "precision", "mode", "order", "phase"]
+# the catalog's architecture families: a family is held out whole to stand for a network never seen
+FAMILIES = {"resnet18": "resnet", "resnet50": "resnet"}
+
+
+def family(model: str) -> str:
+    return FAMILIES.get(model, model)
 
 
 def _roofline_ms(rows: pd.DataFrame, spec: GpuSpec) -> np.ndarray:
@@ -61,6 +81,22 @@ def features(rows: pd.DataFrame, source: GpuSpec, target: GpuSpec) -> pd.DataFra
     }, index=rows.index)
 
 
+def roofline_ratio(rows: pd.DataFrame, source: GpuSpec, target: GpuSpec) -> np.ndarray:
+    """Each operation's time on `target` over its time on `source`: the share of its measured time that
+    its bytes need at the source's bandwidth (`memory`) or its FLOPs at the source's peak (`compute`),
+    whichever is larger, moves at the target's figure; the rest carries over unchanged."""
+    seconds = rows["time_ms"].astype(float).clip(lower=1e-9).to_numpy() * 1e-3
+    nbytes = rows["bytes"].astype(float).clip(lower=0).fillna(0).to_numpy()
+    flops = rows["flops"].astype(float).clip(lower=0).fillna(0).to_numpy()
+    peak_s = rows["precision"].map(lambda p: source.peak_tflops(p)).astype(float).to_numpy() * 1e12
+    peak_t = rows["precision"].map(lambda p: target.peak_tflops(p)).astype(float).to_numpy() * 1e12
+    memory = np.minimum(1.0, nbytes / (source.mem_bandwidth_gbs * 1e9) / seconds)
+    compute = np.minimum(1.0, flops / peak_s / seconds)
+    bound = np.maximum(memory, compute)
+    scale = np.where(memory >= compute, source.mem_bandwidth_gbs / target.mem_bandwidth_gbs, peak_s / peak_t)
+    return 1.0 - bound + bound * scale
+
+
 def _regressor():
     from sklearn.ensemble import GradientBoostingRegressor
 
@@ -70,9 +106,11 @@ def _regressor():
 
 @dataclass
 class OpModels:
-    """Per-op-type regressors of log(target/source) for time and for power, and a fallback for all types."""
+    """Per-op-type regressors of log(target/source) for time and for power, and a fallback for all types;
+    or, with `method="roofline"`, none: the ratios come from the operations and the GPUs' specifications."""
     time: dict = field(default_factory=dict)
     power: dict = field(default_factory=dict)
+    method: str = "fitted"
 
     def _apply(self, table: dict, rows: pd.DataFrame, source: GpuSpec, target: GpuSpec) -> np.ndarray:
         x = features(rows, source, target)
@@ -84,9 +122,13 @@ class OpModels:
         return out
 
     def time_ratio(self, rows, source, target) -> np.ndarray:
+        if self.method == "roofline":
+            return roofline_ratio(rows, source, target)
         return 10 ** self._apply(self.time, rows, source, target)
 
     def power_ratio(self, rows, source, target) -> np.ndarray:
+        if self.method == "roofline":
+            return np.full(len(rows), self.power.get((source.short, target.short), 1.0))
         return 10 ** self._apply(self.power, rows, source, target)
 
 
@@ -109,7 +151,7 @@ def pairs(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray, np.
         for b in gpus:
             if a == b:
                 continue
-            m = rows[rows.gpu == a].merge(rows[rows.gpu == b][PAIR_KEY + ["time_ms", "energy_mj"]],
+            m = rows[rows.gpu == a].merge(rows[rows.gpu == b][PAIR_KEY + ["gpu", "time_ms", "energy_mj"]],
                                           on=PAIR_KEY, suffixes=("", "_b"))
             if m.empty:
                 continue
@@ -124,9 +166,28 @@ def pairs(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray, np.
             np.concatenate(yp))
 
 
-def fit(df: pd.DataFrame) -> OpModels:
-    """Fit the per-op-type models on every pair of GPUs that measured the same operation."""
+def power_factors(src: pd.DataFrame, y_power: np.ndarray) -> dict:
+    """{(source, target): the energy-weighted median of the operations' power ratios} (see `pairs`)."""
+    out = {}
+    ok = np.isfinite(y_power)
+    for (a, b), idx in src[ok].groupby(["gpu", "gpu_b"]).indices.items():
+        y = y_power[ok][idx]
+        w = (src.energy_mj * src["count"]).to_numpy()[ok][idx].clip(min=0)
+        order = np.argsort(y)
+        cum = np.cumsum(w[order])
+        if cum[-1] > 0:
+            out[(lookup(a).short, lookup(b).short)] = float(10 ** y[order][np.searchsorted(cum, cum[-1] / 2)])
+    return out
+
+
+def fit(df: pd.DataFrame, method: str = "roofline") -> OpModels:
+    """The per-operation models: fitted per op type on every pair of GPUs that measured the same
+    operation (`fitted`), or only one power factor per pair of GPUs (`roofline`)."""
+    if method not in METHODS:
+        raise UsageError(f"unknown prediction method {method!r}; choose {' or '.join(METHODS)}")
     x, src, y_time, y_power = pairs(df)
+    if method == "roofline":
+        return OpModels(power=power_factors(src, y_power), method="roofline")
     models = OpModels()
     groups = [("*", np.arange(len(src)))] + [(op, idx) for op, idx in _by_op(src) if len(idx) >= MIN_ROWS]
     for op, idx in groups:
@@ -143,6 +204,9 @@ class Prediction:
     time_ms: float  # per step (training: forward + backward)
     energy_mj: float
     measured: bool = False  # the source GPU's own measurement
+    spread: float = 0.0  # the source profile's network rounds: (largest - smallest) / median, time-weighted
+    error: tuple[float, float] = (0.0, 0.0)  # the predictor's relative error allowed for (time, energy)
+    energy_spread: float | None = None  # the same of the rounds' energy per call (None: `spread` stands for it)
 
     @property
     def edp(self) -> float:
@@ -151,15 +215,43 @@ class Prediction:
     def value(self, by: str) -> float:
         return {"time": self.time_ms, "energy": self.energy_mj, "edp": self.edp}[by]
 
+    def interval(self, by: str) -> tuple[float, float]:
+        """(low, high) of `by`: the value ± (the source's spread of time or of energy + the predictor's error)."""
+        if by == "edp":
+            (tl, th), (el, eh) = self.interval("time"), self.interval("energy")
+            return tl * el, th * eh
+        measured = self.spread if by == "time" or self.energy_spread is None else self.energy_spread
+        width = measured + self.error[0 if by == "time" else 1]
+        v = self.value(by)
+        return max(0.0, v * (1 - width)), v * (1 + width)
 
-def predict(models: OpModels, rows: pd.DataFrame, source: str, target: str) -> Prediction:
-    """Move one profile's rows (measured on `source`) to GPU `target`."""
+
+def spread(rows: pd.DataFrame, column: str = "spread") -> float:
+    """A profile's measured spread per step: its network phases' round spreads (`spread` of time, weighted by
+    time; `energy_spread`, weighted by energy), 0 where the profile predates the column."""
+    net = rows[rows.op == "network"]
+    w = net["time_ms" if column == "spread" else "energy_mj"].astype(float)
+    s = net[column].astype(float).fillna(0.0) if column in net else pd.Series(0.0, index=net.index)
+    return float((s * w).sum() / w.sum()) if w.sum() > 0 else 0.0
+
+
+def _energy_spread(rows: pd.DataFrame) -> float | None:
+    net = rows[rows.op == "network"]
+    has = "energy_spread" in net and net.energy_spread.notna().any()
+    return spread(rows, "energy_spread") if has else None
+
+
+def predict(models: OpModels, rows: pd.DataFrame, source: str, target: str,
+            error: tuple[float, float] = (0.0, 0.0)) -> Prediction:
+    """Move one profile's rows (measured on `source`) to GPU `target`; its interval is the profile's
+    measured spread plus `error` (the predictor's relative error for time and energy)."""
     src, tgt = lookup(source), lookup(target)
     net = rows[rows.op == "network"]
     if net.empty:
         raise UsageError("the profile has no whole-network rows to scale")
     if src == tgt:
-        return Prediction(tgt.short, *_net(rows), measured=True)
+        return Prediction(tgt.short, *_net(rows), measured=True, spread=spread(rows),
+                          energy_spread=_energy_spread(rows))
     ops = operation_rows(rows)
     ratio_t = models.time_ratio(ops, src, tgt)
     ratio_p = models.power_ratio(ops, src, tgt)
@@ -172,11 +264,13 @@ def predict(models: OpModels, rows: pd.DataFrame, source: str, target: str) -> P
         mine = phases == row.phase
         if not mine.any():
             continue
-        time_ms += row.time_ms * (t_src[mine] * ratio_t[mine]).sum() / t_src[mine].sum()
+        gap = max(0.0, row.time_ms - t_src[mine].sum())  # the network's time beyond its operations: the host's
+        time_ms += (row.time_ms - gap) * (t_src[mine] * ratio_t[mine]).sum() / t_src[mine].sum() + gap
         e = e_src[mine]
         energy_mj += row.energy_mj * (e * r_e[mine]).sum() / e.sum() if np.isfinite(e).all() and e.sum() > 0 \
             else math.nan
-    return Prediction(tgt.short, float(time_ms), float(energy_mj))
+    return Prediction(tgt.short, float(time_ms), float(energy_mj), spread=spread(rows), error=tuple(error),
+                      energy_spread=_energy_spread(rows))
 
 
 def rank(predictions: list[Prediction], by: str, tolerance: float) -> list[tuple[int, Prediction, str]]:
@@ -199,16 +293,23 @@ def _close(a: float, b: float, tolerance: float) -> bool:
     return abs(a - b) <= tolerance * max(abs(a), abs(b))
 
 
-def validate(df: pd.DataFrame, progress=None) -> pd.DataFrame:
-    """Leave one model out: fit without it, move each of its profiles from each GPU to every other one
-    and compare with what that GPU measured. One row per (profile, source → target)."""
+HOLD_OUT = {"model": lambda m: m, "family": family}
+
+
+def validate(df: pd.DataFrame, progress=None, hold_out: str = "model", method: str = "roofline") -> pd.DataFrame:
+    """Leave one model (or one family, `hold_out="family"`) out: fit without it, move each of its profiles
+    from each GPU to every other one and compare with what that GPU measured. One row per (profile,
+    source → target)."""
     gpus = sorted(df.gpu.unique())
     if len(gpus) < 2:
         raise UsageError("validation needs profiles from at least two GPUs")
+    if hold_out not in HOLD_OUT:
+        raise UsageError(f"unknown hold-out {hold_out!r}; choose model or family")
+    group = df.model.map(HOLD_OUT[hold_out])
     out = []
-    for model in sorted(df.model.unique()):
-        fitted = fit(df[df.model != model])
-        held = df[df.model == model]
+    for model in sorted(group.unique()):
+        fitted = fit(df[group != model], method=method)
+        held = df[group == model]
         for key, rows in held.groupby(KEYS[1:]):
             by_gpu = {g: rows[rows.gpu == g] for g in gpus if (rows.gpu == g).any()}
             for a in by_gpu:
@@ -217,10 +318,12 @@ def validate(df: pd.DataFrame, progress=None) -> pd.DataFrame:
                         continue
                     pred = predict(fitted, by_gpu[a], a, b)
                     net_a, net_b = _net(by_gpu[a]), _net(by_gpu[b])
-                    out.append({**dict(zip(KEYS[1:], key)), "source": a, "target": b,
+                    out.append({**dict(zip(KEYS[1:], key)), "held_out": model, "source": a, "target": b,
                                 "time_ms": net_b[0], "pred_time_ms": pred.time_ms, "source_time_ms": net_a[0],
                                 "energy_mj": net_b[1], "pred_energy_mj": pred.energy_mj,
-                                "source_energy_mj": net_a[1]})
+                                "source_energy_mj": net_a[1], "source_spread": spread(by_gpu[a]),
+                                "target_spread": spread(by_gpu[b]),
+                                "source_energy_spread": _energy_spread(by_gpu[a])})
         if progress:
             progress(model)
     res = pd.DataFrame(out)

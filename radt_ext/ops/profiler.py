@@ -30,8 +30,9 @@ CUDNN_BENCHMARK = False
 
 MODES = ("training", "inference")
 COLUMNS = ["order", "op", "name", "count", "input_shapes", "params", "phase", "flops", "bytes",
-           "time_ms", "energy_mj", "power_w", "reps", "window_s", "spread", "busy", "timeline_w"]
-ADDED = ("spread", "busy", "timeline_w")  # columns newer than the first dataset: NaN when a file lacks them
+           "time_ms", "energy_mj", "power_w", "reps", "window_s", "spread", "busy", "timeline_w",
+           "energy_spread"]
+ADDED = ("spread", "busy", "timeline_w", "energy_spread")  # columns newer than the first dataset: NaN when a file lacks them
 
 
 TEXT = ("op", "name", "input_shapes", "params", "phase")
@@ -97,7 +98,7 @@ def _row(call: OpCall, phase: str, flops: float, nbytes: int, w) -> dict:
             "input_shapes": call.input_shapes, "params": call.params, "phase": phase, "flops": flops,
             "bytes": nbytes, "time_ms": w.time_ms, "energy_mj": w.energy_mj, "power_w": w.power_w,
             "reps": w.reps, "window_s": w.window_s, "spread": math.nan, "busy": w.busy,
-            "timeline_w": w.timeline_w}
+            "timeline_w": w.timeline_w, "energy_spread": math.nan}
 
 
 def libraries() -> dict:
@@ -168,7 +169,8 @@ def profile(net: Network, mode: str, device: torch.device, meter: Meter | None, 
             "ops_total": sum(c.count for c in calls), "window_s": window_s, "net_window_s": net_window_s,
             "net_rounds": net_rounds, "cudnn_benchmark": CUDNN_BENCHMARK, "metering": asdict(METERING),
             "torch": torch.__version__, "python": platform.python_version(),
-            "warmup_steps": WARMUP_STEPS, "warmup_s": round(rounds.warmup_s, 4), "round_details": rounds.details,
+            "warmup_steps": WARMUP_STEPS, "warmup_s": round(rounds.warmup_s, 4),
+            "net_time": "fastest round", "round_details": rounds.details,
             "profile_s": round(time.perf_counter() - started, 3)}
     if idle_state:
         meta["state_before"] = idle_state

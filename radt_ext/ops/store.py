@@ -69,6 +69,12 @@ def totals(profile: Profile) -> dict[str, float]:
         out[f"network_{phase}_ms"] = float(row.time_ms)
         out[f"network_{phase}_mj"] = float(row.energy_mj)
         out[f"network_{phase}_w"] = float(row.power_w)
+        out[f"network_{phase}_spread"] = float(row.spread)
+        out[f"network_{phase}_energy_spread"] = float(row.energy_spread)
+    for column, weight in (("spread", "time_ms"), ("energy_spread", "energy_mj")):
+        if table[column].notna().any():  # how far the rounds disagreed, per step: a prediction's interval starts here
+            w = table[weight].astype(float)
+            out[f"network_{column}"] = float((table[column].fillna(0) * w).sum() / w.sum())
     return {k: v for k, v in out.items() if v is not None and not math.isnan(v)}
 
 

@@ -5,11 +5,9 @@ import html as _html
 
 from radt_ext.report import data, figures
 from radt_ext.report.html import document, table
+from radt_ext.summary_names import HEADLINE
 
-SUMMARY_ROWS = ["duration_s", "gpu_energy_j", "gpu_energy_integrated_j", "cpu_energy_j", "gpu_avg_power_w",
-                "gpu_peak_power_w", "gpu_peak_temp_c", "gpu_avg_sm_active_pct", "gpu_peak_mem_mib",
-                "samples", "throughput_samples_per_s", "energy_per_sample_j", "proc_avg_cpu_pct",
-                "proc_peak_rss_mib"]
+SUMMARY_ROWS = HEADLINE  # the active phase and its share of the run first, then the whole run
 
 
 def _summary_table(runs: list[data.RunData]) -> str | None:

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
+from radt_ext.summary_names import upgrade
+
 SYSTEM = "system/"
 SUMMARY = "summary/"
 MAX_MARKERS = 200
@@ -32,10 +34,12 @@ class RunData:
     system: dict[str, Series] = field(default_factory=dict)  # listener metric name -> series
     markers: list[tuple[float, str]] = field(default_factory=list)  # (seconds since origin, label)
     epochs: list[tuple[float, float, str]] = field(default_factory=list)  # (start, end, label)
+    active: tuple[float, float] | None = None  # the active phase (start, end) the summaries cover
 
     @property
     def summary(self) -> dict[str, float]:
-        return {k[len(SUMMARY):]: v for k, v in self.metrics.items() if k.startswith(SUMMARY)}
+        """The run's summaries by today's names (runs recorded before read under their e2e_ names)."""
+        return upgrade({k[len(SUMMARY):]: v for k, v in self.metrics.items() if k.startswith(SUMMARY)}, prefix="")
 
 
 def run_name(run) -> str:
@@ -63,6 +67,11 @@ def load_run(client, run_id: str, origin_s: float | None = None, run=None) -> Ru
         else:
             workload[key] = hist
     data.epochs, data.markers = _markers(workload, origin_s)
+    try:
+        data.active = (float(run.data.tags["radt_ext.active_start"]) - origin_s,
+                       float(run.data.tags["radt_ext.active_end"]) - origin_s)
+    except (KeyError, ValueError):
+        pass  # recorded before active phases, or not ended yet
     return data
 
 

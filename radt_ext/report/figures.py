@@ -103,6 +103,14 @@ def panels(system: dict[str, Series]) -> list[tuple[str, str, dict[str, Series]]
 
 
 def _add_markers(fig, run: RunData, row: int | str = "all") -> None:
+    if run.active is not None:  # the span the unprefixed summaries cover; before it, start-up
+        source = run.tags.get("radt_ext.active_source", "")
+        fig.add_vrect(x0=run.active[0], x1=run.active[1], row=row, col=1, fillcolor="#ffa15a", opacity=0.06,
+                      line_width=1, line_color="#ffa15a", layer="below")
+        fig.add_trace(go.Scatter(x=[run.active[0], run.active[1]], y=[0, 0], mode="markers",
+                                 marker=dict(symbol="line-ns-open", size=12, color="#ffa15a"),
+                                 text=[f"active phase starts ({source})", "active phase ends"],
+                                 hoverinfo="text+x", name="active phase", showlegend=True), row=1, col=1)
     for i, (start, end, label) in enumerate(run.epochs):
         fig.add_vrect(x0=start, x1=end, row=row, col=1, fillcolor="#636efa" if i % 2 else "#00cc96",
                       opacity=0.08, line_width=0)
@@ -209,7 +217,7 @@ def energy_split(parent: RunData, children: list[RunData]) -> go.Figure | None:
     fig.update_yaxes(title_text="W", row=1, col=1)
     fig.update_xaxes(title_text="seconds since the group started", row=1, col=1)
     fig.update_xaxes(title_text="J", row=2, col=1)
-    total = parent.summary.get("gpu_energy_j")
+    total = parent.summary.get("e2e_gpu_total_energy_j")
     title = "Each workload's share of the GPU energy" + (f" (counter: {total:.4g} J)" if total else "")
     fig.update_layout(title=title, barmode="stack", height=700, margin=dict(l=60, r=20, t=80, b=40))
     return fig
@@ -225,7 +233,7 @@ def _label(run: RunData) -> str:
 
 def energy_of(run: RunData) -> float | None:
     s = run.summary
-    for key in ("gpu_energy_j", "gpu_energy_integrated_j", "cpu_energy_j"):
+    for key in ("e2e_gpu_total_energy_j", "e2e_gpu_total_energy_integrated_j", "e2e_cpu_energy_j"):
         if key in s:
             return s[key]
     return None
@@ -234,7 +242,7 @@ def energy_of(run: RunData) -> float | None:
 def time_of(run: RunData) -> float | None:
     """A run's duration; a collocation group's makespan."""
     s = run.summary
-    return s.get("duration_s", s.get("makespan_s"))
+    return s.get("makespan_s", s.get("e2e_duration_s"))
 
 
 def time_energy_scatter(runs: list[RunData], title: str = "Time vs energy") -> go.Figure | None:
@@ -256,7 +264,8 @@ def time_energy_scatter(runs: list[RunData], title: str = "Time vs energy") -> g
 
 
 def per_variant_bars(runs: list[RunData]) -> go.Figure | None:
-    """Throughput and J/sample by variant, one bar group per collocation mode (mean over repeats)."""
+    """Throughput and J/sample over the active phase by variant, one bar group per collocation mode (mean
+    over repeats)."""
     metrics = [("throughput_samples_per_s", "throughput (samples/s)"), ("energy_per_sample_j", "J per sample")]
     groups: dict[tuple[str, str], dict[str, list[float]]] = {}
     for r in runs:
@@ -275,7 +284,7 @@ def per_variant_bars(runs: list[RunData]) -> go.Figure | None:
                   if groups.get((v, mode), {}).get(m) else None for v in variants]
             fig.add_trace(go.Bar(x=variants, y=ys, name=f"mode {mode}", legendgroup=mode, showlegend=col == 1),
                           row=1, col=col)
-    fig.update_layout(title="Throughput and energy per sample, per variant and mode", barmode="group", height=450)
+    fig.update_layout(title="Throughput and energy per sample over the active phase, per variant and mode", barmode="group", height=450)
     return fig
 
 

@@ -201,15 +201,17 @@ def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = No
 
 
 def results_table(outcomes: list[Outcome]):
-    table = out.table("#", "mode", "group", "device", "params", "status", "makespan s", "samples/s", "J/sample",
-                      "avg SM active %", "avg slowdown", title="sweep results")
+    table = out.table("#", "mode", "group", "device", "params", "status", "makespan s", "active s", "start-up %",
+                      "samples/s", "J/sample", "avg SM active %", "avg slowdown",
+                      title="sweep results (samples/s, J/sample, SM active: over the active phase)")
 
     def f(s, key, fmt="{:.2f}"):
         return fmt.format(s[key]) if key in s else "-"
 
     for o in outcomes:
         v, s = o.variant, o.summary
-        table.add_row(str(v.index), v.mode, v.label, o.device or v.device, " ".join(f"{k}={x}" for k, x in v.setting.items()), o.status,
-                      f(s, "makespan_s"), f(s, "throughput_samples_per_s", "{:.1f}"), f(s, "energy_per_sample_j", "{:.4f}"),
-                      f(s, "gpu_avg_sm_active_pct", "{:.1f}"), f(s, "avg_slowdown_ratio"))
+        table.add_row(str(v.index), v.mode, v.label, o.device or v.device, " ".join(f"{k}={x}" for k, x in v.setting.items()),
+                      o.status, f(s, "makespan_s"), f(s, "active_s"), f(s, "startup_share_pct", "{:.0f}"),
+                      f(s, "throughput_samples_per_s", "{:.1f}"), f(s, "energy_per_sample_j", "{:.4f}"),
+                      f(s, "gpu_mean_avg_sm_active_pct", "{:.1f}"), f(s, "avg_slowdown_ratio"))
     return table

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from radt_ext.errors import UsageError
 from radt_ext.signals import SignalRelay
+from radt_ext.summary_names import upgrade
 from radt_ext.sweep import console as out
 from radt_ext.sweep.plan import Variant
 from radt_ext.sweep.slurm_options import SlurmOptions
@@ -254,7 +255,8 @@ class SlurmExecutor:
                 status = "KILLED" if self.stopping else "FAILED"
                 result.append(Outcome(v, status, exit_code=128 + self.stopping if self.stopping else 1))
                 continue
-            summary = {k[len("summary/"):]: val for k, val in run.data.metrics.items() if k.startswith("summary/")}
+            summary = upgrade({k[len("summary/"):]: val for k, val in run.data.metrics.items()
+                               if k.startswith("summary/")}, prefix="")
             status = run.info.status
             if self.stopping and status != "FINISHED":
                 status = "KILLED"

@@ -38,7 +38,7 @@ def baseline(client, experiment: str, workload_key: str, model: str | None = Non
         query += " and tags.`sweep.gpu_model` = '{}'".format(model.replace("'", "''"))
     runs = client.search_runs(ids, query, order_by=["attributes.start_time DESC"], max_results=1)
     for r in runs:
-        duration = r.data.metrics.get("summary/duration_s")
+        duration = r.data.metrics.get("summary/e2e_duration_s", r.data.metrics.get("summary/duration_s"))
         if duration:
             return r.info.run_id, duration
     return None

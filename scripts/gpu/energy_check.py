@@ -3,7 +3,7 @@
     python3 scripts/gpu/energy_check.py STORE_URI OUT_DIR
 
 For radt-ext's run: gpu0_energy_j's points a second and its largest gap, the counter's energy against
-the integral of the driver's power samples. For each run the script opened: summary/gpu_energy_j, the
+the integral of the driver's power samples. For each run the script opened: summary/e2e_gpu_total_energy_j, the
 integral of radt-ext's run's power samples over the run's span, their ratio. Writes energy_timeline.json
 and .md; exits 1 when a check fails.
 """
@@ -35,7 +35,7 @@ def integral(power, a, b):
 def main(uri: str, out_dir: str) -> int:
     client = MlflowClient(uri)
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
-    monitors = [r for r in runs if TAG_MONITOR_RUN not in r.data.tags and "summary/gpu_energy_j" in r.data.metrics]
+    monitors = [r for r in runs if TAG_MONITOR_RUN not in r.data.tags and "summary/e2e_gpu_total_energy_j" in r.data.metrics]
     monitor = max(monitors, key=lambda r: r.info.start_time)
     energy = history(client, monitor.info.run_id, "system/gpu0_energy_j")
     power = history(client, monitor.info.run_id, "system/gpu0_power_w")
@@ -45,7 +45,7 @@ def main(uri: str, out_dir: str) -> int:
              "energy_points_per_s": round(len(energy) / span, 2) if span else 0.0,
              "energy_max_gap_s": round(max(gaps), 3) if gaps else None,
              "monotone": all(b[1] >= a[1] for a, b in zip(energy, energy[1:])),
-             "counter_j": round(monitor.data.metrics["summary/gpu_energy_j"], 1),
+             "counter_j": round(monitor.data.metrics["summary/e2e_gpu_total_energy_j"], 1),
              "integrated_j": round(integral(power, energy[0][0], energy[-1][0]), 1),
              "power_source": monitor.data.tags.get("machine.gpu.0.power_source", "")}
     whole["counter_over_integrated"] = round(whole["counter_j"] / whole["integrated_j"], 4) if whole["integrated_j"] else None
@@ -54,12 +54,12 @@ def main(uri: str, out_dir: str) -> int:
         if r.data.tags.get(TAG_MONITOR_RUN) != monitor.info.run_id:
             continue
         a, b = r.info.start_time / 1000, r.info.end_time / 1000
-        got = r.data.metrics.get("summary/gpu_energy_j")
+        got = r.data.metrics.get("summary/e2e_gpu_total_energy_j")
         integ = integral(power, a, b)
         own.append({"name": r.info.run_name, "span_s": round(b - a, 3), "counter_j": got and round(got, 1),
                     "integrated_j": round(integ, 1),
                     "ratio": round(got / integ, 4) if got and integ else None,
-                    "integrated_own_j": r.data.metrics.get("summary/gpu_energy_integrated_j")})
+                    "integrated_own_j": r.data.metrics.get("summary/e2e_gpu_total_energy_integrated_j")})
     own.sort(key=lambda x: x["span_s"])
     failed = []
     if not whole["energy_max_gap_s"] or whole["energy_max_gap_s"] > 1.0:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Proof on one GPU (run from the repository root; RESULTS and BUDGET_S set by the caller, ~60 s):
 #  (a) a 12 s bf16 matmul load under `radt-ext run -l nvml,top` whose script opens a 3 s and a 6 s run of
-#      its own: each run's summary/gpu_energy_j (counter) against the integral of the driver's power
+#      its own: each run's summary/e2e_gpu_total_energy_j (counter) against the integral of the driver's power
 #      samples over its span, and gpu0_energy_j's points a second (>= 1) between the counter's reads;
 #  (b) the synthetic cnn_amp recipe's time to its first training step and its split (import, CUDA
 #      context, data, model, first step), for small_cnn and resnet18 on synthetic32.

@@ -38,7 +38,7 @@ def mps(uri: str) -> dict:
             "gpu_energy_attributed_total_j": g.data.metrics.get("summary/gpu_energy_attributed_total_j"),
             "children": [{"name": k.data.tags.get("collocation.workload"), "status": k.info.status,
                           "gpu_energy_attributed_j": k.data.metrics.get("summary/gpu_energy_attributed_j"),
-                          "duration_s": k.data.metrics.get("summary/duration_s"),
+                          "duration_s": k.data.metrics.get("summary/e2e_duration_s"),
                           "stderr_tail": k.data.tags.get("radt_ext.stderr_tail", "")[-600:]} for k in kids],
         })
     overlap = None

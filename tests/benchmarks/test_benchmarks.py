@@ -276,3 +276,46 @@ def test_ops_findings_prints_the_figures_the_docs_quote():
     for line in ("profiles per GPU {'H100': 72, 'H200': 72}", "busy share of windows", "summed within 10 % on time",
                  "network rows above the limit", "largest time errors"):
         assert line in proc.stdout, line
+
+
+def test_ops_heldout_report_prints_the_committed_figures():
+    env = dict(os.environ, PYTHONPATH=REPO)
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.ops_heldout", "report", "--out", os.path.join(REPO, "docs", "ops")],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for line in ("one machine: time, fastest round", "two machines: energy, fastest round",
+                 "at full SM clock with no throttle reason", "Summed operations against the network on the suite",
+                 "after (roofline ratios): H200->H100", "before (fitted regressors): H100->H200",
+                 "predicted H200 time against the H100's"):
+        assert line in proc.stdout, line
+    # what docs/ops.md quotes is what the committed data gives
+    committed = open(os.path.join(REPO, "docs", "ops", "heldout", "report.txt")).read()
+    assert proc.stdout == committed
+
+
+def test_ops_heldout_report_scores_the_suite_once_an_h200_measured_it(tmp_path):
+    """Stand-in for the H200's run: the H100's suite files relabelled, so every prediction is scored."""
+    import gzip
+    import shutil
+
+    import pandas as pd
+
+    ops = os.path.join(REPO, "docs", "ops")
+    shutil.copytree(ops, tmp_path / "ops", ignore=shutil.ignore_patterns("*.png", "runs", "launch_bound"))
+    h200 = tmp_path / "ops" / "heldout" / "h200"
+    h200.mkdir()
+    h100 = tmp_path / "ops" / "heldout" / "h100"
+    for name in ("suite", "repeat", "dataset"):
+        df = pd.read_csv(h100 / f"{name}.csv.gz")
+        df["gpu"], df["gpu_name"] = "H200", "NVIDIA H200"
+        with gzip.open(h200 / f"{name}.csv.gz", "wt") as f:
+            df.to_csv(f, index=False)
+    shutil.copy(h100 / "rounds.csv.gz", h200 / "rounds.csv.gz")
+    env = dict(os.environ, PYTHONPATH=REPO)
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.ops_heldout", "report", "--out", str(tmp_path / "ops")],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "== 5. The suite measured on both GPUs" in proc.stdout
+    assert "== 1. Repeatability (H200" in proc.stdout  # its repeat and the dataset's H200 rows
+    assert "H100->H200 (32 cases)" in proc.stdout and "H200->H100 (32 cases)" in proc.stdout
+    assert "measured inside the interval: time" in proc.stdout

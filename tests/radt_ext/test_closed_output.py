@@ -32,7 +32,7 @@ def test_run_ends_its_run_when_nobody_reads_its_output(tracking_uri):
     assert res.returncode == 0  # an exception escaping anywhere would exit 1
     run = only_run(tracking_uri)
     assert run.info.status == "FINISHED"
-    assert run.data.metrics["summary/duration_s"] > 0
+    assert run.data.metrics["summary/e2e_duration_s"] > 0
     assert int(run.data.tags["radt_ext.metrics_stored"]) == int(run.data.tags["radt_ext.metrics_sent"]) > 0
 
 
@@ -68,4 +68,4 @@ def test_monitor_process_summarises_when_its_reader_closed_the_pipe(tracking_uri
     assert monitor.wait(timeout=120) == 0
     assert not any(word in err for word in NOISE), err
     metrics = client.get_run(run_id).data.metrics
-    assert metrics["summary/duration_s"] > 0 and "summary/proc_avg_cpu_pct" in metrics
+    assert metrics["summary/e2e_duration_s"] > 0 and "summary/proc_avg_cpu_pct" in metrics

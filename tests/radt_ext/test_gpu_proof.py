@@ -32,7 +32,7 @@ def test_matmul_under_every_listener(tracking_uri):
 
     energy = sorted(client.get_metric_history(run.info.run_id, "system/gpu0_energy_j"), key=lambda p: p.timestamp)
     assert all(b.value >= a.value for a, b in zip(energy, energy[1:]))  # the counter only grows
-    counter, integrated = m["summary/gpu_energy_j"], m["summary/gpu_energy_integrated_j"]
+    counter, integrated = m["summary/e2e_gpu_total_energy_j"], m["summary/e2e_gpu_total_energy_integrated_j"]
     print(f"counter {counter:.1f} J, integrated power {integrated:.1f} J")
     assert abs(counter - integrated) / counter < 0.05
 
@@ -47,5 +47,5 @@ def test_matmul_under_every_listener(tracking_uri):
 
     for name in ("system/gpu0_temp_c", "system/gpu0_sm_clock_mhz", "system/gpu0_mem_clock_mhz"):
         assert name in m, name
-    assert m["summary/gpu_peak_temp_c"] > 20
+    assert m["summary/e2e_gpu_max_peak_temp_c"] > 20
     assert tags["machine.gpu.0.name"].startswith("NVIDIA") and tags["machine.gpu.driver"]

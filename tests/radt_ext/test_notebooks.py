@@ -38,7 +38,8 @@ def test_variants_notebook(store, monkeypatch):  # noqa: F811
     text = _text(nb)
     assert "2 runs; baseline baseline [exclusive] (tag baseline_run_id)" in text
     assert "Pareto front" in text  # the time/energy figure was drawn
-    assert "duration_s" in text and "gpu_energy_j" in text
+    assert "e2e_duration_s" in text and "e2e_energy_per_sample_j" in text
+    assert "startup_share_pct" in text and "throughput_samples_per_s" in text
 
 
 def test_collocation_notebook(store, monkeypatch):  # noqa: F811
@@ -46,7 +47,7 @@ def test_collocation_notebook(store, monkeypatch):  # noqa: F811
     text = _text(nb)
     assert "naive 2 workloads" in text
     assert "small" in text and "large" in text
-    assert "makespan_s" in text
+    assert "makespan_s" in text and "active_s" in text and "startup_share_pct" in text
 
 
 @pytest.mark.parametrize("name", ["variants.ipynb", "collocation.ipynb"])

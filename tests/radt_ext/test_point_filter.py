@@ -150,4 +150,4 @@ def test_the_recorder_stores_the_thinned_points_and_summarises_every_reading(tra
     for r in script:
         for name, value in r.values.items():
             every_reading.add(name, r.time, value)
-    assert recorder.summary() == every_reading.result(recorder.summary()["duration_s"])
+    assert recorder.summary() == every_reading.result(recorder.started, recorder.stopped)

@@ -3,6 +3,8 @@ from pathlib import Path
 
 import pytest
 
+from radt_ext import summaries as summaries_mod
+from radt_ext.active import Window
 from radt_ext.summaries import Stat, Summaries
 
 
@@ -31,13 +33,19 @@ def test_gpu_energy_from_counter_and_power_from_counter_over_span():
         sm.add("gpu0_temp_c", t, 40.0 + t)
         sm.add("gpu0_sm_active_pct", t, 50.0)
         sm.add("gpu1_sm_active_pct", t, 100.0)
-    out = sm.result(duration_s=10.0, progress={"samples": 2000.0, "flops": 4e13})
-    assert out["gpu_energy_j"] == pytest.approx(4000.0)
-    assert out["gpu_energy_integrated_j"] == pytest.approx(4000.0)
-    assert out["gpu_avg_power_w"] == pytest.approx(400.0)
-    assert out["gpu_peak_power_w"] == 300.0
-    assert out["gpu_peak_temp_c"] == 50.0
-    assert out["gpu_avg_sm_active_pct"] == pytest.approx(75.0)
+    out = sm.result(0.0, 10.0, e2e_counts={"samples": 2000.0, "flops": 4e13})
+    assert out["gpu_total_energy_j"] == pytest.approx(4000.0)
+    assert out["e2e_gpu_total_energy_j"] == pytest.approx(4000.0)
+    assert out["gpu0_energy_j"] == pytest.approx(1000.0) and out["gpu1_energy_j"] == pytest.approx(3000.0)
+    assert out["gpu_total_energy_integrated_j"] == pytest.approx(4000.0)
+    assert out["gpu_total_avg_power_w"] == pytest.approx(400.0)
+    assert out["gpu1_avg_power_w"] == pytest.approx(300.0)
+    assert out["gpu_max_peak_power_w"] == 300.0 and out["gpu0_peak_power_w"] == 100.0
+    assert out["gpu_max_peak_temp_c"] == 50.0
+    assert out["gpu_mean_avg_sm_active_pct"] == pytest.approx(75.0)
+    assert out["gpu0_avg_sm_active_pct"] == pytest.approx(50.0)
+    assert out["gpu_count"] == 2.0
+    assert (out["active_s"], out["startup_s"], out["e2e_duration_s"], out["startup_share_pct"]) == (10.0, 0.0, 10.0, 0.0)
     assert out["samples"] == 2000.0
     assert out["throughput_samples_per_s"] == pytest.approx(200.0)
     assert out["energy_per_sample_j"] == pytest.approx(2.0)
@@ -48,8 +56,8 @@ def test_mig_and_smi_names_do_not_count_as_gpu_power():
     sm = Summaries()
     sm.add("gpu0_mig1_sm_active_pct", 0, 90.0)
     sm.add("smi_gpu0_power_w", 0, 500.0)
-    out = sm.result(1.0)
-    assert "gpu_avg_sm_active_pct" not in out and "gpu_avg_power_w" not in out
+    out = sm.result(0.0, 1.0)
+    assert "gpu_mean_avg_sm_active_pct" not in out and "gpu_total_avg_power_w" not in out
 
 
 def test_cpu_energy_and_process_peaks():
@@ -58,7 +66,7 @@ def test_cpu_energy_and_process_peaks():
         sm.add("cpu0_package_energy_j", t, 10.0 * t)
         sm.add("cpu0_dram_energy_j", t, 1.0 * t)
         sm.add("proc_rss_mib", t, [100.0, 300.0, 200.0][t])
-    out = sm.result(2.0, {"samples": 11.0})
+    out = sm.result(0.0, 2.0, e2e_counts={"samples": 11.0})
     assert out["cpu_energy_j"] == pytest.approx(22.0)
     assert out["cpu_energy_per_sample_j"] == pytest.approx(2.0)
     assert out["proc_peak_rss_mib"] == 300.0
@@ -66,8 +74,8 @@ def test_cpu_energy_and_process_peaks():
 
 
 def test_no_samples_no_rates():
-    out = Summaries().result(0.0, {})
-    assert out == {"duration_s": 0.0}
+    out = Summaries().result(0.0, 0.0, e2e_counts={})
+    assert out == {"e2e_duration_s": 0.0, "active_s": 0.0, "startup_s": 0.0}
     assert not any(math.isnan(v) for v in out.values())
 
 
@@ -79,9 +87,9 @@ def test_avg_power_from_counter_covers_the_same_span_as_its_energy():
     for t in range(2, 12):  # first reading at t=2 s already holds 2 s of energy at 100 W
         sm.add("gpu0_energy_j", t, 100.0 * t)
         sm.add("gpu0_power_w", t, 100.0)
-    out = sm.result(duration_s=12.0)
-    assert out["gpu_energy_j"] == pytest.approx(1100.0)  # since open
-    assert out["gpu_avg_power_w"] == pytest.approx(100.0)
+    out = sm.result(0.0, 12.0)
+    assert out["e2e_gpu_total_energy_j"] == pytest.approx(1100.0)  # since open
+    assert out["e2e_gpu_total_avg_power_w"] == pytest.approx(100.0)
 
 
 def test_summaries_of_the_nvml_listeners_50_hz_power_timeline(tmp_path):
@@ -110,9 +118,65 @@ def test_summaries_of_the_nvml_listeners_50_hz_power_timeline(tmp_path):
     power = [(r.time, r.values["gpu0_power_w"]) for r in readings if "gpu0_power_w" in r.values]
     energy = [(r.time, r.values["gpu0_energy_j"]) for r in readings if "gpu0_energy_j" in r.values]
     assert len(power) == 50 and len(energy) == 2  # one second of 20 ms samples; the counter at open and close
-    out = sm.result(duration_s=1.0)
+    out = sm.result(readings[0].time - 0.5, readings[-1].time)
     trapezoid = sum((t1 - t0) * (v0 + v1) / 2 for (t0, v0), (t1, v1) in zip(power, power[1:]))
-    assert out["gpu_energy_integrated_j"] == pytest.approx(trapezoid)
-    assert out["gpu_peak_power_w"] == max(v for _, v in power)
-    assert out["gpu_energy_j"] == energy[-1][1]  # the counter: exact, whatever the power sampling did
-    assert out["gpu_avg_power_w"] == pytest.approx(energy[-1][1] / (energy[-1][0] - energy[0][0]))
+    assert out["e2e_gpu_total_energy_integrated_j"] == pytest.approx(trapezoid)
+    assert out["e2e_gpu_max_peak_power_w"] == max(v for _, v in power)
+    assert out["e2e_gpu_total_energy_j"] == energy[-1][1]  # the counter: exact, whatever the power sampling did
+    assert out["e2e_gpu_total_avg_power_w"] == pytest.approx(energy[-1][1] / (energy[-1][0] - energy[0][0]))
+
+
+def _ramp(sm: Summaries, seconds: int = 100, hz: int = 10) -> None:
+    """Power 100 W for the first 20 s (start-up), 400 W after; the counter integrates it exactly."""
+    energy = 0.0
+    for k in range(seconds * hz + 1):
+        t = k / hz
+        watts = 100.0 if t < 20 else 400.0
+        if k:
+            energy += watts / hz
+        sm.add_all(1000.0 + t, [("gpu0_power_w", watts), ("gpu0_energy_j", energy), ("gpu0_sm_active_pct",
+                                                                                     5.0 if t < 20 else 90.0)])
+
+
+def test_active_window_figures_are_differences_of_cumulative_values_at_its_edges():
+    sm = Summaries()
+    _ramp(sm)
+    window = Window(1030.0, 1090.0, "progress")
+    out = sm.result(1000.0, 1100.0, window, active_counts={"samples": 6000.0}, e2e_counts={"samples": 8000.0})
+    assert out["active_s"] == 60.0 and out["startup_s"] == 30.0 and out["e2e_duration_s"] == 100.0
+    assert out["gpu_total_energy_j"] == pytest.approx(400.0 * 60, rel=1e-3)
+    assert out["gpu_total_avg_power_w"] == pytest.approx(400.0, rel=1e-3)
+    assert out["gpu_mean_avg_sm_active_pct"] == pytest.approx(90.0)
+    assert out["throughput_samples_per_s"] == pytest.approx(100.0)
+    assert out["energy_per_sample_j"] == pytest.approx(4.0, rel=1e-3)
+    # the whole run counts the start-up at 100 W too
+    assert out["e2e_gpu_total_energy_j"] == pytest.approx(100.0 * 20 + 400.0 * 80, rel=1e-3)
+    assert out["e2e_throughput_samples_per_s"] == pytest.approx(80.0)
+    assert out["e2e_gpu_mean_avg_sm_active_pct"] < 80.0
+
+
+def test_window_edges_between_samples_are_interpolated():
+    s = Stat()
+    for t, v in [(0.0, 0.0), (10.0, 100.0)]:
+        s.add(t, v)
+    # a linear ramp: integral from 2.5 to 7.5 is 5 s x 50 = 250
+    assert s.integral_over(2.5, 7.5) == pytest.approx(250.0)
+    assert s.rise_over(2.5, 7.5) == pytest.approx(50.0)
+    assert s.peak_over(2.0, 3.0) == pytest.approx(30.0)
+    assert s.peak_over(-5.0, 20.0) == 100.0
+
+
+def test_thinned_log_keeps_memory_bounded_and_windows_close(monkeypatch):
+    monkeypatch.setattr(summaries_mod, "CHECKPOINTS", 256)
+    sm, reference = Summaries(), Summaries()
+    _ramp(sm)
+    monkeypatch.setattr(summaries_mod, "CHECKPOINTS", 10**9)
+    _ramp(reference)
+    stat = sm.stat("gpu0_power_w")
+    assert len(stat.ts) < 256 and stat.count == 1001
+    for a, b in ((1030.0, 1090.0), (1000.0, 1100.0), (1010.0, 1095.0)):
+        mine, exact = sm.figures(a, b), reference.figures(a, b)
+        assert mine["gpu_total_energy_j"] == pytest.approx(exact["gpu_total_energy_j"], rel=0.02)
+        assert mine["gpu_total_energy_integrated_j"] == pytest.approx(exact["gpu_total_energy_integrated_j"], rel=0.02)
+        assert mine["gpu_max_peak_power_w"] == exact["gpu_max_peak_power_w"]
+    assert stat.integral == pytest.approx(reference.stat("gpu0_power_w").integral)

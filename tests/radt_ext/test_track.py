@@ -53,7 +53,7 @@ def test_track_marks_the_run_failed_when_the_block_raises(tracking_uri):
     assert res.returncode != 0 and "boom" in res.stderr
     run = only_run(tracking_uri)
     assert run.info.status == "FAILED"
-    assert "summary/duration_s" in run.data.metrics
+    assert "summary/e2e_duration_s" in run.data.metrics
 
 
 def test_track_bad_listener_fails_before_any_run(tracking_uri):

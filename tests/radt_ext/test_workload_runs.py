@@ -63,7 +63,7 @@ def _assert_span_holds_its_points(uri, run, monitor):
     _assert_points_also_in(uri, run, monitor)
     _assert_points_also_in(uri, monitor, run, within=(run.info.start_time, run.info.end_time))
     m = run.data.metrics
-    assert m["summary/duration_s"] == pytest.approx((run.info.end_time - run.info.start_time) / 1000, abs=0.01)
+    assert m["summary/e2e_duration_s"] == pytest.approx((run.info.end_time - run.info.start_time) / 1000, abs=0.01)
     assert "summary/proc_avg_cpu_pct" in m and "summary/proc_peak_rss_mib" in m
     assert run.data.tags[TAG_MONITOR_RUN] == monitor.info.run_id
     assert run.data.tags["radt_ext.listeners"] == "top:0.05"

@@ -55,14 +55,14 @@ def test_short_runs_the_script_opens_get_counter_energy_of_their_own_span(tracki
     # radt-ext's run: the counter read at open and close only (~10 s), the course in between at >= 1 point a second
     assert max(b - a for a, b in zip(times, times[1:])) <= 1.0
     assert values == sorted(values) and values[0] == 0.0
-    assert monitor.data.metrics["summary/gpu_energy_j"] == pytest.approx(values[-1])
+    assert monitor.data.metrics["summary/e2e_gpu_total_energy_j"] == pytest.approx(values[-1])
     # the replay's counter and its power samples come from different moments of the recording: the
     # series follows the counter, so each run's energy is its power integral times the session's ratio
     ratio = values[-1] / _integral(power, times[0], times[-1])
     for name, rel in (("two", 0.03), ("five", 0.01)):
         run = mine[name]
         start, end = run.info.start_time / 1000, run.info.end_time / 1000
-        got = run.data.metrics["summary/gpu_energy_j"]
+        got = run.data.metrics["summary/e2e_gpu_total_energy_j"]
         assert got > 0, name
         assert got == pytest.approx(span_energy_j(times, values, start, end)[0], rel=5e-3)  # the one function (the store keeps ms)
         assert got == pytest.approx(_integral(power, start, end) * ratio, rel=rel), name
@@ -92,4 +92,4 @@ def test_a_short_run_on_two_gpus_without_sample_buffers_gets_both_gpus_energy(tr
         assert len(energy) >= 2
         expected += span_energy_j([t for t, _ in energy], [e for _, e in energy], start, end)[0]
     assert expected > 0
-    assert short.data.metrics["summary/gpu_energy_j"] == pytest.approx(expected, rel=5e-3)
+    assert short.data.metrics["summary/e2e_gpu_total_energy_j"] == pytest.approx(expected, rel=5e-3)

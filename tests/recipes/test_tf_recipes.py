@@ -36,7 +36,7 @@ def test_tf_baseline_through_mlflow_run_with_local_env_manager(tracking_uri):
     params = {**tiny_params("tf_baseline", EXTRA), "baseline_run_id": "cafe01"}
     done = mlflow_run("tf_baseline", params, "--env-manager", "local")
     run = check_records("tf_baseline")
-    assert "summary/duration_s" in run.data.metrics  # the listeners' session wrapped the workload
+    assert "summary/e2e_duration_s" in run.data.metrics  # the listeners' session wrapped the workload
     assert run.data.metrics["summary/samples"] == 64  # log_progress every step: 1 epoch x 2 batches of 32
     assert run.data.params["compile_mode"] == "none" and run.data.params["precision"] == "fp32"
     assert "running on CPU (device=cpu)" in done.stderr

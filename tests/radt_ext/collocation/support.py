@@ -32,9 +32,11 @@ TWO_GPU_UUIDS = gpu_uuids(TWO_GPUS)
 MPS_GPU = str(10 + os.getpid() % 10000)
 
 
-def cpu_command(seconds: float = 0.8, batch_size: int = 32, stamp: str = "", exit: int = 0) -> list[str]:
+def cpu_command(seconds: float = 0.8, batch_size: int = 32, stamp: str = "", exit: int = 0,
+                together: int = 0) -> list[str]:
+    """together: the work starts once that many workloads have started (needs `stamp`)."""
     cmd = [sys.executable, WORKLOAD, "--seconds", str(seconds), "--batch-size", str(batch_size), "--exit", str(exit)]
-    return cmd + (["--stamp", stamp] if stamp else [])
+    return cmd + (["--stamp", stamp] if stamp else []) + (["--together", str(together)] if together else [])
 
 
 def stamps(path) -> list[list[str]]:

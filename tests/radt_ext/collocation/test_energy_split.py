@@ -101,7 +101,7 @@ def test_children_get_their_share_and_the_parts_add_up(tracking_uri, recorded_gp
     p = parent.data.metrics
     busy, quiet = kids["busy"].data.metrics, kids["quiet"].data.metrics
     parts = busy["summary/gpu_energy_attributed_j"] + quiet["summary/gpu_energy_attributed_j"]
-    assert parts + p["summary/gpu_energy_unattributed_j"] == pytest.approx(p["summary/gpu_energy_j"], rel=0.01)
+    assert parts + p["summary/gpu_energy_unattributed_j"] == pytest.approx(p["summary/e2e_gpu_total_energy_j"], rel=0.01)
     # the child whose process the GPU saw busy gets the active energy; idle power is shared
     assert busy["summary/gpu_energy_active_attributed_j"] > 3 * quiet["summary/gpu_energy_active_attributed_j"]
     # idle power is shared while both run and whole while one runs alone (a loaded machine starts one later)
@@ -112,7 +112,7 @@ def test_children_get_their_share_and_the_parts_add_up(tracking_uri, recorded_gp
         pytest.approx(expected, rel=0.2))
     for m in (busy, quiet):
         assert m["summary/energy_per_sample_attributed_j"] == pytest.approx(
-            m["summary/gpu_energy_attributed_j"] / m["summary/samples"])
+            m["summary/gpu_energy_attributed_j"] / m["summary/e2e_samples"])
     assert p["summary/busy_gpu_energy_attributed_j"] == pytest.approx(busy["summary/gpu_energy_attributed_j"])
     for c in result.children:
         history = client.get_metric_history(c.run_id, "system/gpu0_power_attributed_w")
@@ -132,10 +132,46 @@ def test_without_activity_the_split_is_even_and_still_adds_up(tracking_uri, reco
     p = parent.data.metrics
     long, short = kids["long"].data.metrics, kids["short"].data.metrics
     parts = long["summary/gpu_energy_attributed_j"] + short["summary/gpu_energy_attributed_j"]
-    assert parts + p["summary/gpu_energy_unattributed_j"] == pytest.approx(p["summary/gpu_energy_j"], rel=0.01)
+    assert parts + p["summary/gpu_energy_unattributed_j"] == pytest.approx(p["summary/e2e_gpu_total_energy_j"], rel=0.01)
     assert p["summary/attribution_even_split_s"] > 1.0
     assert long["summary/gpu_energy_attributed_j"] > short["summary/gpu_energy_attributed_j"]
     ended = float(kids["short"].data.tags["collocation.ended_s"])
     after = [h for h in client.get_metric_history(kids["short"].info.run_id, "system/gpu0_power_attributed_w")
              if h.timestamp / 1000.0 > ended + 0.5]
     assert all(h.value == 0.0 for h in after)
+
+
+def test_attributed_energy_inside_a_window_of_the_share_timeline():
+    """A share's (interval end, W) timeline integrated over a window, as the group's overlap uses it."""
+    from radt_ext.collocation.energy_split import energy_in
+
+    timeline = [(0.0, 0.0), (1.0, 100.0), (2.0, 200.0), (3.0, 0.0)]  # 100 W over (0, 1], 200 W over (1, 2]
+    assert energy_in(timeline, 0.0, 3.0) == pytest.approx(300.0)
+    assert energy_in(timeline, 0.5, 1.5) == pytest.approx(50.0 + 100.0)
+    assert energy_in(timeline, 2.0, 3.0) == 0.0
+
+
+def test_overlap_figures_on_the_recorded_gpu(tracking_uri, recorded_gpu, tmp_path):
+    """Two workloads whose work starts together: the parent and both children get the overlap window, the
+    GPU's energy over it, each child its throughput and attributed energy per sample over it."""
+    stamp = str(tmp_path / "stamps.txt")
+    g = Group(mode="naive", experiment_name="overlap", interval=0.1, listeners="nvml", child_listeners="gpu_procs",
+              workloads=[Workload("busy", cpu_command(1.5, BUSY_BATCH, stamp, together=2)),
+                         Workload("quiet", cpu_command(1.5, 32, stamp, together=2))])
+    result = run_group(g, echo=lambda m: None)
+    assert result.status == "FINISHED"
+    client, parent, kids = _runs(tracking_uri, result)
+    p = parent.data.metrics
+    assert 0 < p["summary/overlap_s"] <= min(k.data.metrics["summary/active_s"] for k in kids.values()) + 1e-6
+    assert 0 < p["summary/overlap_gpu_total_energy_j"] < p["summary/e2e_gpu_total_energy_j"]
+    attributed = 0.0
+    for kid in kids.values():
+        m = kid.data.metrics
+        assert m["summary/overlap_s"] == pytest.approx(p["summary/overlap_s"])
+        assert m["summary/overlap_throughput_samples_per_s"] == pytest.approx(
+            m["summary/overlap_samples"] / m["summary/overlap_s"])
+        assert m["summary/overlap_energy_per_sample_attributed_j"] == pytest.approx(
+            m["summary/overlap_gpu_energy_attributed_j"] / m["summary/overlap_samples"])
+        attributed += m["summary/overlap_gpu_energy_attributed_j"]
+    # the children's shares over the overlap are the GPU's energy over it (the split's bins: a few %)
+    assert attributed == pytest.approx(p["summary/overlap_gpu_total_energy_j"], rel=0.1)

@@ -18,15 +18,17 @@ def runs_by_parent(uri):
     return parents, children
 
 
-def group(mode, tmp_path, sizes=(16, 64), seconds=0.8, **kw):
-    stamp = str(tmp_path / "stamps.txt")
-    workloads = [Workload(f"w{i}", cpu_command(seconds, bs, stamp), device="cpu", params={"batch_size": str(bs)})
+def group(mode, tmp_path, sizes=(16, 64), seconds=0.8, together=False, **kw):
+    """together: the workloads start their work together, so their active phases overlap."""
+    stamp = str(tmp_path / f"stamps-{mode}.txt")
+    workloads = [Workload(f"w{i}", cpu_command(seconds, bs, stamp, together=len(sizes) if together else 0),
+                          device="cpu", params={"batch_size": str(bs)})
                  for i, bs in enumerate(sizes)]
     return Group(mode=mode, workloads=workloads, experiment_name="colloc", interval=0.1, **kw), stamp
 
 
 def test_naive_starts_together_with_different_params(tracking_uri, tmp_path):
-    g, stamp = group("naive", tmp_path)
+    g, stamp = group("naive", tmp_path, together=True)
     result = run_group(g, echo=lambda m: None)
     assert result.status == "FINISHED" and result.exit_code == 0
     assert result.start_skew_s < 0.5  # all spawned right after one another, behind the barrier
@@ -47,11 +49,20 @@ def test_naive_starts_together_with_different_params(tracking_uri, tmp_path):
         assert child.data.params["batch_size"] in ("16", "64")
         assert child.data.metrics["summary/samples"] > 0
         assert any(k.startswith("system/proc_") for k in child.data.metrics)  # top: the child's own tree
-    total = sum(c.data.metrics["summary/samples"] for c in children)
+    total = sum(c.data.metrics["summary/e2e_samples"] for c in children)
     m = parent.data.metrics
-    assert m["summary/samples"] == total
+    assert m["summary/e2e_samples"] == total
+    assert m["summary/samples"] == sum(c.data.metrics["summary/samples"] for c in children)  # in their active phases
     assert m["summary/makespan_s"] == pytest.approx(result.makespan_s)
-    assert m["summary/throughput_samples_per_s"] == pytest.approx(total / result.makespan_s)
+    assert m["summary/e2e_throughput_samples_per_s"] == pytest.approx(total / result.makespan_s)
+    assert parent.data.tags["radt_ext.active_source"] == "progress"
+    # the overlap: the window in which both workloads were active, on the parent and on each child
+    assert 0 < m["summary/overlap_s"] <= min(c.data.metrics["summary/active_s"] for c in children)
+    for child in children:
+        cm = child.data.metrics
+        assert cm["summary/overlap_s"] == pytest.approx(m["summary/overlap_s"])
+        assert cm["summary/overlap_throughput_samples_per_s"] > 0
+        assert float(child.data.tags["collocation.overlap_start"]) >= child.info.start_time / 1000
     assert 0.8 <= result.makespan_s < 0.8 * 2 + 5
 
 
@@ -61,14 +72,18 @@ def test_exclusive_runs_one_after_another_and_slowdown_against_baselines(trackin
     assert excl.status == "FINISHED"
     a, b = excl.children
     assert b.started >= a.ended  # sequential
-    baselines = {c.name: (c.run_id, c.summary["duration_s"]) for c in excl.children}
-    g2, _ = group("naive", tmp_path, seconds=0.6, baselines=baselines)
+    assert "overlap_s" not in excl.summary  # one after another: no overlap
+    baselines = {c.name: (c.run_id, c.summary["e2e_duration_s"]) for c in excl.children}
+    g2, _ = group("naive", tmp_path, seconds=0.6, together=True, baselines=baselines)
     coll = run_group(g2, echo=lambda m: None)
     client = MlflowClient(tracking_uri)
     parent = client.get_run(coll.parent_run_id)
     for c in coll.children:
-        expected = c.summary["duration_s"] / baselines[c.name][1]
+        # alone: active-phase throughput of the exclusive run; collocated: throughput over the overlap
+        alone = next(b for b in excl.children if b.name == c.name).summary["throughput_samples_per_s"]
+        expected = alone / c.summary["overlap_throughput_samples_per_s"]
         assert c.slowdown == pytest.approx(expected)
+        assert client.get_run(c.run_id).data.tags["collocation.slowdown_basis"] == "overlap_throughput"
         child = client.get_run(c.run_id)
         assert child.data.metrics["summary/slowdown_ratio"] == pytest.approx(expected)
         assert child.data.tags["baseline_run_id"] == baselines[c.name][0]

@@ -27,16 +27,48 @@ def test_experiment_compared_to_the_run_its_runs_name_as_baseline(store):
     runs = {r.info.run_id: r for r in MlflowClient(store.uri).search_runs(
         [MlflowClient(store.uri).get_experiment_by_name("variants").experiment_id])}
     base, amp = runs[store.baseline].data.metrics, runs[store.amp].data.metrics
-    line = next(ln for ln in out.splitlines() if "duration_s" in ln)
-    assert f"({amp['summary/duration_s'] / base['summary/duration_s']:.2f}×)" in line
-    line = next(ln for ln in out.splitlines() if " gpu_energy_j" in ln)
-    assert f"({amp['summary/gpu_energy_j'] / base['summary/gpu_energy_j']:.2f}×)" in line
+    line = next(ln for ln in out.splitlines() if " e2e_duration_s" in ln)
+    assert f"({amp['summary/e2e_duration_s'] / base['summary/e2e_duration_s']:.2f}×)" in line
+    line = next(ln for ln in out.splitlines() if " gpu_total_energy_j" in ln)
+    assert f"({amp['summary/gpu_total_energy_j'] / base['summary/gpu_total_energy_j']:.2f}×)" in line
+    # the active phase comes first, with its share of the run
+    assert out.index(" active_s") < out.index(" startup_share_pct") < out.index(" e2e_duration_s")
+
+
+def test_runs_recorded_with_the_old_names_compare_with_new_ones(store, tmp_path):
+    """A run recorded before the active phase existed (whole-run figures under the old names) is compared
+    with today's runs on the same figures: its duration_s reads as e2e_duration_s, and so on."""
+    client = MlflowClient(store.uri)
+    exp = client.get_experiment_by_name("variants").experiment_id
+    new = client.get_run(store.baseline).data.metrics
+    old = client.create_run(exp, run_name="recorded-before", tags={"variant": "old"}).info.run_id
+    from mlflow.entities import Metric
+
+    from radt_ext.summary_names import OLD_NAMES
+    renamed = {v: k for k, v in OLD_NAMES.items()}
+    values = {f"summary/{renamed[k[len('summary/'):]]}": 2 * v for k, v in new.items()
+              if k.startswith("summary/") and k[len("summary/"):] in renamed}
+    assert "summary/duration_s" in values and "summary/gpu_energy_j" in values
+    client.log_batch(old, metrics=[Metric(k, v, 0, 0) for k, v in values.items()])
+    client.set_terminated(old)
+    try:
+        proc = compare(store, store.baseline, old, "--baseline", store.baseline)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        for name in ("e2e_duration_s", "e2e_gpu_total_energy_j"):
+            line = next(ln for ln in proc.stdout.splitlines() if f" {name}" in ln)
+            assert "(2.00×)" in line, line
+        line = next(ln for ln in proc.stdout.splitlines() if " active_s" in ln)
+        assert "×" not in line  # the old run has no active-phase figures
+        proc = compare(store, store.baseline, old, "--baseline", store.baseline, "--metric", "duration_s")
+        assert proc.returncode == 0 and "e2e_duration_s" in proc.stdout and "(2.00×)" in proc.stdout
+    finally:
+        client.delete_run(old)
 
 
 def test_filter_with_explicit_baseline_and_html(store, tmp_path):
     html = tmp_path / "cmp.html"
     proc = compare(store, "--filter", "tags.variant = 'amp'", "--baseline", store.baseline,
-                   "--metric", "duration_s", "--metric", "loss", "--html", str(html))
+                   "--metric", "e2e_duration_s", "--metric", "loss", "--html", str(html))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "chosen by --baseline" in proc.stdout
     assert "loss" in proc.stdout and "throughput_samples_per_s" not in proc.stdout

@@ -84,7 +84,7 @@ def test_server_killed_mid_run_then_synced_nothing_lost_nothing_doubled(tmp_path
     assert d["sync"][0] == 0 and d["again"][0] == 0, d
     assert out.status == "FINISHED"  # ...and sync applied it
     tags = d["tags"]
-    assert int(tags["radt_ext.metrics_spooled"]) > 0 and "summary/duration_s" in MlflowClient(
+    assert int(tags["radt_ext.metrics_spooled"]) > 0 and "summary/e2e_duration_s" in MlflowClient(
         f"sqlite:///{tmp_path / 'server.db'}").get_run(d["run_id"]).data.metrics
     assert d["before"] < out.sent  # the outage really cost the store points until sync
     assert out.stored == out.sent and out.duplicates == 0

@@ -83,6 +83,7 @@ def test_best_gpu_ranks_measured_and_predicted(profile_files):
     assert r.exit_code == 0, r.output
     assert "profiled on H100; by edp" in r.output
     assert "measured" in r.output and "predicted" in r.output and "H200" in r.output
+    assert "intervals: the profile's measured spread" in r.output and "–" in r.output  # value (low–high)
 
 
 def test_best_gpu_bad_input_is_one_line(profile_files, tmp_path):
@@ -108,6 +109,14 @@ def test_ingest_then_dataset_from_mlflow(tracking_uri, profile_files, tmp_path):
     assert sorted(back.gpu.unique()) == ["H100", "H200"]
     r = cli("check", "--dataset", str(out))
     assert r.exit_code == 0 and "vit" in r.output
+
+
+def test_validate_holds_out_a_family_with_either_method(tmp_path):
+    out = tmp_path / "lofo.json"
+    r = cli("validate", "--dataset", str(SLICE), "--out", str(out), "--hold-out", "family", "--method", "fitted")
+    assert r.exit_code == 0, r.output
+    assert "held out dlrm" in r.output and "time: median error" in r.output
+    assert _one_line(cli("validate", "--dataset", str(SLICE), "--hold-out", "layer")).startswith("Error: Invalid value")
 
 
 def test_validate_writes_summary_and_cases(tmp_path):

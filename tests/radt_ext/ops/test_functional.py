@@ -2,6 +2,8 @@
 logged; an operation's backward measured over independent copies in one autograd call."""
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from mlflow.tracking import MlflowClient
@@ -114,6 +116,21 @@ def test_network_is_measured_in_rounds_with_their_spread():
     assert (net_rows.spread >= 0).all() and t[t.op != "network"].spread.isna().all()
     assert (net_rows.window_s >= ROUNDS * 0.002).all()  # each round a window of its own
     assert prof.meta["net_rounds"] == ROUNDS and prof.meta["cudnn_benchmark"] is False
+
+
+def test_a_networks_rounds_combine_as_the_fastest_one():
+    from radt_ext.ops.measure import Window
+    from radt_ext.ops.network import combined
+
+    rounds = [Window(2.0, 1000.0, 500.0, 100, 0.3, busy=0.99), Window(4.0, 1600.0, 400.0, 50, 0.3, busy=0.98),
+              Window(2.1, 1050.0, 500.0, 95, 0.3, busy=1.0)]
+    row = combined(rounds)
+    # the host held the second round back: its GPU idled (lower power, twice the time)
+    assert row["time_ms"] == 2.0 and row["power_w"] == 500.0 and row["energy_mj"] == pytest.approx(1000.0)
+    assert row["spread"] == pytest.approx((4.0 - 2.0) / 2.1) and row["reps"] == 245 and row["busy"] == 0.98
+    assert row["window_s"] == pytest.approx(0.9)
+    assert row["energy_spread"] == pytest.approx((1600.0 - 1000.0) / 1050.0)
+    assert math.isnan(combined([Window(1.0, math.nan, math.nan, 10, 0.3)] * 2)["energy_spread"])  # no meter
 
 
 def test_cudnn_setting_is_restored_after_a_profile():

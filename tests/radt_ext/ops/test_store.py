@@ -32,6 +32,11 @@ def test_profile_run_holds_params_totals_and_table(tracking_uri, cpu_profile):
     m = run.data.metrics
     assert m["network_ms"] == pytest.approx(m["network_forward_ms"] + m["network_backward_ms"])
     assert m["ops_over_network_ms"] == pytest.approx(m["ops_sum_ms"] / m["network_ms"])
+    # the rounds' spread per phase, and per step weighted by time: the interval every prediction carries
+    assert m["network_forward_spread"] >= 0 and m["network_backward_spread"] >= 0
+    assert min(m["network_forward_spread"], m["network_backward_spread"]) <= m["network_spread"] <= max(
+        m["network_forward_spread"], m["network_backward_spread"])
+    assert "network_energy_spread" not in m  # on the CPU there is no energy to spread
     assert "network_mj" not in m  # energy unavailable: no made-up zero
     assert run.info.status == "FINISHED" and run.data.tags[store.TAG] == "profile"
     back = store.load_run(client, run_id)

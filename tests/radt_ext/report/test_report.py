@@ -32,6 +32,7 @@ def test_every_run_logs_its_report_with_all_panels_and_epoch_markers(store):
     (fig,) = shown.figures(page)
     assert set(PANEL_TITLES) <= set(shown.titles(fig)), shown.titles(fig)
     assert {"epoch 0", "epoch 2"} <= set(shown.trace_texts(fig))  # the workload's own epoch bounds
+    assert "active phase starts (progress)" in shown.trace_texts(fig)  # the span the summaries cover
     assert shown.plotlyjs_copies(page) == 1  # plotly.js embedded once: opens offline
     assert len(page) < 6_000_000
     assert "radt_ext.report_error" not in client.get_run(store.baseline).data.tags
@@ -46,6 +47,8 @@ def test_run_timelines_come_from_the_stored_history(store):
     assert [label for _, _, label in run.epochs] == ["epoch 0", "epoch 1", "epoch 2"]
     start, end, _ = run.epochs[0]
     assert 0 <= start < end
+    # the active phase (from the workload's progress) begins after the first step of the first epoch
+    assert start - 0.001 <= run.active[0] < run.active[1] <= run.epochs[-1][1] + 0.001  # tags hold ms
     energy = figures.cumulative_energy(run.system)["gpu0_energy_j"]
     assert energy.v[0] == 0 and energy.v[-1] > 0
 
@@ -70,7 +73,7 @@ def test_sweep_report_has_pareto_front_and_per_variant_bars(store):
     assert "2 runs" in shown.text(page)
     scatter, bars = shown.figures(page)[:2]
     assert "Pareto front" in shown.trace_names(scatter)
-    assert "Throughput and energy per sample, per variant and mode" in shown.titles(bars)
+    assert "Throughput and energy per sample over the active phase, per variant and mode" in shown.titles(bars)
     assert "J per sample" in shown.titles(bars)
 
 
@@ -86,7 +89,7 @@ def test_a_failing_report_never_fails_the_run(store, tmp_path):
     run = client.search_runs([exp])[0]
     assert run.info.status == "FINISHED"
     assert run.data.tags["radt_ext.report_error"]
-    assert "summary/duration_s" in run.data.metrics
+    assert "summary/e2e_duration_s" in run.data.metrics
 
 
 def test_report_can_be_turned_off(store, monkeypatch):
