@@ -13,16 +13,13 @@ import os
 
 from mlflow.tracking import MlflowClient
 
+from radt_ext.summary_names import value
+
 EXPERIMENT = "pack-queue"
 
 
-# a group's GPU energy (the whole run's where active-phase summaries exist) and a job's attributed share
-GROUP_ENERGY = ("e2e_gpu_total_energy_j", "gpu_total_energy_j", "gpu_energy_j")
-JOB_ENERGY = ("e2e_gpu_energy_attributed_j", "gpu_energy_attributed_j")
-
-
-def _first(metrics: dict, names) -> float | None:
-    return next((metrics[f"summary/{n}"] for n in names if f"summary/{n}" in metrics), None)
+# a group's GPU energy over its whole run (today's name; runs of earlier versions read by their old one)
+GROUP_ENERGY = "e2e_gpu_total_energy_j"
 
 
 def _span(runs) -> tuple[float, float] | None:
@@ -40,7 +37,7 @@ def collect(client, steps: dict[str, list[float]]) -> dict:
         parents = [r for r in inside if "mlflow.parentRunId" not in r.data.tags]
         kids = [r for r in inside if "mlflow.parentRunId" in r.data.tags]
         span = _span(parents)
-        energy = [_first(r.data.metrics, GROUP_ENERGY) for r in parents]
+        energy = [value(r.data.metrics, GROUP_ENERGY) for r in parents]
         out["steps"][step] = {
             "wall_s": t1 - t0, "makespan_s": span[1] - span[0] if span else None, "groups": len(parents),
             "jobs": len(kids), "finished": sum(r.info.status == "FINISHED" for r in kids),
@@ -51,9 +48,9 @@ def collect(client, steps: dict[str, list[float]]) -> dict:
             m, t = k.data.metrics, k.data.tags
             job = out["jobs"].setdefault(t.get("sweep.workload_hash", k.info.run_id), {"name": t.get("sweep.workload")})
             job[step] = {"run_id": k.info.run_id, "status": k.info.status, "mode": t.get("collocation.mode"),
-                         "gpu": t.get("collocation.gpu"), "duration_s": _first(m, ("e2e_duration_s", "duration_s")),
+                         "gpu": t.get("collocation.gpu"), "duration_s": value(m, "e2e_duration_s"),
                          "active_s": m.get("summary/active_s"), "slowdown": m.get("summary/slowdown_ratio"),
-                         "energy_j": _first(m, JOB_ENERGY),
+                         "energy_j": m.get("summary/gpu_energy_attributed_j"),
                          "predicted_slowdown": _f(t.get("pack.predicted_slowdown")),
                          "predicted_energy_j": _f(t.get("pack.predicted_energy_j")), "decision": t.get("pack.decision")}
     a, p = out["steps"].get("alone", {}), out["steps"].get("packed", {})

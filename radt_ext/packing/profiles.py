@@ -15,18 +15,20 @@ from dataclasses import dataclass, field
 
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
+from radt_ext.summary_names import SUMMARY, upgrade
+
 JOB_TAG = "pack.job"  # a packed group's child: the hash of the sweep variant (job) it ran
 
-# each figure: its active-phase summary name first, then the whole run's (e2e_), then the name runs
-# recorded before the active phase had for the whole run
+# each figure: its active-phase summary name first, then the whole run's (runs recorded before the
+# active phase existed have only whole-run figures; summary_names.upgrade gives them today's e2e_ names)
 NAMES = {
-    "duration_s": ("active_s", "e2e_duration_s", "duration_s"),
-    "sm_pct": ("gpu_mean_avg_sm_active_pct", "e2e_gpu_mean_avg_sm_active_pct", "gpu_avg_sm_active_pct"),
-    "dram_pct": ("gpu_mean_avg_dram_active_pct", "e2e_gpu_mean_avg_dram_active_pct", "gpu_avg_dram_active_pct"),
-    "busy_pct": ("gpu_mean_avg_util_pct", "e2e_gpu_mean_avg_util_pct", "gpu_avg_util_pct"),
-    "mem_mib": ("gpu_max_peak_mem_mib", "e2e_gpu_max_peak_mem_mib", "gpu_peak_mem_mib"),
-    "power_w": ("gpu_total_avg_power_w", "e2e_gpu_total_avg_power_w", "gpu_avg_power_w"),
-    "energy_j": ("gpu_total_energy_j", "e2e_gpu_total_energy_j", "gpu_energy_j"),
+    "duration_s": ("active_s", "e2e_duration_s"),
+    "sm_pct": ("gpu_mean_avg_sm_active_pct", "e2e_gpu_mean_avg_sm_active_pct"),
+    "dram_pct": ("gpu_mean_avg_dram_active_pct", "e2e_gpu_mean_avg_dram_active_pct"),
+    "busy_pct": ("gpu_mean_avg_util_pct", "e2e_gpu_mean_avg_util_pct"),
+    "mem_mib": ("gpu_max_peak_mem_mib", "e2e_gpu_max_peak_mem_mib"),
+    "power_w": ("gpu_total_avg_power_w", "e2e_gpu_total_avg_power_w"),
+    "energy_j": ("gpu_total_energy_j", "e2e_gpu_total_energy_j"),
     "idle_power_w": ("gpu_idle_power_w",),
     "throughput": ("throughput_samples_per_s", "e2e_throughput_samples_per_s"),
 }
@@ -83,7 +85,8 @@ class Knowledge:
 
 
 def _summary(metrics: dict[str, float]) -> dict[str, float]:
-    return {k[len("summary/"):]: v for k, v in metrics.items() if k.startswith("summary/")}
+    """A run's summaries by today's names (a run recorded under the old names gets their e2e_ names)."""
+    return {k[len(SUMMARY):]: v for k, v in upgrade(metrics).items() if k.startswith(SUMMARY)}
 
 
 def profile_of(child, parent=None) -> Profile:

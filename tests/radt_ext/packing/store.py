@@ -31,20 +31,33 @@ def _end(client, run_id, metrics: dict[str, float], tags: dict[str, str]) -> Non
 
 
 def log_profile(uri: str, experiment: str, key: str, figures: tuple, gpu_mib: float = GPU_MIB,
-                model: str | None = None) -> str:
+                model: str | None = None, whole: tuple | None = None) -> str:
     """An exclusive group run of one job with these figures (measured on a GPU `model`, as a pooled
-    variant's child says); returns the child run id."""
+    variant's child says); returns the child run id. Without `whole`, a run recorded under the old
+    names (whole-run figures only); with it, today's names: `figures` over the active phase and
+    `whole` (the same fields) over the whole run."""
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name(experiment)
     exp_id = exp.experiment_id if exp else client.create_experiment(experiment)
-    sm, dram, util, mem, power, duration = figures
     parent = client.create_run(exp_id).info.run_id
-    _end(client, parent, {"gpu_avg_sm_active_pct": sm, "gpu_avg_dram_active_pct": dram, "gpu_avg_util_pct": util,
-                          "gpu_peak_mem_mib": mem, "gpu_avg_power_w": power, "gpu_idle_power_w": IDLE_W,
-                          "duration_s": duration + 2.0},
+    if whole is None:
+        sm, dram, util, mem, power, duration = figures
+        device = {"gpu_avg_sm_active_pct": sm, "gpu_avg_dram_active_pct": dram, "gpu_avg_util_pct": util,
+                  "gpu_peak_mem_mib": mem, "gpu_avg_power_w": power, "duration_s": duration + 2.0}
+        own = {"duration_s": duration}
+    else:
+        device, own = {}, {}
+        for prefix, figs in (("", figures), ("e2e_", whole)):
+            sm, dram, util, mem, power, duration = figs
+            device.update({f"{prefix}gpu_mean_avg_sm_active_pct": sm, f"{prefix}gpu_mean_avg_dram_active_pct": dram,
+                           f"{prefix}gpu_mean_avg_util_pct": util, f"{prefix}gpu_max_peak_mem_mib": mem,
+                           f"{prefix}gpu_total_avg_power_w": power})
+            span = "e2e_duration_s" if prefix else "active_s"
+            device[span], own[span] = duration + (2.0 if prefix else 0.0), duration
+    _end(client, parent, {**device, "gpu_idle_power_w": IDLE_W},
          {"collocation.mode": "exclusive", "collocation.size": "1", "machine.gpu.0.memory_total_mib": str(gpu_mib)})
     child = client.create_run(exp_id, tags={"mlflow.parentRunId": parent}).info.run_id
-    _end(client, child, {"duration_s": duration},
+    _end(client, child, own,
          {"collocation.mode": "exclusive", "sweep.workload_hash": key, **({"sweep.gpu_model": model} if model else {})})
     return child
 

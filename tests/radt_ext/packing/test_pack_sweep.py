@@ -14,7 +14,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from listeners import nvml_backend
-from radt_ext.packing import queue
+from radt_ext.packing import profiles, queue
 from radt_ext.sweep.spec import load
 from tests.radt_ext.helpers import radt
 from tests.radt_ext.packing.store import log_profile
@@ -87,8 +87,14 @@ def test_profiled_jobs_share_the_gpus_and_each_group_says_why(tmp_path, two_gpus
         kids = client.search_runs([exp], f"tags.`mlflow.parentRunId` = '{g.info.run_id}'")
         for k in kids:  # beside the prediction, what was measured against the job's exclusive profile
             assert k.data.tags["pack.predicted_slowdown"] == "1.0800" and "pack.predicted_energy_j" in k.data.tags
-            assert k.data.tags["sweep.gpu_model"] == "NVIDIA H200"
+            assert k.data.tags["sweep.gpu_model"] == "NVIDIA H200" and k.data.tags["collocation.slowdown_basis"]
             assert k.data.metrics["summary/slowdown_ratio"] > 0 and k.data.tags["baseline_run_id"]
+        # what the next plans learn from: each member's measured slowdown, as its child run has it
+        measured = {m.run_id: m.slowdowns for m in profiles.read(client, "queue").groups}
+        children: dict[str, list[float]] = {}
+        for k in kids:
+            children.setdefault(k.data.tags["sweep.workload_hash"], []).append(k.data.metrics["summary/slowdown_ratio"])
+        assert {h: sorted(v) for h, v in measured[g.info.run_id].items()} == {h: sorted(v) for h, v in children.items()}
     report = client.search_runs([exp], "tags.`sweep.role` = 'report'")[0]
     html = open(os.path.join(report.info.artifact_uri.replace("file://", ""), "radt_ext_sweep_report.html")).read()
     assert "Packing: predicted against measured" in html
@@ -135,8 +141,6 @@ def test_a_job_without_a_profile_runs_alone_first(tmp_path, two_gpus):
     assert set(finished_jobs(two_gpus)) == set(hashes.values()) | {alone[0].data.tags["sweep.hash"]}
     # the run is the new job's profile now: a dry run of the same queue plus a copy of it plans from it
     profiled = queue.job_variants(load(path))[2].workloads[0].key
-    from radt_ext.packing import profiles
-
     assert profiles.read(client, "queue").profiles[profiled].run_id
 
 

@@ -36,17 +36,11 @@ def test_profiles_are_read_back_with_their_fallback_names(tracking_uri):
 
 
 def test_active_phase_figures_come_before_the_whole_runs(tracking_uri):
-    from mlflow.entities import Metric
-
-    child = log_profile(tracking_uri, EXP, "cnn", H200["cnn"])
-    client = MlflowClient(tracking_uri)
-    parent = client.get_run(child).data.tags["mlflow.parentRunId"]
-    today = {"active_s": 20.0, "e2e_duration_s": 25.0, "gpu_mean_avg_sm_active_pct": 3.5,
-             "e2e_gpu_mean_avg_sm_active_pct": 2.8, "gpu_total_avg_power_w": 130.0, "e2e_gpu_total_avg_power_w": 123.3,
-             "gpu_max_peak_mem_mib": 2000.0, "e2e_gpu_max_peak_mem_mib": 2100.0}
-    client.log_batch(parent, metrics=[Metric(f"summary/{k}", v, 0, 0) for k, v in today.items()])
-    p = profiles.read(client, EXP).profiles["cnn"]
-    assert (p.duration_s, p.sm_pct, p.power_w, p.mem_mib, p.phase) == (20.0, 3.5, 130.0, 2000.0, "active phase")
+    active, whole = (3.5, 2.0, 10.0, 2000.0, 130.0, 20.0), (2.8, 1.5, 9.0, 2100.0, 123.3, 23.0)
+    log_profile(tracking_uri, EXP, "cnn", active, whole=whole)
+    p = profiles.read(MlflowClient(tracking_uri), EXP).profiles["cnn"]
+    assert (p.sm_pct, p.dram_pct, p.busy_pct, p.mem_mib, p.power_w, p.duration_s) == active
+    assert p.phase == "active phase" and p.idle_power_w == IDLE_W
 
 
 def test_a_profile_measured_on_the_pools_gpu_model_comes_first(tracking_uri):
