@@ -150,6 +150,18 @@ def experiment_id_for(client, name: str | None) -> str:
     return experiment.experiment_id
 
 
+def _import_for_threads() -> None:
+    """What the writer and run-following threads import lazily, imported here in the main thread first:
+    two threads importing MLflow's modules at once can deadlock on Python's import locks."""
+    import mlflow.entities  # noqa: F401
+    import mlflow.utils.search_utils  # noqa: F401
+
+    try:
+        import radt_ext.bulk_metrics  # noqa: F401
+    except Exception:
+        pass  # the writer then says why, and uses log_batch
+
+
 def exit_code(returncode: int) -> int:
     """A child killed by signal N exits the way a shell reports it: 128 + N."""
     return 128 - returncode if returncode < 0 else returncode
@@ -325,6 +337,8 @@ class WorkloadSession:
         self.marker = self.marker or self.run_id
         if self.run_id is not None:
             write_run_id(self.run_id_path, self.run_id)
+        if self.client is not None:
+            _import_for_threads()
         try:  # before the workload exists: it never runs unwatched
             self.watchdog = Watchdog(self.run_id, self.uri, marker=self.marker)
         except OSError as exc:  # no process to spare: the run goes on; an orphan is still ended by the next run
@@ -376,6 +390,7 @@ class WorkloadSession:
                 self.watchdog.release()
             raise
         self.timings["run_created"] = time.time()
+        _import_for_threads()
         write_run_id(self.run_id_path, self.run_id)
         if self.watchdog is not None:
             self.watchdog.run(self.run_id)
