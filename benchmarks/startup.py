@@ -150,7 +150,7 @@ def main(argv=None) -> int:
     result = {"command": " ".join([os.path.basename(sys.executable), "-m", "benchmarks.startup", *(argv or sys.argv[1:])]),
               "environment": {"python": platform.python_version(), "machine": platform.machine(),
                               "cpus": os.cpu_count(), "cpu": platform.processor() or platform.machine(),
-                              "load_before": _load()}}
+                              "load_before": _load(), "nvml_replay": os.environ.get("RADT_EXT_NVML_REPLAY")}}
 
     def step(name, fn):
         t = time.time()
@@ -187,7 +187,8 @@ def main(argv=None) -> int:
 
 def render(r: dict, args) -> str:
     env = r["environment"]
-    lines = [f"`{r['command']}` — Python {env['python']}, {env['cpus']} CPUs, load average before "
+    lines = ["### What `radt-ext run` costs around a workload", "",
+             f"`{r['command']}` — Python {env['python']}, {env['cpus']} CPUs, load average before "
              f"{env['load_before']}, after {env['load_after']}", "",
              "| figure | value |", "| --- | --- |"]
     imp = r.get("import_s", {})

@@ -119,8 +119,8 @@ class MetricWriter:
         self._http = tracking_uri.startswith(("http://", "https://"))
         self._spool_uri = absolute_uri(tracking_uri)
         self._spool_path = spool_path
-        self._bound = threading.Event()  # the run exists: points may go out
-        if run_id is not None:
+        self._bound = threading.Event()  # the run exists and the store is reached: points may go out
+        if run_id is not None and client is not None:
             self._bound.set()
         self.sent = 0
         self.stored = 0

@@ -276,3 +276,15 @@ def test_ops_findings_prints_the_figures_the_docs_quote():
     for line in ("profiles per GPU {'H100': 72, 'H200': 72}", "busy share of windows", "summed within 10 % on time",
                  "network rows above the limit", "largest time errors"):
         assert line in proc.stdout, line
+
+
+def test_startup_times_every_step_of_a_run(tmp_path, tracking_uri):
+    result = run_script("startup", tmp_path / "out", tracking_uri, "--repeats", "1", "--sleep-s", "0.2",
+                        "--no-mlflow-import", "--matmul-s", "0.2", "--no-matmul-alone",
+                        "--store", f"sqlite:///{tmp_path / 'startup.db'}")
+    assert len(result["start_latency_s"]) == 3  # the run that ends at once, the sleep, the matmul
+    assert result["return_overhead"][0]["under_radt_ext_s"] > 0.2
+    steps = result["split"]
+    assert list(steps)[:4] == ["imported", "checked", "workload_started", "listeners_started"]
+    assert "store_connected" in steps and "report_logged" in steps  # the store was reached after the start
+    assert "under_radt_ext_s" in result["matmul"]

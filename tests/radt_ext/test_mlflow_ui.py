@@ -207,7 +207,8 @@ def test_a_radt_ext_experiment_opens_in_the_training_view(store, server, browser
     page.wait_for_timeout(1500)
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "mlflow_training_view.png"))
-    page.get_by_text("baseline").first.click()
+    page.get_by_role("link", name="baseline").first.click()
     page.get_by_text("System metrics").first.click(timeout=WAIT_MS)
-    _wait_text(page, "gpu0_power_w")
+    _wait_text(page, "gpu0_energy_j")  # the tab lists our system/* charts
+    assert "/system-metrics" in page.url, page.url
     page.close()
