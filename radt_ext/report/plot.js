@@ -109,6 +109,16 @@
     function paperX(x) { return ml + x * pw; }
     function paperY(y) { return mt + (1 - y) * ph; }
 
+    // shared axes (make_subplots(shared_xaxes=True): "matches") show one range
+    [0, 1].forEach(function (pass) {
+      Object.keys(axes).forEach(function (k) {
+        var ax = axes[k], to = ax.spec.matches ? axes[axisKey(ax.spec.matches, ax.letter)] : null;
+        if (!to || to === ax) return;
+        if (pass === 0) { to.lo = Math.min(to.lo, ax.lo); to.hi = Math.max(to.hi, ax.hi); }
+        else { ax.lo = to.lo; ax.hi = to.hi; }
+      });
+    });
+
     // axes with ticks and titles
     Object.keys(axes).forEach(function (k) {
       var ax = axes[k];
