@@ -29,6 +29,7 @@ timeout -k 2 $((BUDGET_S - 3)) python3 -m benchmarks.startup --out "$RESULTS/sta
   --repeats 3 --sleep-s 5 --sleep-repeats 1 --matmul-s $MATMUL_S --no-matmul-alone --no-split --no-mlflow-import \
   > "$RESULTS/startup.log" 2>&1
 rc=$?
+grep "^startup: " "$RESULTS/startup.log"  # one timing line per step
 echo "== startup exited $rc at ${SECONDS}s"
 [ $rc -ne 0 ] && { echo "FAILED: benchmarks.startup (exit $rc); its log:"; tail -n 30 "$RESULTS/startup.log"; }
 cat "$RESULTS/startup/startup.md" 2>/dev/null || echo "FAILED: no startup.md written"
