@@ -26,6 +26,7 @@ def spec(name: str, devices: list[str], sizes: list[int], seconds: float, repeat
         f"name: {name}",
         f"experiment: sweep-lanes-{name}",
         f"devices: [{', '.join(repr(d) for d in devices)}]",
+        "device_mode: each",  # every variant on every listed device: a lane per GPU
         f"repeats: {repeats}",
         "listeners: nvml:0.2",
         "child_listeners: top:0.5",

@@ -236,3 +236,28 @@ def gpu_indices() -> list[str]:
     if not indices:
         raise ListenerError("NVML lists no GPU on this machine")
     return indices
+
+
+def identities(entries: list[str]) -> dict[str, tuple[str, str]]:
+    """{entry: (UUID, name)} for each entry (an NVML index, GPU-<uuid> or MIG-<uuid>) that names a GPU;
+    {} where NVML does not start. What an MPS daemon and its clients are given, and how a pool of
+    devices tells GPU models apart."""
+    nv = nvml()
+    try:
+        nv.nvmlInit()
+    except Exception:
+        return {}
+    out: dict[str, tuple[str, str]] = {}
+    try:
+        gpus = all_gpus()
+        for entry in entries:
+            try:
+                found = _lookup(entry.strip(), gpus, entry)
+            except ListenerError:
+                continue
+            out[entry] = (found.uuid, found.name)
+    except nv.NVMLError:
+        return {}
+    finally:
+        nv.nvmlShutdown()
+    return out

@@ -105,6 +105,33 @@ class EnergyCounter:
             out["mem_bandwidth_gbs"] = round(out["mem_clock_max_mhz"] * 1e6 * 2 * out["mem_bus_width_bits"] / 8 / 1e9, 1)
         return out
 
+    def state(self) -> dict[str, Any]:
+        """What may move a measurement, read now: SM and memory clocks, performance state, temperature,
+        power and the active clock-event (throttle) reasons, e.g. `power_cap`; a value NVML lacks is left out."""
+        from listeners.nvml import THROTTLE_REASONS
+
+        nv = nvml()
+        h = self._handle
+        out: dict[str, Any] = {}
+
+        def put(key, fn, *args, convert=lambda v: v):
+            try:
+                out[key] = convert(fn(*args))
+            except Exception:  # NVMLError, or a call a replayed trace never recorded
+                pass
+
+        put("sm_clock_mhz", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM, convert=int)
+        put("mem_clock_mhz", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_MEM, convert=int)
+        put("pstate", nv.nvmlDeviceGetPerformanceState, h, convert=int)
+        put("temp_c", nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU, convert=int)
+        put("power_w", nv.nvmlDeviceGetPowerUsage, h, convert=lambda mw: int(mw) / 1000)
+        reasons = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+            nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
+        if reasons is not None:
+            put("throttle", reasons, h, convert=lambda mask: "+".join(
+                name for bit, name in THROTTLE_REASONS.items() if int(mask) & bit) or "none")
+        return out
+
     def close(self) -> None:
         if self._open:
             self._open = False

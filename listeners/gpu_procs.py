@@ -6,7 +6,8 @@ who used what. This listener keeps only NVML's per-process entries
 in the workload's process tree (the target pid and its descendants, found with psutil: listed again at once
 when NVML shows a process the last listing does not hold, and every TREE_EVERY_S in case a pid was reused).
 
-Values per visible GPU i: `gpu{i}_proc_count` (workload processes on the GPU) and
+Values per visible GPU i: `gpu{i}_proc_count` (workload processes on the GPU; the most at once is the
+tag `gpu.{i}.workload_processes_max`, so a run says which of the watched GPUs its job used) and
 `gpu{i}_proc_mem_mib` (their GPU memory), every interval; `gpu{i}_proc_sm_pct` and
 `gpu{i}_proc_mem_util_pct` from NVML's per-process utilization samples (the driver takes one every
 ~200 ms on an H100), summed over the workload's processes with the same timestamp. That call costs
@@ -59,6 +60,7 @@ class GpuProcsListener(NvmlListenerBase):
         self._tree: set[int] = set()  # the last listing of the workload's tree
         self._listed_at = float("-inf")  # time.monotonic() of that listing
         self._foreign: set[int] = set()  # pids on the GPU that the last listing did not hold: not the workload's
+        self._most: dict[int, int] = {}  # device index -> the most workload processes seen on it at once
 
     def open_devices(self, nv) -> None:
         self.devices = resolve(self.target.cuda_visible_devices)
@@ -105,11 +107,16 @@ class GpuProcsListener(NvmlListenerBase):
                     self._foreign = (self._foreign | unknown) - pids
                 mine = [proc for proc in procs if int(proc.pid) in pids]
                 values[p + "count"] = float(len(mine))
+                self._most[d.index] = max(self._most.get(d.index, 0), len(mine))
                 used = [proc.usedGpuMemory for proc in mine if proc.usedGpuMemory is not None]
                 values[p + "mem_mib"] = float(sum(used)) / MIB
             if util_due:
                 util.extend(self._utilization(nv, d, self._pids, p, now))
         return ([Reading(now, values)] if values else []) + util
+
+    def tags(self) -> Mapping[str, str]:
+        """Which watched GPUs the workload used: `gpu.{i}.workload_processes_max` (0: not used)."""
+        return {f"gpu.{i}.workload_processes_max": str(n) for i, n in sorted(self._most.items())}
 
     def read(self) -> Mapping[str, float]:
         """The newest values of one sample() (utilization samples folded to the latest)."""

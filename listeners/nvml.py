@@ -4,9 +4,11 @@ clock-event (throttle) reasons of every GPU the workload sees, read through pynv
 Each reading is taken at a rate that fits its cost (CPU in the driver per call, measured in
 docs/benchmarks): power comes from the driver's own sample buffer (about 50 samples a second,
 each logged as its own point at its own time), drained about once a second in one call; the
-energy counter (~5 ms a call) is read at open, at close and every ENERGY_EVERY_S in between;
-everything else (µs a call) every interval. Where the sample buffer cannot be read, power is
-read point by point every interval and the tag `gpu.{i}.power_source` says why.
+energy counter (~5 ms a call) is read at open, at close and every ENERGY_EVERY_S in between, and
+the power samples between two reads, rescaled to the counter's rise, give the energy's course at
+about four points a second (energy_timeline.py); everything else (µs a call) every interval. Where
+the sample buffer cannot be read, power is read point by point every interval and the tag
+`gpu.{i}.power_source` says why.
 
 Names carry the workload's GPU index (`gpu0_power_w`). For a MIG device the
 device-wide readings (power, energy, temperature, clocks, PCIe, throttle) come from its
@@ -22,6 +24,7 @@ from typing import Any, Callable, Mapping
 
 from listeners.base import Reading, Target
 from listeners.devices import GpuDevice, describe, resolve
+from listeners.energy_timeline import EnergyTimeline
 from listeners.nvml_backend import nvml
 from listeners.nvml_listener import NvmlListenerBase
 from listeners.power_samples import PowerSamples
@@ -49,8 +52,9 @@ FIELD_IDS = {
     "NVML_FI_DEV_MEMORY_TEMP": "mem_temp_c",
 }
 # Each reading at a rate that fits its cost: the energy counter (~5 ms of CPU a read) at open, at close
-# and at most this often in between (the summary's joules come from open and close, so they stay exact;
-# the 50 Hz power timeline shows the energy's course);
+# and at most this often in between; where the driver's power samples are read, `gpu{i}_energy_j` gets
+# about four points a second between reads, the samples' integral rescaled to meet the counter at each
+# read (energy_timeline.py), logged when the read that closes them is taken;
 ENERGY_EVERY_S = 30.0
 # NVML measures PCIe throughput over a ~20 ms window inside each call, ~0.8 ms of it CPU (H100): at most
 # this often.
@@ -119,7 +123,8 @@ class NvmlListener(NvmlListenerBase):
         self._permanent: tuple = ()  # the NVML errors after which a reading is dropped for good
         self._power: dict[int, tuple[str, PowerSamples, _Reader]] = {}  # index → (prefix, buffer, its reader)
         self._energy: dict[int, tuple[str, Any, float]] = {}  # index → (prefix, handle, counter at open in mJ)
-        self._pending: list[Reading] = []  # energy 0 J at the moment of open, handed out by the first sample
+        self._timelines: dict[int, EnergyTimeline] = {}  # index → energy between counter reads, from power samples
+        self._pending: list[Reading] = []  # readings with their own times (energy), handed out by the next sample
         self._tags: dict[str, str] = {}
         self.dropped: list[str] = []  # readings this GPU does not support, as `gpu{i}_<name>`
 
@@ -176,8 +181,9 @@ class NvmlListener(NvmlListenerBase):
             now = time.time()
             self._energy[d.index] = (p, gpu, energy_mj(nv, gpu))
             self._pending.append(Reading(now, {p + "energy_j": 0.0}))
-            energy = _Reader(p + "energy_j", lambda out: out.update(self._read_energy(nv, d.index)),
-                             slow(ENERGY_EVERY_S))
+            if d.index in self._power:
+                self._timelines[d.index] = EnergyTimeline(now)
+            energy = _Reader(p + "energy_j", lambda out: self._read_energy(nv, d.index), slow(ENERGY_EVERY_S))
             energy.last = time.monotonic()
             readers.append(energy)
         except nv.NVMLError:
@@ -224,9 +230,18 @@ class NvmlListener(NvmlListenerBase):
             _Reader(p + "throttle", throttle),
         ]
 
-    def _read_energy(self, nv, index: int) -> dict[str, float]:
+    def _read_energy(self, nv, index: int, drain: bool = True) -> None:
+        """The counter into `_pending`: with power samples, after draining them (unless just drained),
+        the points of the segment this read closes; without, the read alone."""
         p, gpu, start = self._energy[index]
-        return {p + "energy_j": (energy_mj(nv, gpu) - start) / 1000.0}
+        timeline = self._timelines.get(index)
+        if drain and timeline is not None and index in self._power:
+            self._pending += self._drain_one(nv, index)  # the samples up to now belong to this read
+        now = time.time()
+        joules = (energy_mj(nv, gpu) - start) / 1000.0
+        key = p + "energy_j"
+        points = timeline.counter(now, joules) if timeline is not None else [(now, joules)]
+        self._pending.extend(Reading(t, {key: e}) for t, e in points)
 
     def _fields_reader(self, nv, gpu, p: str, want_power: bool):
         """One nvmlDeviceGetFieldValues call for average power, memory temperature and, when the
@@ -270,8 +285,8 @@ class NvmlListener(NvmlListenerBase):
 
     def sample(self) -> list[Reading]:
         now = time.time()
-        readings, self._pending = self._pending, []
         values = self._read_due(time.monotonic())
+        readings, self._pending = self._pending, []
         if values:
             readings.append(Reading(now, values))
         return readings + self._drain(time.monotonic())
@@ -282,14 +297,14 @@ class NvmlListener(NvmlListenerBase):
     def closing_sample(self) -> list[Reading]:
         """The counter once more (the summary's exact joules) and the power samples not yet drained."""
         nv = nvml()
-        readings = []
+        drained = self._drain(float("inf"))  # first: the counter read after them closes their segment
         for index in list(self._energy):
-            now = time.time()
             try:
-                readings.append(Reading(now, self._read_energy(nv, index)))
+                self._read_energy(nv, index, drain=False)
             except nv.NVMLError:
                 pass
-        return readings + self._drain(float("inf"))
+        readings, self._pending = self._pending, []
+        return readings + drained
 
     def _due(self, reader: _Reader, now: float) -> bool:
         # half a tick of slack: a reader as slow as the tick is taken every tick despite jitter
@@ -312,26 +327,34 @@ class NvmlListener(NvmlListenerBase):
                 pass  # a passing failure (timeout, busy): skip this reading this time
         if dropped:
             self._readers = [r for r in self._readers if r not in dropped]
+            # a counter that cannot be read any more closes no segment: its samples are not kept
+            self._timelines = {i: tl for i, tl in self._timelines.items() if f"gpu{i}_energy_j" not in self.dropped}
         return values
 
     def _drain(self, now: float) -> list[Reading]:
         """Each new driver power sample as its own reading, at its own time."""
         nv = nvml()
         readings = []
-        for index, (p, buffer, reader) in list(self._power.items()):
-            if not self._due(reader, now):
-                continue
-            reader.last = time.monotonic()
-            try:
-                samples = buffer.drain(nv)
-            except _permanent(nv):
-                del self._power[index]
-                self.dropped.append(reader.name)
-                continue
-            except nv.NVMLError:
-                continue
-            readings.extend(Reading(t, {p + "power_w": watts}) for t, watts in samples)
+        for index, (_, _, reader) in list(self._power.items()):
+            if self._due(reader, now):
+                readings += self._drain_one(nv, index)
         return readings
+
+    def _drain_one(self, nv, index: int) -> list[Reading]:
+        p, buffer, reader = self._power[index]
+        reader.last = time.monotonic()
+        try:
+            samples = buffer.drain(nv)
+        except _permanent(nv):
+            del self._power[index]
+            self.dropped.append(reader.name)
+            return []
+        except nv.NVMLError:
+            return []
+        timeline = self._timelines.get(index)
+        if timeline is not None:
+            timeline.power(samples)
+        return [Reading(t, {p + "power_w": watts}) for t, watts in samples]
 
     def tags(self) -> Mapping[str, str]:
         tags = dict(self._tags)

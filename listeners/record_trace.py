@@ -144,8 +144,9 @@ def _run_processes(nv, seconds: float, interval: float, stop: threading.Event) -
         nv.nvmlShutdown()
 
 
-def _start_load(seconds: float) -> subprocess.Popen | None:
-    """A child ready to run the matmul when told (CUDA initialised first, so load starts on time)."""
+def _start_load(seconds: float, gpu: str | None = None) -> subprocess.Popen | None:
+    """A child ready to run the matmul when told (CUDA initialised first, so load starts on time), on
+    `gpu` (an NVML index or UUID; default: the first GPU it sees)."""
     try:
         import torch  # noqa: F401
 
@@ -155,12 +156,13 @@ def _start_load(seconds: float) -> subprocess.Popen | None:
     except ImportError:
         print("record_trace: torch not installed; recording without load", file=sys.stderr)
         return None
-    return _spawn_load(LOAD_CODE, seconds)
+    return _spawn_load(LOAD_CODE, seconds, gpu)
 
 
-def _spawn_load(code: str, seconds: float) -> subprocess.Popen | None:
+def _spawn_load(code: str, seconds: float, gpu: str | None = None) -> subprocess.Popen | None:
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES=gpu) if gpu is not None else None
     child = subprocess.Popen([sys.executable, "-c", code, str(seconds)],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     if child.stdout.readline().strip() != "ready":
         child.kill()
         print("record_trace: the load process failed to start; recording without load", file=sys.stderr)
@@ -168,7 +170,8 @@ def _spawn_load(code: str, seconds: float) -> subprocess.Popen | None:
     return child
 
 
-def record(seconds: float, interval: float, gpm_interval: float, load: bool, real: Any = None) -> dict:
+def record(seconds: float, interval: float, gpm_interval: float, load: bool, real: Any = None,
+           load_gpu: str | None = None) -> dict:
     """Record `real` (the pynvml module unless a test hands in a stand-in)."""
     if real is None:
         import pynvml as real
@@ -196,14 +199,15 @@ def record(seconds: float, interval: float, gpm_interval: float, load: bool, rea
         threads = [threading.Thread(target=_run_listener, args=(lst, seconds, stop, samples[lst.name], errors))
                    for lst in listeners]
         threads.append(threading.Thread(target=_run_processes, args=(rec, seconds, interval, stop)))
-        child = _start_load(seconds * 0.5) if load and meta["probe"]["nvml"] is None else None
+        child = (_start_load(seconds * 0.5, load_gpu) if load_gpu is not None else _start_load(seconds * 0.5)) \
+            if load and meta["probe"]["nvml"] is None else None
         t0 = time.time()
         for t in threads:
             t.start()
         if child is not None:
             time.sleep(seconds * 0.25)
             out, _ = child.communicate("go\n", timeout=seconds * 2 + 120)
-            meta["load"] = {"returncode": child.returncode, "pid": child.pid,
+            meta["load"] = {"returncode": child.returncode, "pid": child.pid, "gpu": load_gpu,
                             "events": [dict(zip(("what", "t", "n"), line.split()))
                                        for line in out.splitlines() if line.startswith("load-")]}
             for event in meta["load"]["events"]:
@@ -277,11 +281,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=0.1, help="nvml listener interval (s)")
     parser.add_argument("--gpm-interval", type=float, default=0.2, help="gpm listener interval (s)")
     parser.add_argument("--load", action="store_true", help="run a bf16 matmul during the middle half")
+    parser.add_argument("--load-gpu", default=None,
+                        help="the GPU the load runs on (NVML index or UUID; default the first): on a multi-GPU "
+                             "machine the others stay idle, so a replay tells the GPUs apart")
     parser.add_argument("--note", default="", help="free text kept in the trace's meta (the machine, the case)")
     args = parser.parse_args(argv)
     os.environ.pop(nvml_backend.REPLAY_ENV, None)  # record the real GPU, never a replay
 
-    trace = record(args.seconds, args.interval, args.gpm_interval, args.load)
+    trace = record(args.seconds, args.interval, args.gpm_interval, args.load, load_gpu=args.load_gpu)
     trace["meta"]["note"] = args.note
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as fh:

@@ -9,7 +9,7 @@ every reading before this.
 
 Metrics in `EXEMPT` keep every point:
 - `gpu{i}_power_w` (the driver's power timeline; it changes every sample anyway) and
-  `gpu{i}_energy_j` (the counter, read every few seconds);
+  `gpu{i}_energy_j` (the counter and its course between reads, a few points a second);
 - the per-process samples (`gpu{i}_proc_sm_pct`, `gpu{i}_proc_mem_util_pct`) and a MIG
   instance's SM activity: a collocation energy split read back from the store takes each of
   those samples as covering only the driver tick before it, so a repeated sample left out would

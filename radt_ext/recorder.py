@@ -11,10 +11,11 @@ from array import array
 
 from listeners import registry
 from listeners.base import Listener, ListenerError, Reading, Target
+from radt_ext.energy import ENERGY, EnergySeries
 from radt_ext.errors import UsageError
 from radt_ext.monitor import Monitor
 from radt_ext.point_filter import PointFilter
-from radt_ext.summaries import Summaries
+from radt_ext.summaries import Summaries, with_span_energy
 from radt_ext.writer import MetricWriter
 
 PREFIX = "system/"
@@ -67,6 +68,7 @@ class Recorder:
         self._kept: dict[str, tuple[array, array]] = {}  # name -> (times, values): 16 bytes a point
         self.workload_runs = workload_runs  # WorkloadRuns: the points also go to the runs the workload started
         self.summaries = Summaries()
+        self.energy = EnergySeries()  # every gpu{i}_energy_j point: the run's energy over its span
         self.writer = MetricWriter(client, run_id, tracking_uri)
         self.points = PointFilter(self.writer.add)  # the store gets the points that say something new
         self.monitor = Monitor(listeners, self._sink)
@@ -84,6 +86,9 @@ class Recorder:
         if not values:
             return
         self.summaries.add_all(t, values)
+        for name, value in values:
+            if name.endswith("_energy_j") and ENERGY.match(name):
+                self.energy.add(name, t, value)
         ts = int(t * 1000)
         step = max(0, int((t - self.t0) * 1000))
         for name, value in values:
@@ -120,8 +125,8 @@ class Recorder:
         self.writer.close()
 
     def summary(self, progress: dict[str, float] | None = None) -> dict[str, float]:
-        duration = (self.stopped or time.time()) - (self.started or self.t0)
-        return self.summaries.result(duration, progress)
+        start, end = self.started or self.t0, self.stopped or time.time()
+        return with_span_energy(self.summaries.result(end - start, progress), self.energy.over(start, end), progress)
 
     def listener_tags(self) -> dict[str, str]:
         tags = {}

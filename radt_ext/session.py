@@ -169,6 +169,7 @@ def exit_code(returncode: int) -> int:
 
 class WorkloadSession:
     keep_series = None  # a compiled pattern: metric series the recorder keeps in memory (see Recorder)
+    keep_stderr_tail = False  # pass the child's stderr through a pipe and put its end on a failed run
 
     def __init__(self, spec: WorkloadSpec):
         if not spec.command:
@@ -197,6 +198,7 @@ class WorkloadSession:
         self.target = Target(pid=None, cuda_visible_devices=env_visible)
         self._listeners = []
         self._skipped: dict[str, str] = {}
+        self.stderr_tail = None
 
     # -- before anything runs -------------------------------------------------------
     def check(self) -> bool:
@@ -345,7 +347,13 @@ class WorkloadSession:
             log.warning("radt-ext: cannot start the watchdog process (%s)", exc.strerror or exc)
         try:
             self.proc = subprocess.Popen(self.spec.command, env=self.child_env(), cwd=self.spec.cwd,
-                                         start_new_session=True)
+                                         start_new_session=True,
+                                         stderr=subprocess.PIPE if self.keep_stderr_tail else None)
+            if self.proc.stderr is not None:
+                from radt_ext.stderr_tail import StderrTail
+
+                self.stderr_tail = StderrTail(os.dup(self.proc.stderr.fileno()))
+                self.proc.stderr.close()
         except OSError as exc:
             if self.client is not None:
                 self.client.set_terminated(self.run_id, "FAILED")
@@ -454,6 +462,9 @@ class WorkloadSession:
             tags = self.recorder.listener_tags()
             tags.update(self.workload_runs.monitor_tags())
             tags["radt_ext.exit_code"] = str(self.returncode)
+            failed_text = self._stderr_tail(status)
+            if failed_text:
+                tags["radt_ext.stderr_tail"] = failed_text
             # the writer spools the end of the run too when the store is away; `radt-ext sync` applies it
             stored = self.recorder.writer.end_run(metrics, tags, status)
             self.timings["summaries_logged"] = time.time()
@@ -467,6 +478,20 @@ class WorkloadSession:
         if self.returncode is None:
             return 128 + self.killed_by if self.killed_by else 1
         return exit_code(self.returncode)
+
+    def _stderr_tail(self, status: str) -> str | None:
+        """For a run that did not finish: the end of the workload's stderr as an artifact, and returned
+        for the run's tag."""
+        if self.stderr_tail is None:
+            return None
+        self.stderr_tail.close()
+        if status == "FINISHED" or not self.stderr_tail.text().strip():
+            return None
+        try:
+            self.client.log_text(self.run_id, self.stderr_tail.text(), "stderr_tail.txt")
+        except Exception as exc:  # the store is away: the tag still goes with the spooled end of the run
+            log.warning("radt-ext: cannot store the workload's stderr tail: %s", exc)
+        return self.stderr_tail.tag()
 
     def run(self, announce=None) -> int:
         """check → start → (run created alongside) → wait → finish, with SIGINT/SIGTERM/SIGHUP

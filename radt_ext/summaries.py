@@ -154,3 +154,19 @@ class Summaries:
         if flops > 0 and duration_s > 0:
             out["achieved_tflops"] = flops / duration_s / 1e12
         return out
+
+
+def with_span_energy(out: dict[str, float], energy: dict[str, tuple[float, float]],
+                     progress: dict[str, float] | None = None) -> dict[str, float]:
+    """`out` (a `Summaries.result`) with the GPU energy of the run's own span: `gpu_energy_j` from each
+    GPU's (joules, seconds) of `radt_ext.energy.span_energy_j`, and what derives from it (the counter's
+    average power, energy per sample), in place of the difference of the points the run was handed."""
+    if not energy:
+        return out
+    out["gpu_energy_j"] = sum(j for j, _ in energy.values())
+    if "gpu_avg_power_w" in out and all(s > 0 for _, s in energy.values()):
+        out["gpu_avg_power_w"] = sum(j / s for j, s in energy.values())  # the counter integrates in hardware
+    samples = (progress or {}).get("samples", 0.0)
+    if samples > 0:
+        out["energy_per_sample_j"] = out["gpu_energy_j"] / samples
+    return out

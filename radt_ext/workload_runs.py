@@ -23,9 +23,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from radt_ext.energy import ENERGY, EnergySeries
 from radt_ext.markers import TAG_MONITOR_RUN, TAG_START_ID
 from radt_ext.point_filter import PointFilter
-from radt_ext.summaries import Summaries
+from radt_ext.summaries import Summaries, with_span_energy
 from radt_ext.writer import MetricWriter, first_line
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,9 @@ POLL_S = 2.0
 ROUTE_LAG_S = 2.0
 UNRESOLVED_S = 15.0  # an announcement whose run never appears (its create_run failed) stops holding points back
 MAX_PENDING = 200_000  # points held back at most (store unreadable for minutes); beyond, routed by what is known
+# An ended run waits for the energy series to pass its end (the points between two counter reads come
+# with the second, read every 30 s), at most this long after its end; radt-ext's end finalises every run.
+ENERGY_WAIT_S = 45.0
 ENDED = ("FINISHED", "FAILED", "KILLED")
 
 
@@ -68,6 +72,7 @@ class WorkloadRuns:
         self._seen_start_ids: set[str] = set()
         self._offset = 0
         self._pending: collections.deque = collections.deque()
+        self.energy = EnergySeries()  # every gpu{i}_energy_j point: each run's energy over its own span
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="radt-workload-runs", daemon=True)
 
@@ -140,7 +145,8 @@ class WorkloadRuns:
             watermark = min(watermark, min(self._announced.values()))
         self._route(watermark)
         for run in list(self._open):
-            if run.end is not None and run.end <= watermark:
+            if run.end is not None and run.end <= watermark and (
+                    self.energy.covers(run.end) or time.time() - run.end > ENERGY_WAIT_S):
                 self._finalise(run)
 
     def _refresh(self) -> None:
@@ -221,6 +227,8 @@ class WorkloadRuns:
             if t > watermark and len(pending) <= MAX_PENDING:
                 return
             t, name, value = pending.popleft()
+            if name.endswith("_energy_j") and ENERGY.match(name):
+                self.energy.add(name, t, value)
             for run in self._open:
                 if run.start <= t and (run.end is None or t <= run.end):
                     run.points.add(PREFIX + name, value, int(t * 1000), int((t - run.start) * 1000))
@@ -233,7 +241,7 @@ class WorkloadRuns:
         run.points.flush()
         run.writer.close()
         end = run.end if run.end is not None else time.time()
-        summary = run.summaries.result(max(0.0, end - run.start))
+        summary = with_span_energy(run.summaries.result(max(0.0, end - run.start)), self.energy.over(run.start, end))
         metrics = [Metric(f"summary/{k}", float(v), int(end * 1000), 0) for k, v in summary.items()]
         tags = dict(self.tags)
         tags["radt_ext.metrics_sent"] = str(run.writer.sent)

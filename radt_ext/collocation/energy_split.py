@@ -18,28 +18,28 @@ from radt_ext.collocation.attribution import Attribution, WorkloadActivity, attr
 from radt_ext.collocation.modes import CPU, metric_name
 
 PARENT_SERIES = re.compile(r"^gpu\d+_(power_w|energy_j)$")
-CHILD_SERIES = re.compile(r"^gpu0_(proc_sm_pct|mig\d+_sm_active_pct)$")
+CHILD_SERIES = re.compile(r"^gpu\d+_(proc_sm_pct)$|^gpu0_mig\d+_sm_active_pct$")
 _MIG_SM = re.compile(r"^gpu0_mig\d+_sm_active_pct$")
 _SLICES = re.compile(r"^(\d+)g\.")
 FULL_GPU_SLICES = 7  # compute slices of a whole GPU (A100/H100/H200 MIG)
 TIMELINE_BIN_S = 0.2  # the attributed power timeline's resolution (per-process samples come ~5 Hz)
-ATTRIBUTED_POWER = "gpu0_power_attributed_w"  # a child sees its one GPU as gpu0
+ATTRIBUTED_POWER = "gpu0_power_attributed_w"  # a child sees its (first) GPU as gpu0
 
 
 @dataclass
 class Child:
     name: str
-    device: str  # the group's device value ("0", GPU-<uuid>)
+    device: str  # the group's device value ("0", GPU-<uuid>; "0,1": a workload on both)
     start: float
     end: float | None
     series: dict[str, list[tuple[float, float]]]
     mig: str | None = None  # a MIG profile such as "3g.71gb"
 
 
-def activity(child: Child) -> tuple[list[tuple[float, float]], float, bool]:
-    """(SM activity samples, scale, per-process?): per-process SM % where logged, else the MIG
-    instance's GPM SM active %."""
-    procs = child.series.get("gpu0_proc_sm_pct")
+def activity(child: Child, position: int = 0) -> tuple[list[tuple[float, float]], float, bool]:
+    """(SM activity samples, scale, per-process?) on the child's `position`-th GPU: per-process SM %
+    where logged, else the MIG instance's GPM SM active %."""
+    procs = child.series.get(f"gpu{position}_proc_sm_pct")
     if procs:
         return procs, 1.0, True
     for name, points in child.series.items():
@@ -59,8 +59,9 @@ def split(devices: list[str], parent_series: dict[str, list[tuple[float, float]]
             continue
         work, per_process = [], True
         for c in children:
-            if c.device == device and c.start:
-                points, scale, procs = activity(c)
+            mine = [d.strip() for d in c.device.split(",")]
+            if device in mine and c.start:
+                points, scale, procs = activity(c, mine.index(device))
                 work.append(WorkloadActivity(c.name, c.start, c.end, points, scale))
                 per_process = per_process and procs
         if work:
@@ -85,9 +86,10 @@ def child_metrics(name: str, parts: dict[int, Attribution], samples: float, t0: 
     if samples > 0:
         values["energy_per_sample_attributed_j"] = energy / samples
     metrics = [Metric(f"summary/{k}", float(v), now_ms, 0) for k, v in values.items()]
-    for share in mine:
+    for k, share in enumerate(mine):  # a workload on several GPUs: gpu{k} is its k-th, as it numbers them
+        key = f"system/{ATTRIBUTED_POWER.replace('gpu0_', f'gpu{k}_', 1)}"
         for t, w in binned(share.timeline, t0, TIMELINE_BIN_S):
-            metrics.append(Metric(f"system/{ATTRIBUTED_POWER}", float(w), int(t * 1000), max(0, int((t - t0) * 1000))))
+            metrics.append(Metric(key, float(w), int(t * 1000), max(0, int((t - t0) * 1000))))
     return metrics
 
 

@@ -16,7 +16,8 @@ from mlflow.entities import Metric, RunTag
 from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
 
 from listeners import registry
-from listeners.base import Target
+from listeners.base import ListenerError, Target
+from listeners.devices import identities as device_identities
 from radt_ext import machine
 from radt_ext.collocation import energy_split
 from radt_ext.collocation import mig as mig_mod
@@ -65,15 +66,9 @@ class GroupResult:
 
 
 class _Session(WorkloadSession):
-    """A WorkloadSession whose child may need variables removed (MPS clients: CUDA_VISIBLE_DEVICES)."""
+    """A workload of a group: the end of its stderr goes onto its run when it fails."""
 
-    unset: tuple[str, ...] = ()
-
-    def child_env(self) -> dict[str, str]:
-        env = super().child_env()
-        for key in self.unset:
-            env.pop(key, None)
-        return env
+    keep_stderr_tail = True
 
 
 def available(names: tuple[str, ...], target: Target) -> str:
@@ -84,9 +79,22 @@ def _visible(device: str) -> str:
     return "" if device == CPU else device
 
 
+def check_devices(devices: list[str]) -> None:
+    """A one-line UsageError, before anything runs, for a GPU this machine lacks (checked where NVML
+    answers, as for the listeners; elsewhere GPU devices are taken as given)."""
+    for device in devices:
+        if device == CPU:
+            continue
+        try:
+            registry.check_target(Target(pid=None, cuda_visible_devices=device))
+        except ListenerError as exc:
+            raise UsageError(f"device {device!r}: {exc}; use one of this machine's GPUs or cpu") from None
+
+
 class GroupRunner:
     def __init__(self, group: Group, echo=print):
         check(group)
+        check_devices(group.devices)
         self.group = group
         self.echo = echo
         self.uri = tracking_uri(group.tracking_uri)
@@ -99,27 +107,28 @@ class GroupRunner:
         self.stopping: int | None = None
 
     # -- setting up ------------------------------------------------------------------
-    def _mode_env(self, stack: contextlib.ExitStack) -> dict[str, tuple[dict[str, str], tuple[str, ...], str]]:
-        """{workload name: (extra env, env keys to unset, the device its listeners watch)}."""
+    def _mode_env(self, stack: contextlib.ExitStack) -> dict[str, tuple[dict[str, str], str]]:
+        """{workload name: (extra env, the device its listeners watch)}."""
         g = self.group
         out = {}
         if g.mode == "mps":
+            uuids = device_identities(g.devices)
             for device in g.devices:
-                daemon = MpsDaemon(device)
+                daemon = MpsDaemon(device, uuid=uuids.get(device, (None,))[0])
                 stack.callback(daemon.quit)  # registered before start: quit on every way out
                 daemon.start()
                 self.daemons[device] = daemon
-            for w in g.workloads:
+            for w in g.workloads:  # the client's CUDA_VISIBLE_DEVICES names the daemon's GPU (see mps.py)
                 env = self.daemons[w.device].client_env(w.mps_thread_percentage, w.mps_pinned_mem_limit)
-                out[w.name] = (env, ("CUDA_VISIBLE_DEVICES",), w.device)
+                out[w.name] = (env, w.device)
         elif g.mode == "mig":
             pinned = mig_mod.assign([(w.name, w.device, w.mig) for w in g.workloads], g.allow_mig_reconfigure,
                                     echo=self.echo)
             for w in g.workloads:
-                out[w.name] = ({"CUDA_VISIBLE_DEVICES": pinned[w.name].uuid}, (), pinned[w.name].uuid)
+                out[w.name] = ({"CUDA_VISIBLE_DEVICES": pinned[w.name].uuid}, pinned[w.name].uuid)
         else:
             for w in g.workloads:
-                out[w.name] = ({"CUDA_VISIBLE_DEVICES": _visible(w.device)}, (), _visible(w.device))
+                out[w.name] = ({"CUDA_VISIBLE_DEVICES": _visible(w.device)}, _visible(w.device))
         return out
 
     def _parent_tags(self) -> dict[str, str]:
@@ -139,7 +148,7 @@ class GroupRunner:
         for i in range(0, len(items), 100):
             self.client.log_batch(run_id, tags=items[i:i + 100])
 
-    def _session(self, w: Workload, index: int, env: dict[str, str], unset: tuple[str, ...], watch: str) -> _Session:
+    def _session(self, w: Workload, index: int, env: dict[str, str], watch: str) -> _Session:
         g = self.group
         names = g.child_listeners
         target = Target(pid=None, cuda_visible_devices=watch)
@@ -155,7 +164,6 @@ class GroupRunner:
                             params=dict(w.params), tracking_uri=self.uri, parent_run_id=self.parent_run_id,
                             env={**w.env, **env}, cwd=w.cwd)
         session = _Session(spec)
-        session.unset = unset
         session.keep_series = energy_split.CHILD_SERIES
         session.target.cuda_visible_devices = watch
         return session
@@ -221,8 +229,8 @@ class GroupRunner:
                 tags[f"radt_ext.listener_skipped.{name}"] = why[:4000]
             self._log_tags(self.parent_run_id, tags)
             for i, w in enumerate(g.workloads):
-                env, unset, dev = mode_env[w.name]
-                session = self._session(w, i, env, unset, dev)
+                env, dev = mode_env[w.name]
+                session = self._session(w, i, env, dev)
                 session.prepare()  # every child run exists before any workload starts
                 if session.experiment_id != experiment_id:
                     raise UsageError(f"workload {w.name}: its run went to experiment {session.experiment_id}, "
@@ -349,6 +357,7 @@ class GroupRunner:
                 with contextlib.suppress(Exception):
                     self.client.log_text(self.parent_run_id, log, f"mps/gpu{device}_control.log")
             tags[f"collocation.mps.gpu{device}.quit"] = (daemon.quit_output or "sent")[:500]
+            tags[f"collocation.mps.gpu{device}.visible"] = daemon.visible
         # like a workload's end: spooled with the samples when the store is away (`radt-ext sync` applies it)
         metrics = [Metric(f"summary/{k}", float(v), now, 0) for k, v in summary.items()]
         if recorder.writer.end_run(metrics, tags, status):

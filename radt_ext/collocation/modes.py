@@ -16,7 +16,7 @@ _MEM_LIMIT = re.compile(r"^\d+(\.\d+)?[KMGT]?$")
 class Workload:
     name: str
     command: list[str]
-    device: str = "0"  # GPU index, GPU-<uuid>, or "cpu"
+    device: str = "0"  # GPU index, GPU-<uuid>, "cpu", or several GPUs joined by "," (one workload on them all)
     params: dict[str, str] = field(default_factory=dict)  # logged on the child run
     env: dict[str, str] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
@@ -44,10 +44,12 @@ class Group:
 
     @property
     def devices(self) -> list[str]:
+        """Every GPU (or cpu) of the group once, a workload's several GPUs each on their own."""
         out: list[str] = []
         for w in self.workloads:
-            if w.device not in out:
-                out.append(w.device)
+            for d in w.device.split(","):
+                if d.strip() not in out:
+                    out.append(d.strip())
         return out
 
 
@@ -67,6 +69,8 @@ def check(group: Group) -> None:
             raise UsageError(f"workload {w.name!r} has no command")
         if group.mode in ("mps", "mig") and w.device == CPU:
             raise UsageError(f"workload {w.name!r}: mode {group.mode} needs a GPU, not device 'cpu'")
+        if group.mode in ("mps", "mig") and "," in w.device:
+            raise UsageError(f"workload {w.name!r}: mode {group.mode} runs a workload on one GPU, not {w.device!r}")
         if w.mps_thread_percentage is not None:
             if group.mode != "mps":
                 raise UsageError(f"workload {w.name!r}: mps thread percentage applies only to mode mps")

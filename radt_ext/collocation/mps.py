@@ -1,12 +1,18 @@
 """A private MPS control daemon per GPU: its own pipe and log directories, always told to quit.
 
-    with MpsDaemon("0") as daemon:       # refuses if another MPS daemon already serves GPU 0
-        env = daemon.client_env()        # CUDA_MPS_PIPE_DIRECTORY / CUDA_MPS_LOG_DIRECTORY
-        ...                              # clients run; CUDA_VISIBLE_DEVICES stays unset for them
+    with MpsDaemon("1", uuid="GPU-...") as daemon:  # refuses if another MPS daemon already serves GPU 1
+        env = daemon.client_env()        # CUDA_MPS_PIPE_DIRECTORY / CUDA_MPS_LOG_DIRECTORY /
+        ...                              # CUDA_VISIBLE_DEVICES: the daemon's GPU, by UUID
     # `quit` was sent on the way out, whatever happened inside
 
-Clients must not set CUDA_VISIBLE_DEVICES (NVIDIA's MPS guide): the daemon's own
-CUDA_VISIBLE_DEVICES picks the GPU, and clients see it as device 0.
+The daemon is started with only its GPU visible, and the MPS server re-indexes the devices it was
+given: its GPU is device 0 to a client. On a multi-GPU host a client must still be told which GPU
+that is: without CUDA_VISIBLE_DEVICES, torch counts the host's GPUs through NVML (which knows
+nothing of MPS) while CUDA under MPS has one, and fails (`device >= 0 && device < num_gpus INTERNAL
+ASSERT FAILED ... device=1, num_gpus=1`); with the daemon's index (`1`) CUDA finds no such device.
+NVIDIA's MPS guide recommends UUIDs on both sides: the daemon and every client get
+CUDA_VISIBLE_DEVICES=<the GPU's UUID>, which names the same GPU to NVML, to the server and to the
+client. Without a UUID (NVML not answering) the daemon gets the index and the clients "0".
 """
 from __future__ import annotations
 
@@ -51,22 +57,24 @@ def mps_processes() -> list[tuple[psutil.Process, dict[str, str] | None]]:
     return out
 
 
-def owner_of(device: str, own_pipe_dir: str | None = None) -> str | None:
-    """A one-line description of another MPS daemon that serves `device`, or None."""
+def owner_of(device: str, own_pipe_dir: str | None = None, uuid: str | None = None) -> str | None:
+    """A one-line description of another MPS daemon that serves `device` (by index or UUID), or None."""
+    names = {device, uuid} - {None}
     for proc, env in mps_processes():
         if env is not None and own_pipe_dir and env.get("CUDA_MPS_PIPE_DIRECTORY") == own_pipe_dir:
             continue
         pipe = (env or {}).get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps")
         visible = None if env is None else env.get("CUDA_VISIBLE_DEVICES")
-        if visible is not None and device not in [v.strip() for v in visible.split(",")]:
+        if visible is not None and not names & {v.strip() for v in visible.split(",")}:
             continue  # it serves other GPUs only
         return f"pid {proc.pid}, pipe directory {pipe}"
     return None
 
 
 class MpsDaemon:
-    def __init__(self, device: str, executable: str | None = None):
+    def __init__(self, device: str, executable: str | None = None, uuid: str | None = None):
         self.device = device
+        self.uuid = uuid  # GPU-<uuid> of `device`, where NVML told it
         self.executable = executable or shutil.which(CONTROL)
         self.root: str | None = None
         self.pipe_dir = self.log_dir = None
@@ -75,15 +83,20 @@ class MpsDaemon:
 
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
-        env.update({"CUDA_VISIBLE_DEVICES": self.device, "CUDA_MPS_PIPE_DIRECTORY": self.pipe_dir,
+        env.update({"CUDA_VISIBLE_DEVICES": self.visible, "CUDA_MPS_PIPE_DIRECTORY": self.pipe_dir,
                     "CUDA_MPS_LOG_DIRECTORY": self.log_dir})
         return env
+
+    @property
+    def visible(self) -> str:
+        """The daemon's CUDA_VISIBLE_DEVICES: exactly its one GPU."""
+        return self.uuid or self.device
 
     def start(self) -> "MpsDaemon":
         if not self.executable:
             raise UsageError(f"mode mps needs {CONTROL} on PATH (NVIDIA driver utilities); install them "
                              "or choose mode naive")
-        other = owner_of(self.device)
+        other = owner_of(self.device, uuid=self.uuid)
         if other:
             raise UsageError(f"GPU {self.device} is already served by another MPS daemon ({other}); stop it "
                              "(echo quit | CUDA_MPS_PIPE_DIRECTORY=<its pipe dir> nvidia-cuda-mps-control) "
@@ -108,7 +121,8 @@ class MpsDaemon:
         return self
 
     def client_env(self, thread_percentage: int | None = None, pinned_mem_limit: str | None = None) -> dict[str, str]:
-        env = {"CUDA_MPS_PIPE_DIRECTORY": self.pipe_dir, "CUDA_MPS_LOG_DIRECTORY": self.log_dir}
+        env = {"CUDA_MPS_PIPE_DIRECTORY": self.pipe_dir, "CUDA_MPS_LOG_DIRECTORY": self.log_dir,
+               "CUDA_VISIBLE_DEVICES": self.uuid or "0"}
         if thread_percentage is not None:
             env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(int(thread_percentage))
         if pinned_mem_limit is not None:

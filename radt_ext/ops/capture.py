@@ -92,8 +92,8 @@ def _shapes(args: tuple, kwargs: dict) -> str:
     return shapes
 
 
-def capture(model: nn.Module, inputs: tuple, grad: bool) -> list[OpCall]:
-    """Run `model(*inputs)` once and return its distinct operations in first-call order: leaf modules
+def capture(model: nn.Module, inputs: tuple, grad: bool, kwargs: dict | None = None) -> list[OpCall]:
+    """Run `model(*inputs, **kwargs)` once and return its distinct operations in first-call order: leaf modules
     (and atomic blocks) and the functional operations run outside them (see `functional`)."""
     found: dict[tuple, OpCall] = {}
     where: list[str] = []  # the modules being run, outermost first
@@ -150,7 +150,7 @@ def capture(model: nn.Module, inputs: tuple, grad: bool) -> list[OpCall]:
             handles.append(module.register_forward_hook(lambda m, a, o: where.pop() and None, always_call=True))
     try:
         with torch.set_grad_enabled(grad), recorder:
-            model(*inputs)
+            model(*inputs, **(kwargs or {}))
     finally:
         for h in handles:
             h.remove()

@@ -1,9 +1,11 @@
 """The networks the profiler knows (the recipes' models, at the inputs they are profiled with) and
-any `nn.Module` a user names as `package.module:attribute`, with the input shape they give."""
+any `nn.Module` a user names as `package.module:attribute`: its inputs from its own
+`example_inputs(batch)` (on the module, or on the class or function that builds it), or one tensor of
+the sample shape given with `--input-shape`."""
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -33,6 +35,7 @@ class Network:
     name: str
     module: nn.Module
     inputs: tuple
+    kwargs: dict = field(default_factory=dict)  # keyword inputs (a module whose example inputs are a dict)
 
 
 def build(name: str, batch: int, precision: str, device: torch.device, tiny: bool = False,
@@ -44,11 +47,13 @@ def build(name: str, batch: int, precision: str, device: torch.device, tiny: boo
         raise UsageError(f"batch size {batch} must be at least 1")
     dtype = PRECISIONS[precision]
     gen = torch.Generator().manual_seed(0)
+    kwargs: dict = {}
     if ":" in name:
-        module = _user_module(name)
-        if not input_shape:
-            raise UsageError(f"{name} is your own module: give its sample input shape, e.g. --input-shape 3,32,32")
-        inputs: tuple = (torch.randn((batch, *input_shape), generator=gen),)
+        module, factory = _user_module(name)
+        if input_shape:
+            inputs: tuple = (torch.randn((batch, *input_shape), generator=gen),)
+        else:
+            inputs, kwargs = _example_inputs(name, module, factory, batch)
     elif name in MODELS:
         shape, classes, _ = MODELS[name]
         if tiny:
@@ -65,21 +70,51 @@ def build(name: str, batch: int, precision: str, device: torch.device, tiny: boo
     else:
         raise UsageError(f"unknown model {name!r}; choose one of {', '.join(MODELS)} or give package.module:attribute")
     module = module.to(device=device, dtype=dtype)
-    inputs = tuple(t.to(device=device, dtype=dtype) if t.is_floating_point() else t.to(device) for t in inputs)
-    return Network(name, module, inputs)
+    move = lambda t: t.to(device=device, dtype=dtype) if t.is_floating_point() else t.to(device)  # noqa: E731
+    return Network(name, module, tuple(move(t) for t in inputs), {k: move(v) for k, v in kwargs.items()})
 
 
-def _user_module(spec: str) -> nn.Module:
+def _user_module(spec: str) -> tuple[nn.Module, object]:
+    """The module `spec` names, and the class or function that built it (None for a module object);
+    built with torch's random generator seeded, so every machine profiles the same weights."""
     path, _, attr = spec.partition(":")
     try:
         obj = getattr(importlib.import_module(path), attr)
     except (ImportError, AttributeError) as exc:
         raise UsageError(f"cannot load {spec}: {exc}; give an importable package.module:attribute") from None
+    factory = None
     if isinstance(obj, type) or (callable(obj) and not isinstance(obj, nn.Module)):
+        factory = obj
         try:
-            obj = obj()
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(0)
+                obj = obj()
         except Exception as exc:
             raise UsageError(f"cannot build {spec}: {type(exc).__name__}: {exc}; it must build with no arguments") from None
     if not isinstance(obj, nn.Module):
         raise UsageError(f"{spec} is a {type(obj).__name__}, not a torch.nn.Module")
-    return obj
+    return obj, factory
+
+
+def _example_inputs(spec: str, module: nn.Module, factory, batch: int) -> tuple[tuple, dict]:
+    """(positional, keyword) inputs from `example_inputs(batch)` of the module or its factory: a tensor,
+    a tuple or list of tensors, or a dict of them (passed by keyword)."""
+    make = getattr(module, "example_inputs", None) or getattr(factory, "example_inputs", None)
+    if make is None:
+        raise UsageError(f"{spec} is your own module: give its inputs with an example_inputs(batch) method "
+                         "(returning a tensor, a tuple or a dict of tensors) or, for one tensor, "
+                         "its sample shape with --input-shape, e.g. 3,32,32")
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            value = make(batch)
+    except Exception as exc:
+        raise UsageError(f"{spec}.example_inputs({batch}) failed: {type(exc).__name__}: {exc}") from None
+    if isinstance(value, torch.Tensor):
+        return (value,), {}
+    if isinstance(value, dict) and all(isinstance(v, torch.Tensor) for v in value.values()):
+        return (), dict(value)
+    if isinstance(value, (tuple, list)) and all(isinstance(v, torch.Tensor) for v in value):
+        return tuple(value), {}
+    raise UsageError(f"{spec}.example_inputs({batch}) returned a {type(value).__name__}; "
+                     "return a tensor, a tuple of tensors or a dict of tensors")

@@ -7,6 +7,8 @@ only while time is left. Each profile is written (`<model>_b<batch>_<precision>_
 and `.json`) the moment it completes, so a run cut short keeps every finished profile.
 A profile whose estimated time does not fit in what is left is skipped, not started. A profile
 already written in `--out` is kept, so running the same command again goes on where the last one stopped.
+A user's module (`package.module:attribute`, with `example_inputs(batch)`) is profiled at the batch sizes
+`--batches` gives it.
 
     python -m radt_ext.ops.grid --out DIR --budget-s 450
 """
@@ -23,6 +25,7 @@ import torch
 from radt_ext.errors import UsageError
 from radt_ext.ops import NET_WINDOW_S, WINDOW_S, catalog, profiler, store
 from radt_ext.ops.device import open_meter
+from radt_ext.ops.network import ROUNDS
 
 MINIMUM = ("small_cnn", "mlp", "resnet18", "resnet50", "vit", "dlrm")
 EXTRA = ("mobilenet_v2",)
@@ -66,7 +69,7 @@ def parse_batches(text: str) -> dict[str, tuple[int, ...]]:
 
 
 def profile_name(model: str, batch: int, precision: str, mode: str) -> str:
-    return f"{model}_b{batch}_{precision}_{mode}"
+    return f"{model.replace(':', '.')}_b{batch}_{precision}_{mode}"
 
 
 def _estimate(done: dict, model: str, mode: str, batch: int, tiny: bool) -> float:
@@ -108,7 +111,8 @@ def run(args) -> int:
             t0 = time.monotonic()
             try:
                 net = catalog.build(model, batch, precision, device, tiny=args.tiny)
-                prof = profiler.profile(net, mode, device, meter, window_s=args.window_s, net_window_s=args.net_window_s)
+                prof = profiler.profile(net, mode, device, meter, window_s=args.window_s, net_window_s=args.net_window_s,
+                                        net_rounds=args.net_rounds)
                 prof.meta.update(facts, batch=batch, precision=precision, energy_unavailable=reason,
                                  command="python -m radt_ext.ops.grid " + " ".join(sys.argv[1:]))
                 store.write(out, name, prof)
@@ -148,18 +152,23 @@ def main(argv=None) -> int:
     p.add_argument("--window-s", type=float, default=WINDOW_S, help="least length of one measurement window")
     p.add_argument("--net-window-s", type=float, default=NET_WINDOW_S,
                    help="least length of each of the network's measurement rounds")
+    p.add_argument("--net-rounds", type=int, default=ROUNDS, help="rounds of the network's windows per profile")
     p.add_argument("--device", default=None)
     p.add_argument("--tiny", action="store_true", help="small inputs and batches (a dry run on the CPU)")
     p.add_argument("--no-energy", action="store_true")
     args = p.parse_args(argv)
     named = args.models.split(",") + [e for e in args.extra.split(",") if e]
-    for m in named:
-        if m not in catalog.MODELS:
-            p.error(f"unknown model {m!r}; choose from {', '.join(catalog.MODELS)}")
     try:
         args.batch_sizes = parse_batches(args.batches)
     except UsageError as exc:
         p.error(str(exc))
+    for m in named:
+        if ":" in m and m not in args.batch_sizes:
+            p.error(f"{m} is your own module: give its batch sizes with --batches {m}=N")
+        if ":" not in m and m not in catalog.MODELS:
+            p.error(f"unknown model {m!r}; choose from {', '.join(catalog.MODELS)} or give package.module:attribute")
+    if args.net_rounds < 2:
+        p.error(f"--net-rounds {args.net_rounds}: give at least 2")
     for m in set(args.batch_sizes) - set(named):
         p.error(f"--batches names {m!r}, which is not among --models or --extra")
     return run(args)

@@ -55,6 +55,7 @@ class Window:
     window_s: float  # length of the metered span (wall clock without a meter)
     busy: float = math.nan  # share of the window's device timeline that its chunks covered
     timeline_w: float = math.nan  # mean of the driver's power samples over the metered span (a check on power_w)
+    during: dict | None = None  # the device's state (clocks, temperature, ...) read once inside the window
 
 
 class Chunk:
@@ -125,10 +126,12 @@ def _calibrate(fn, clock: Clock, min_window_s: float, warmup: int) -> float:
 
 
 def measure(fn: Callable[[], object], clock: Clock, meter: Meter | None, min_window_s: float,
-            warmup: int = 2, chunks: int = 5, metering: Metering = METERING) -> Window:
+            warmup: int = 2, chunks: int = 5, metering: Metering = METERING,
+            probe: Callable[[], dict] | None = None) -> Window:
+    """`probe`, with a meter: read once on the reading thread inside the window (the device's state)."""
     per_call_s = _calibrate(fn, clock, min_window_s, warmup)
     if meter is not None:
-        return _metered(fn, clock, meter, per_call_s, min_window_s, metering)
+        return _metered(fn, clock, meter, per_call_s, min_window_s, metering, probe)
     per_chunk = max(1, math.ceil(min_window_s / per_call_s / chunks))
     t0 = time.perf_counter()
     done = [clock.chunk(fn, per_chunk) for _ in range(chunks)]
@@ -171,8 +174,9 @@ class Feeder:
 class Ticks:
     """The energy counter's updates seen during one window, as (time seen, joules)."""
 
-    def __init__(self, meter: Meter, settle_s: float, threaded: bool):
-        self.meter, self.settle_s = meter, settle_s
+    def __init__(self, meter: Meter, settle_s: float, threaded: bool, probe: Callable[[], dict] | None = None):
+        self.meter, self.settle_s, self.probe = meter, settle_s, probe
+        self.during: dict | None = None
         self.seen: list[tuple[float, float]] = []
         self.reads, self.read_s = 0, 0.0
         self.t0 = time.perf_counter()
@@ -196,6 +200,8 @@ class Ticks:
             now = time.perf_counter()
             if now - self.t0 >= self.settle_s:  # an update right at the start may still count what ran before
                 self.seen.append((now, value))
+                if self.probe is not None and self.during is None:
+                    self.during = self.probe()  # once, well inside the window
             self.last = value
 
     def _loop(self) -> None:
@@ -246,14 +252,14 @@ def _span_s(meter: Meter, ticks: Ticks, whole_periods: bool) -> float:
 
 
 def _metered(fn, clock: Clock, meter: Meter, per_call_s: float, min_window_s: float,
-             metering: Metering = METERING) -> Window:
+             metering: Metering = METERING, probe: Callable[[], dict] | None = None) -> Window:
     """Keep the device busy with chunks queued `metering.queued_s` ahead while the energy counter is
     read (on a thread of its own: the read costs milliseconds of driver CPU, during which launches go
     on); the power is the counter's rise between two of its updates at least `min_window_s` apart,
     divided by the time between them. A counter that updates only every ~100 ms (Hopper) is read
     between its own updates, so no partial period biases the result; energy per call = power x time."""
     feeder = Feeder(fn, clock, per_call_s, metering)
-    ticks = Ticks(meter, metering.settle_s, metering.threaded)
+    ticks = Ticks(meter, metering.settle_s, metering.threaded, probe)
     deadline = ticks.t0 + max(1.5, 15 * min_window_s)
     fallback = False
     try:
@@ -285,4 +291,4 @@ def _metered(fn, clock: Clock, meter: Meter, per_call_s: float, min_window_s: fl
             epoch = time.time() - time.perf_counter()
             timeline = meter.timeline_w(epoch + ticks.seen[0][0], epoch + ticks.seen[-1][0])
     return Window(time_ms=time_ms, energy_mj=power * time_ms, power_w=power, reps=feeder.calls * len(finished),
-                  window_s=span, busy=busy_share(finished), timeline_w=timeline)
+                  window_s=span, busy=busy_share(finished), timeline_w=timeline, during=ticks.during)

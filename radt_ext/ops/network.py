@@ -4,12 +4,15 @@ A small eager network is bound by how fast the host launches its kernels, so one
 reads whatever the host was doing then. The network is instead measured in several rounds (each
 its own window) taken before, between and after the operations' windows; the time per call is the
 median over rounds, the power the rounds' energy over their metered span, and `spread` (largest
-minus smallest round, over the median) records how far the rounds disagreed.
+minus smallest round, over the median) records how far the rounds disagreed. Each round is also kept
+on its own (`details`) with the device's state just before its window and once inside it (SM and
+memory clocks, performance state, temperature, power, throttle reasons), where the meter can say.
 """
 from __future__ import annotations
 
 import math
 import statistics
+import time
 from typing import Callable
 
 import torch
@@ -21,8 +24,8 @@ ROUNDS = 3
 WARMUP_STEPS = 3  # whole steps first: lazy kernel loading, allocator, library handles
 
 
-def _backward(model, inputs) -> Callable[[], object]:
-    outs = [t for t in tensors(model(*inputs)) if t.requires_grad]
+def _backward(model, inputs, kwargs) -> Callable[[], object]:
+    outs = [t for t in tensors(model(*inputs, **kwargs)) if t.requires_grad]
     wrt = [p for p in model.parameters() if p.requires_grad]
     grads = [torch.randn_like(t) for t in outs]
     return lambda: torch.autograd.grad(outs, wrt, grads, retain_graph=True, allow_unused=True)
@@ -32,39 +35,50 @@ class NetworkRounds:
     """Windows of the whole network (forward, and backward in training), one round at a time."""
 
     def __init__(self, model, inputs: tuple, mode: str, clock: Clock, meter: Meter | None, window_s: float,
-                 metering: Metering = METERING):
-        self.model, self.inputs, self.training = model, inputs, mode == "training"
+                 metering: Metering = METERING, kwargs: dict | None = None):
+        self.model, self.inputs, self.kwargs, self.training = model, inputs, kwargs or {}, mode == "training"
         self.clock, self.meter, self.window_s, self.metering = clock, meter, window_s, metering
         self.windows: dict[str, list[Window]] = {}
+        self.details: list[dict] = []
+        self._state = getattr(meter, "state", None)  # the device's clocks, temperature, ... (a GPU's meter)
+        started = time.perf_counter()
         with torch.set_grad_enabled(self.training):
             for _ in range(WARMUP_STEPS):
-                out = model(*inputs)
+                out = model(*inputs, **self.kwargs)
                 if self.training:
                     torch.autograd.grad([t for t in tensors(out) if t.requires_grad],
                                         [p for p in model.parameters() if p.requires_grad], allow_unused=True,
                                         grad_outputs=[torch.ones_like(t) for t in tensors(out) if t.requires_grad])
                 del out
         clock.sync()
+        self.warmup_s = time.perf_counter() - started
 
     def round(self) -> None:
-        fwd = (lambda: self.model(*self.inputs))
+        fwd = (lambda: self.model(*self.inputs, **self.kwargs))
         with torch.set_grad_enabled(self.training):
-            self._add("forward" if self.training else "inference", self._measure(fwd))
+            self._measure("forward" if self.training else "inference", fwd)
         if self.training:
             with torch.enable_grad():
-                bwd = _backward(self.model, self.inputs)
-                self._add("backward", self._measure(bwd))
+                bwd = _backward(self.model, self.inputs, self.kwargs)
+                self._measure("backward", bwd)
                 del bwd
 
-    def _measure(self, fn) -> Window:
-        return measure(fn, self.clock, self.meter, self.window_s, metering=self.metering)
-
-    def _add(self, phase: str, w: Window) -> None:
+    def _measure(self, phase: str, fn) -> None:
+        before = self._state() if self._state else None
+        w = measure(fn, self.clock, self.meter, self.window_s, metering=self.metering, probe=self._state)
         self.windows.setdefault(phase, []).append(w)
+        detail = {"phase": phase, "round": len(self.windows[phase]) - 1, "time_ms": w.time_ms,
+                  "energy_mj": w.energy_mj, "power_w": w.power_w, "reps": w.reps, "window_s": w.window_s,
+                  "busy": w.busy}
+        for when, state in (("before", before), ("during", w.during)):
+            detail.update({f"{when}_{k}": v for k, v in (state or {}).items()})
+        self.details.append(detail)
 
     def rows(self) -> list[dict]:
-        base = {"order": -1, "op": "network", "name": "", "count": 1, "input_shapes": ";".join(
-            "x".join(map(str, t.shape)) for t in self.inputs), "params": "", "flops": math.nan, "bytes": math.nan}
+        shapes = [*("x".join(map(str, t.shape)) for t in self.inputs),
+                  *(f"{k}={'x'.join(map(str, t.shape))}" for k, t in self.kwargs.items())]
+        base = {"order": -1, "op": "network", "name": "", "count": 1, "input_shapes": ";".join(shapes),
+                "params": "", "flops": math.nan, "bytes": math.nan}
         return [{**base, "phase": phase, **combined(ws)} for phase, ws in self.windows.items()]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import platform
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -23,7 +24,7 @@ from radt_ext.ops import NET_WINDOW_S, WINDOW_S, backward, cost
 from radt_ext.ops.capture import OpCall, capture, out_of_place, tensors
 from radt_ext.ops.catalog import Network
 from radt_ext.ops.measure import METERING, Clock, Meter, Window, measure
-from radt_ext.ops.network import ROUNDS, NetworkRounds
+from radt_ext.ops.network import ROUNDS, WARMUP_STEPS, NetworkRounds
 
 CUDNN_BENCHMARK = False
 
@@ -99,6 +100,21 @@ def _row(call: OpCall, phase: str, flops: float, nbytes: int, w) -> dict:
             "timeline_w": w.timeline_w}
 
 
+def libraries() -> dict:
+    """What picks a GPU's kernels, where torch shows it: cuDNN's version and autotuning, TF32, determinism,
+    the BLAS library and cuBLAS's workspace setting (the environment's CUBLAS_WORKSPACE_CONFIG)."""
+    out = {"tf32_matmul": torch.backends.cuda.matmul.allow_tf32, "tf32_cudnn": torch.backends.cudnn.allow_tf32,
+           "cudnn_version": torch.backends.cudnn.version(), "cudnn_deterministic": torch.backends.cudnn.deterministic,
+           "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+           "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG", ""),
+           "matmul_precision": torch.get_float32_matmul_precision()}
+    try:
+        out["blas_library"] = str(torch.backends.cuda.preferred_blas_library()).rpartition(".")[2]
+    except (AttributeError, RuntimeError):
+        pass
+    return out
+
+
 @contextlib.contextmanager
 def cudnn_pinned():
     """cuDNN's heuristic algorithm choice (no autotuning) for the whole profile, restored afterwards:
@@ -112,15 +128,17 @@ def cudnn_pinned():
 
 
 def profile(net: Network, mode: str, device: torch.device, meter: Meter | None, window_s: float = WINDOW_S,
-            net_window_s: float = NET_WINDOW_S) -> Profile:
+            net_window_s: float = NET_WINDOW_S, net_rounds: int = ROUNDS) -> Profile:
     """Profile `net` in `mode`; raises UsageError with one line when the network cannot run."""
     if mode not in MODES:
         raise UsageError(f"unknown mode {mode!r}; choose training or inference")
+    if net_rounds < 2:
+        raise UsageError(f"{net_rounds} network rounds: give at least 2 (one before the operations, one after)")
     started = time.perf_counter()
     clock = Clock(device)
     model = net.module.train(mode == "training")
     try:
-        calls = capture(model, net.inputs, grad=mode == "training")
+        calls = capture(model, net.inputs, grad=mode == "training", kwargs=net.kwargs)
     except torch.OutOfMemoryError:
         raise
     except Exception as exc:
@@ -128,15 +146,17 @@ def profile(net: Network, mode: str, device: torch.device, meter: Meter | None, 
     if not calls:
         raise UsageError(f"{net.name} has no operation the profiler can measure (no leaf modules)")
     with cudnn_pinned():  # the same convolution algorithms for the network and its operations
-        net_rounds = NetworkRounds(model, net.inputs, mode, clock, meter, net_window_s)
-        at = {round(i * len(calls) / (ROUNDS - 1)) for i in range(ROUNDS - 1)}  # before and between the ops
+        state = getattr(meter, "state", None)
+        idle_state = state() if state else None  # before the first step
+        rounds = NetworkRounds(model, net.inputs, mode, clock, meter, net_window_s, kwargs=net.kwargs)
+        at = {round(i * len(calls) / (net_rounds - 1)) for i in range(net_rounds - 1)}  # before and between the ops
         rows = []
         for i, call in enumerate(calls):
             if i in at:
-                net_rounds.round()
+                rounds.round()
             rows += _measure_call(call, mode, clock, meter, window_s)
-        net_rounds.round()  # and after them
-    rows = net_rounds.rows() + rows
+        rounds.round()  # and after them
+    rows = rounds.rows() + rows
     table = pd.DataFrame(rows, columns=COLUMNS)
     ops = table[table.op != "network"]
     for phase in table[table.op == "network"].phase:  # the network's FLOPs and bytes: its operations'
@@ -146,10 +166,12 @@ def profile(net: Network, mode: str, device: torch.device, meter: Meter | None, 
         table.loc[at, "bytes"] = float((mine["bytes"] * mine["count"]).sum())
     meta = {"model": net.name, "mode": mode, "device": str(device), "ops_distinct": len(calls),
             "ops_total": sum(c.count for c in calls), "window_s": window_s, "net_window_s": net_window_s,
-            "net_rounds": ROUNDS, "cudnn_benchmark": CUDNN_BENCHMARK, "metering": asdict(METERING),
+            "net_rounds": net_rounds, "cudnn_benchmark": CUDNN_BENCHMARK, "metering": asdict(METERING),
             "torch": torch.__version__, "python": platform.python_version(),
+            "warmup_steps": WARMUP_STEPS, "warmup_s": round(rounds.warmup_s, 4), "round_details": rounds.details,
             "profile_s": round(time.perf_counter() - started, 3)}
+    if idle_state:
+        meta["state_before"] = idle_state
     if device.type == "cuda":
-        meta["tf32_matmul"] = torch.backends.cuda.matmul.allow_tf32
-        meta["tf32_cudnn"] = torch.backends.cudnn.allow_tf32
+        meta.update(libraries())
     return Profile(table, meta)

@@ -7,6 +7,7 @@ import re
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from listeners.energy_timeline import EnergyTimeline
 from radt_ext.report.data import RunData, Series
 from radt_ext.report.pareto import pareto_front
 
@@ -56,11 +57,14 @@ def downsample(s: Series, limit: int = MAX_POINTS) -> Series:
 
 
 def cumulative_energy(system: dict[str, Series]) -> dict[str, Series]:
-    """Energy since the first sample: counters (`*_energy_j`) rebased to 0; where a device
-    has power but no counter, the trapezoid integral of its power."""
+    """Energy since the first sample: counters (`*_energy_j`) rebased to 0 — where a counter was
+    stored only at its reads (a run recorded before its course was logged between reads), the course
+    between reads rebuilt from the power samples as the listener builds it; where a device has power
+    but no counter, the trapezoid integral of its power."""
     out = {}
     for name, s in system.items():
         if name.endswith("_energy_j") and s.v:
+            s = with_course(s, system.get(name[: -len("_energy_j")] + "_power_w"))
             out[name] = Series(list(s.t), [v - s.v[0] for v in s.v])
     for name, s in system.items():
         if name.endswith("_power_w"):
@@ -73,6 +77,25 @@ def cumulative_energy(system: dict[str, Series]) -> dict[str, Series]:
                 vals.append(acc)
             out[energy + " (integrated)"] = Series(list(s.t), vals)
     return out
+
+
+def with_course(counter: Series, power: Series | None, sparse_s: float = 1.0) -> Series:
+    """A counter stored less than once a second, with its course between reads from the power samples
+    (listeners/energy_timeline.py: their integral rescaled to meet the counter at each read)."""
+    t = counter.t
+    if power is None or len(power.t) < 2 or len(t) < 2 or max(b - a for a, b in zip(t, t[1:])) <= sparse_s:
+        return counter
+    timeline = EnergyTimeline(t[0], counter.v[0])
+    points, k = [(t[0], counter.v[0])], 0
+    samples = list(zip(power.t, power.v))
+    for read_t, read_v in zip(t[1:], counter.v[1:]):
+        j = k
+        while j < len(samples) and samples[j][0] <= read_t:
+            j += 1
+        timeline.power(samples[k:j])
+        k = j
+        points += timeline.counter(read_t, read_v)
+    return Series([p[0] for p in points], [p[1] for p in points])
 
 
 def panels(system: dict[str, Series]) -> list[tuple[str, str, dict[str, Series]]]:

@@ -4,7 +4,7 @@ resumes where it stopped.
     from radt_ext import sweep
     variants = sweep.plan("examples/sweeps/cpu_smoke.yaml")     # validated, expanded; nothing runs
     outcomes = sweep.run(variants)                               # skips variants FINISHED before;
-                                                                 # a lane per device runs at once
+                                                                 # each on the next free device
     variants = sweep.plan_from_dict({...}, source="my-script")
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ def plan_from_dict(data: dict, source: str = "<dict>", name: str = "sweep") -> l
 
 def run(variants: list[Variant], dry_run: bool = False, tracking_uri: str | None = None, console=None,
         executor="local") -> list[Outcome]:
-    """executor: "local" (a lane per device, lanes at the same time), "sequential", "slurm", or an
+    """executor: "local" (a pool of devices, or a lane per device), "sequential", "slurm", or an
     executor object such as `radt_ext.sweep.slurm.SlurmExecutor(options)`."""
     return execute(variants, dry_run=dry_run, uri=tracking_uri, console=console, executor=executor)
 

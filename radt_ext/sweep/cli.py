@@ -34,7 +34,8 @@ def _slurm_options(file: str, given: dict):
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--dry-run", is_flag=True, help="print the expanded plan and run nothing")
 @click.option("--executor", type=click.Choice(["local", "sequential", "slurm"]), default="local", show_default=True,
-              help="local: a lane per device, lanes at the same time; sequential: one variant at a time; "
+              help="local: each variant on the next free device of the pool (device_mode each: a lane per "
+                   "device), as many at once as devices; sequential: one variant at a time; "
                    "slurm: a Slurm job per variant")
 @click.option("--status", is_flag=True, help="show each variant's state (store, and Slurm jobs) and run nothing")
 @click.option("--cancel", is_flag=True, help="cancel this sweep's queued or running Slurm jobs")

@@ -1,6 +1,6 @@
-"""Run a plan: skip what is already FINISHED (by `sweep.hash`), hand the rest to an executor (a lane
-per device here, or Slurm jobs), then rebuild the sweep report. Resume and reports do not depend on
-where the variants ran."""
+"""Run a plan: skip what is already FINISHED (by `sweep.hash`), hand the rest to an executor (a pool
+of devices or a lane per device here, or Slurm jobs), then rebuild the sweep report. Resume and
+reports do not depend on where the variants ran."""
 from __future__ import annotations
 
 import difflib
@@ -28,7 +28,8 @@ def finished_parents(client, experiment: str) -> list:
 
 def _identity_of_run(tags: dict[str, str]) -> tuple:
     params = tuple(sorted((k[len("sweep.param."):], v) for k, v in tags.items() if k.startswith("sweep.param.")))
-    return (tags.get("sweep.id"), tags.get("sweep.group"), tags.get("collocation.mode"), tags.get("collocation.gpu"),
+    place = tags.get("sweep.place") or tags.get("collocation.gpu")  # a pooled variant's place is the pool
+    return (tags.get("sweep.id"), tags.get("sweep.group"), tags.get("collocation.mode"), place,
             tags.get("sweep.repeat"), params)
 
 
@@ -66,7 +67,8 @@ def check_devices(variants: list[Variant]) -> None:
     from listeners import registry
     from listeners.base import ListenerError, Target
 
-    for device in dict.fromkeys(w.device for v in variants for w in v.workloads if w.device != CPU):
+    named = [d for v in variants for d in (v.pool or [w.device for w in v.workloads])]
+    for device in dict.fromkeys(d for d in named if d != CPU):
         try:
             registry.check_target(Target(pid=None, cuda_visible_devices=device))
         except ListenerError as exc:
@@ -132,7 +134,8 @@ class Context:
 
 
 def executor_for(name_or_executor="local"):
-    """An executor by name: local (a lane per device), sequential (one variant at a time), slurm."""
+    """An executor by name: local (pooled variants on the next free devices, fixed ones a lane per
+    device), sequential (one variant at a time), slurm."""
     if not isinstance(name_or_executor, str):
         return name_or_executor
     from radt_ext.sweep.lanes import LocalExecutor
@@ -198,15 +201,15 @@ def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = No
 
 
 def results_table(outcomes: list[Outcome]):
-    table = out.table("#", "mode", "group", "params", "status", "makespan s", "samples/s", "J/sample",
-                  "avg SM active %", "avg slowdown", title="sweep results")
+    table = out.table("#", "mode", "group", "device", "params", "status", "makespan s", "samples/s", "J/sample",
+                      "avg SM active %", "avg slowdown", title="sweep results")
 
     def f(s, key, fmt="{:.2f}"):
         return fmt.format(s[key]) if key in s else "-"
 
     for o in outcomes:
         v, s = o.variant, o.summary
-        table.add_row(str(v.index), v.mode, v.label, " ".join(f"{k}={x}" for k, x in v.setting.items()), o.status,
+        table.add_row(str(v.index), v.mode, v.label, o.device or v.device, " ".join(f"{k}={x}" for k, x in v.setting.items()), o.status,
                       f(s, "makespan_s"), f(s, "throughput_samples_per_s", "{:.1f}"), f(s, "energy_per_sample_j", "{:.4f}"),
                       f(s, "gpu_avg_sm_active_pct", "{:.1f}"), f(s, "avg_slowdown_ratio"))
     return table

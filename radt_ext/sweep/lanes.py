@@ -1,8 +1,10 @@
-"""The local executor: one lane per device. A lane runs its device's variants one after another (in
-plan order, so exclusive baselines come before the collocated variants that need them); the lanes of
-different devices run at the same time, each on a thread of this process (a group's workloads and
-monitor are child processes and threads already). With `parallel=False` every variant is in one lane:
-the sequential executor.
+"""The local executor. Pooled variants (the default `device_mode: pool`) go to a DevicePool: each, in
+plan order, waits for its `gpus` free devices of its pool, runs on them on a thread of its own, and
+gives them back; every exclusive variant ends before a collocated one starts, so the collocated
+ones find their baselines whichever device measured them. Variants fixed to a device
+(`device_mode: each`, radT CSV rows) run one lane per device: a lane runs its device's variants one
+after another, lanes at the same time. With `parallel=False` one variant runs at a time: the
+sequential executor.
 
 SIGINT/SIGTERM stop every lane: the running groups stop their workloads (their runs end KILLED, so a
 re-run resumes them) and no lane starts another variant.
@@ -14,7 +16,17 @@ import threading
 from radt_ext.signals import SignalRelay
 from radt_ext.sweep import console as out
 from radt_ext.sweep.plan import CPU, Variant
+from radt_ext.sweep.pool import DevicePool
 from radt_ext.sweep.variant_run import Outcome, run_variant
+
+
+def pool_of(variants: list[Variant]) -> DevicePool:
+    """One pool over the devices the pooled variants may use, with their GPU models where NVML answers."""
+    from listeners.devices import identities
+
+    devices = list(dict.fromkeys(d for v in variants for d in v.pool))
+    models = {d: name for d, (_uuid, name) in identities([d for d in devices if d != CPU]).items()}
+    return DevicePool(devices, models)
 
 
 def lanes_of(variants: list[Variant], parallel: bool = True) -> dict[str, list[Variant]]:
@@ -50,12 +62,17 @@ class LocalExecutor:
             runner.stop(signum)
 
     def run(self, todo: list[Variant], ctx) -> list[Outcome]:
-        lanes = lanes_of(todo, self.parallel)
+        pooled = [v for v in todo if v.pool]
+        lanes = lanes_of([v for v in todo if not v.pool], self.parallel)
         outcomes: dict[int, Outcome] = {}
         with out.progress(ctx.console) as progress, SignalRelay(self.stop):
             tasks = {lane: progress.add_task(lane_label(lane), total=len(vs)) for lane, vs in lanes.items()}
             threads = [threading.Thread(target=self._lane, args=(lane, vs, ctx, progress, tasks[lane], outcomes),
                                         name=f"radt-sweep-lane-{lane}", daemon=True) for lane, vs in lanes.items()]
+            if pooled:
+                task = progress.add_task("pool", total=len(pooled))
+                threads.append(threading.Thread(target=self._pool, args=(pooled, ctx, progress, task, outcomes),
+                                                name="radt-sweep-pool", daemon=True))
             for t in threads:
                 t.start()
             for t in threads:
@@ -64,6 +81,74 @@ class LocalExecutor:
         if self._error is not None:
             raise self._error
         return [outcomes[i] for i in sorted(outcomes)]
+
+    def _pool(self, variants: list[Variant], ctx, progress, task, outcomes: dict[int, Outcome]) -> None:
+        pool = pool_of(variants)
+
+        def echo(message: str) -> None:
+            progress.console.print(message, highlight=False)
+
+        def halted() -> bool:
+            return bool(self.stopping or self._error is not None)
+
+        def run_one(v: Variant, devices: list[str]) -> None:
+            key = f"pool:{','.join(devices)}"
+
+            def start(runner) -> bool:
+                with self._lock:
+                    if halted():
+                        return False
+                    self._active[key] = runner
+                    return True
+
+            try:
+                outcome = self._variant(v, ctx, echo, start, devices=devices, model=pool.model(devices))
+                if outcome is not None:
+                    outcomes[v.index] = outcome
+                    progress.advance(task)
+            except BaseException as exc:
+                with self._lock:
+                    self._error = self._error or exc
+            finally:
+                with self._lock:
+                    self._active.pop(key, None)
+                pool.release(devices)
+
+        try:
+            phases = [[v for v in variants if v.mode == "exclusive"], [v for v in variants if v.mode != "exclusive"]]
+            for phase in phases:  # the baselines end before the collocated variants that need them start
+                threads = []
+                for v in phase:
+                    devices = pool.acquire(v.gpus, v.pool, halted)
+                    if devices is None:
+                        break
+                    progress.update(task, description=f"pool: [{v.index}] {v.title} on {','.join(devices)}")
+                    if not self.parallel:
+                        run_one(v, devices)
+                        continue
+                    t = threading.Thread(target=run_one, args=(v, devices), name=f"radt-sweep-{v.index}", daemon=True)
+                    t.start()
+                    threads.append(t)
+                for t in threads:
+                    t.join()
+                if halted():
+                    break
+            progress.update(task, description=f"pool: {'stopped' if self.stopping else 'done'}")
+        except BaseException as exc:  # an internal error: nothing new starts, the sweep raises it
+            with self._lock:
+                self._error = self._error or exc
+
+    def _variant(self, v: Variant, ctx, echo, start, **where) -> Outcome | None:
+        """Run one variant (None: the sweep was stopping); a KILLED one stops the sweep (a re-run resumes it)."""
+        supersedes = ctx.changed.get((v.experiment, v.hash))
+        if supersedes:  # resume matches content: say why this place of the plan runs again
+            echo(f"[{v.index}] {v.title}: spec changed since FINISHED run {supersedes} "
+                 f"({ctx.what_changed(supersedes, v)}); running it again")
+        outcome = run_variant(ctx.client, v, ctx.uri, supersedes, echo=echo, start=start, **where)
+        if outcome is not None and outcome.status == "KILLED":
+            with self._lock:
+                self.stopping = self.stopping or 15
+        return outcome
 
     def _lane(self, lane: str, variants: list[Variant], ctx, progress, task, outcomes: dict[int, Outcome]) -> None:
         def echo(message: str) -> None:
@@ -81,12 +166,8 @@ class LocalExecutor:
                 if self.stopping or self._error is not None:
                     break
                 progress.update(task, description=f"{lane_label(lane)}: [{v.index}] {v.title}")
-                supersedes = ctx.changed.get((v.experiment, v.hash))
-                if supersedes:  # resume matches content: say why this place of the plan runs again
-                    echo(f"[{v.index}] {v.title}: spec changed since FINISHED run {supersedes} "
-                         f"({ctx.what_changed(supersedes, v)}); running it again")
                 try:
-                    outcome = run_variant(ctx.client, v, ctx.uri, supersedes, echo=echo, start=start)
+                    outcome = self._variant(v, ctx, echo, start)
                 finally:
                     with self._lock:
                         self._active.pop(lane, None)
@@ -95,8 +176,6 @@ class LocalExecutor:
                 outcomes[v.index] = outcome
                 progress.advance(task)
                 if outcome.status == "KILLED":
-                    with self._lock:
-                        self.stopping = self.stopping or 15  # a stopped group stops the sweep; a re-run resumes
                     break
             progress.update(task, description=f"{lane_label(lane)}: {'stopped' if self.stopping else 'done'}")
         except BaseException as exc:  # an internal error: the other lanes start nothing new, the sweep raises it

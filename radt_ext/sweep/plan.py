@@ -1,7 +1,9 @@
-"""A validated sweep → its variants: group × mode × device × parameter setting × repeat.
+"""A validated sweep → its variants: group × mode × parameter setting × repeat (× device with
+`device_mode: each`).
 
 Each variant has a content hash (`sweep.hash` tag on its parent run) over everything that
-decides what runs; a re-run skips variants whose hash already has a FINISHED run.
+decides what runs; a re-run skips variants whose hash already has a FINISHED run. A pooled
+variant's device is chosen when it is dispatched, so its hash names the pool, not a GPU.
 Exclusive variants come first, so collocated ones find their baselines.
 """
 from __future__ import annotations
@@ -12,6 +14,12 @@ from dataclasses import dataclass, field
 
 from radt_ext.collocation.modes import CPU, Group, Workload
 from radt_ext.sweep.spec import SpecError, Sweep, one_line
+
+POOL = "pool"  # a pooled variant's device in the plan (and its hash): whichever device is free
+
+
+def pool_place(gpus: int) -> str:
+    return POOL if gpus == 1 else f"{POOL}:{gpus}"
 
 
 def digest(obj) -> str:
@@ -52,6 +60,8 @@ class Variant:
     child_listeners: str | None = None
     interval: float | None = None
     extra_tags: dict[str, str] = field(default_factory=dict)
+    pool: list[str] = field(default_factory=list)  # the devices a pooled variant may run on; [] : `device` fixed
+    gpus: int = 1  # devices a pooled variant takes
 
     @property
     def hash(self) -> str:
@@ -64,11 +74,17 @@ class Variant:
 
     @property
     def title(self) -> str:
+        return self.title_on()
+
+    def title_on(self, devices: list[str] | None = None) -> str:
+        """What it is and where: the devices it was given, else its device (a pool of one: that one)."""
+        where = ",".join(devices) if devices else self.pool[0] if self.pool and len(self.pool) == 1 else self.device
         setting = " ".join(f"{k}={v}" for k, v in self.setting.items())
         rep = f" #{self.repeat}" if self.repeat else ""
-        return f"{self.mode} {self.label} on {self.device}{(' ' + setting) if setting else ''}{rep}"
+        return f"{self.mode} {self.label} on {where}{(' ' + setting) if setting else ''}{rep}"
 
-    def group(self, baselines: dict[str, tuple[str, float]] | None = None, tracking_uri: str | None = None) -> Group:
+    def group(self, baselines: dict[str, tuple[str, float]] | None = None, tracking_uri: str | None = None,
+              devices: list[str] | None = None) -> Group:
         tags = {"sweep.id": self.sweep_id, "sweep.hash": self.hash, "sweep.group": self.label,
                 "sweep.repeat": str(self.repeat), **self.extra_tags}
         tags.update({f"sweep.param.{k}": v for k, v in self.setting.items()})
@@ -79,7 +95,7 @@ class Variant:
                               mig=w.mig if self.mode == "mig" else None, cwd=w.cwd)
                      for w in self.workloads]
         return Group(mode=self.mode, workloads=workloads, experiment_name=self.experiment,
-                     run_name=f"{self.sweep_id}:{self.title}", listeners=self.listeners,
+                     run_name=f"{self.sweep_id}:{self.title_on(devices)}", listeners=self.listeners,
                      child_listeners=self.child_listeners, interval=self.interval, tags=tags,
                      child_tags={"sweep.id": self.sweep_id}, tracking_uri=tracking_uri,
                      baselines=baselines or {})
@@ -89,8 +105,10 @@ def expand(sweep: Sweep) -> list[Variant]:
     variants: list[Variant] = []
     for g in sweep.groups:
         counts = {w: g.workloads.count(w) for w in g.workloads}
+        places = sweep.devices if sweep.device_mode == "each" else [pool_place(sweep.gpus_per_variant)]
+        pool = list(sweep.devices) if sweep.device_mode != "each" else []
         for mode in g.modes:
-            for device in sweep.devices:
+            for device in places:
                 for setting in g.assignments:
                     for repeat in range(sweep.repeats):
                         seen: dict[str, int] = {}
@@ -106,7 +124,8 @@ def expand(sweep: Sweep) -> list[Variant]:
                                 mps_pinned_mem_limit=d.mps_pinned_mem_limit, mig=d.mig))
                         variants.append(Variant(0, sweep.name, sweep.experiment, g.label, mode, device,
                                                 dict(setting), repeat, planned, sweep.listeners,
-                                                sweep.child_listeners, sweep.interval))
+                                                sweep.child_listeners, sweep.interval, pool=pool,
+                                                gpus=sweep.gpus_per_variant if pool else 1))
     _no_twins(sweep.source, variants)
     return order(variants)
 
@@ -139,4 +158,4 @@ def order(variants: list[Variant]) -> list[Variant]:
 
 
 
-__all__ = ["Variant", "PlannedWorkload", "expand", "order", "digest", "CPU"]
+__all__ = ["Variant", "PlannedWorkload", "expand", "order", "digest", "CPU", "POOL"]

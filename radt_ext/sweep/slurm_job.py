@@ -31,6 +31,14 @@ def allocated(devices: list[str], visible: str | None) -> dict[str, str]:
     return out
 
 
+def pooled_devices(v: Variant, visible: str | None) -> list[str]:
+    """Where a pooled variant runs in a job: the first `gpus` GPUs Slurm gave it (else of its pool)."""
+    if CPU in v.pool:
+        return [CPU]
+    gpus = [g.strip() for g in (visible or "").split(",") if g.strip()] or list(v.pool)
+    return gpus[:v.gpus]
+
+
 def tags() -> dict[str, str]:
     env = os.environ
     job = env.get("SLURM_JOB_ID")
@@ -46,6 +54,15 @@ def run(v: Variant, uri: str, supersedes: str | None = None) -> dict[str, str]:
     SIGTERM does: its runs end KILLED while the job can still write them, and a re-run submits it again."""
     client = connect(uri)
     device_map = allocated([v.device], os.environ.get("CUDA_VISIBLE_DEVICES"))
+    devices = pooled_devices(v, os.environ.get("CUDA_VISIBLE_DEVICES")) if v.pool else None
+    model = None
+    if devices and CPU not in devices:
+        from listeners.devices import identities
+
+        models = {name for _uuid, name in identities(devices).values()}
+        model = models.pop() if len(models) == 1 else None
+    elif devices:
+        model = CPU
     runners, warned = [], []
 
     def start(runner) -> bool:
@@ -59,7 +76,7 @@ def run(v: Variant, uri: str, supersedes: str | None = None) -> dict[str, str]:
 
     with SignalRelay(time_is_up, signals=(signal.SIGUSR2,)):
         outcome = run_variant(client, v, uri, supersedes, echo=lambda m: print(m, flush=True), tags=tags(),
-                              device_map=device_map, start=start)
+                              device_map=device_map, start=start, devices=devices, model=model)
     if outcome is None:
         raise VariantNotFinished(f"[{v.index}] {v.title}: the time limit came before it started")
     if outcome.status != "FINISHED":

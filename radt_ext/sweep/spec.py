@@ -6,7 +6,10 @@ before anything runs. The format (docs/collocation.md):
     name: cnn-colloc            # sweep id (tag sweep.id); default: the file's stem
     experiment: collocation     # MLflow experiment; default: the name
     modes: [exclusive, naive, mps]
-    devices: ["0"]              # or `all` (every GPU NVML lists); each device is a lane, lanes run at once
+    devices: all                # or a list ["0", "1"] / [cpu]: a pool; each variant runs once, on the next
+                                # free device (default ["0"])
+    gpus_per_variant: 1         # devices each variant takes from the pool (its CUDA_VISIBLE_DEVICES)
+    device_mode: pool           # or each: every variant on every listed device (to compare GPUs)
     repeats: 1
     listeners: nvml,gpm         # device-level, on each group's parent run
     child_listeners: top,gpu_procs
@@ -37,7 +40,8 @@ from radt_ext.collocation.modes import MODES, NAME
 from radt_ext.errors import UsageError
 from radt_ext.sweep import recipes
 
-TOP_KEYS = {"name", "experiment", "modes", "devices", "repeats", "listeners", "child_listeners", "interval",
+DEVICE_MODES = ("pool", "each")
+TOP_KEYS = {"name", "experiment", "modes", "devices", "device_mode", "gpus_per_variant", "repeats", "listeners", "child_listeners", "interval",
             "workloads", "groups", "grid", "random", "slurm"}
 WORKLOAD_KEYS = {"recipe", "command", "params", "mps", "mig", "env"}
 GROUP_KEYS = {"workloads", "modes", "grid", "random", "name"}
@@ -87,6 +91,8 @@ class Sweep:
     workloads: dict[str, WorkloadDef]
     groups: list[GroupDef]
     slurm: object = None  # SlurmOptions of the `slurm:` block (where a Slurm sweep runs; not in any hash)
+    device_mode: str = "pool"  # pool: each variant once, on the next free device(s); each: on every device
+    gpus_per_variant: int = 1  # devices a pooled variant takes
 
 
 def one_line(text: str) -> str:
@@ -206,6 +212,21 @@ def parse(data: Any, source: str = "<spec>", default_name: str = "sweep", base: 
             raise c.fail(f"devices[{i}]", "is empty; give a GPU index, GPU-<uuid> or cpu")
         if d in devices[:i]:
             raise c.fail(f"devices[{i}]", f"{d!r} is listed twice; list each device once")
+    device_mode = c.scalar(data.get("device_mode", "pool"), "device_mode")
+    if device_mode not in DEVICE_MODES:
+        raise c.fail("device_mode", f"{device_mode!r}: use pool (each variant once, on the next free device) "
+                                    "or each (every variant on every listed device)")
+    gpus = data.get("gpus_per_variant", 1)
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
+        raise c.fail("gpus_per_variant", f"expected a whole number 1 or more, got {_kind(gpus)}")
+    if gpus > 1:
+        if device_mode != "pool":
+            raise c.fail("gpus_per_variant", "applies to device_mode pool; leave it out with device_mode each")
+        if "cpu" in devices:
+            raise c.fail("gpus_per_variant", f"{gpus} GPUs per variant, but devices lists 'cpu'; list GPUs only")
+        if gpus > len(devices):
+            raise c.fail("gpus_per_variant", f"{gpus} GPUs per variant, but the pool has {len(devices)} "
+                                             f"({', '.join(devices)}); list more devices or ask for fewer")
     repeats = data.get("repeats", 1)
     if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= 1000:
         raise c.fail("repeats", f"expected a whole number 1..1000, got {_kind(repeats)}")
@@ -248,6 +269,8 @@ def parse(data: Any, source: str = "<spec>", default_name: str = "sweep", base: 
                 raise c.fail(f"{entry}.modes[{i}]", f"unknown mode {m!r}; choose from {', '.join(MODES)}")
             if m in ("mps", "mig") and "cpu" in devices:
                 raise c.fail(f"{entry}.modes[{i}]", f"mode {m} needs a GPU; devices lists 'cpu'")
+            if m in ("mps", "mig") and gpus > 1:
+                raise c.fail(f"{entry}.modes[{i}]", f"mode {m} runs on one GPU; gpus_per_variant is {gpus}")
             if m == "mig":
                 for w in members:
                     if not workloads[w].mig:
@@ -270,7 +293,7 @@ def parse(data: Any, source: str = "<spec>", default_name: str = "sweep", base: 
         if slurm.folder and base is not None:
             slurm.folder = str(base / slurm.folder)
     return Sweep(name, experiment, source, devices, repeats, listeners, child_listeners,
-                 float(interval) if interval is not None else None, workloads, groups, slurm)
+                 float(interval) if interval is not None else None, workloads, groups, slurm, device_mode, gpus)
 
 
 def _devices(c: _Checker, value) -> list[str]:

@@ -17,6 +17,7 @@ class Outcome:
     run_id: str | None = None
     summary: dict[str, float] = field(default_factory=dict)
     exit_code: int = 0
+    device: str = ""  # the device(s) it ran on (a pooled variant's are chosen at dispatch)
 
 
 def experiment_ids(client, name: str) -> list[str]:
@@ -24,13 +25,17 @@ def experiment_ids(client, name: str) -> list[str]:
     return [exp.experiment_id] if exp is not None and exp.lifecycle_stage == "active" else []
 
 
-def baseline(client, experiment: str, workload_key: str) -> tuple[str, float] | None:
+def baseline(client, experiment: str, workload_key: str, model: str | None = None) -> tuple[str, float] | None:
+    """The latest FINISHED exclusive run of the workload; with `model`, one measured on that GPU model
+    (any device of a pool)."""
     ids = experiment_ids(client, experiment)
     if not ids:
         return None
-    runs = client.search_runs(ids, f"tags.`sweep.workload_hash` = '{workload_key}' and "
-                                   "tags.`collocation.mode` = 'exclusive' and attributes.status = 'FINISHED'",
-                              order_by=["attributes.start_time DESC"], max_results=1)
+    query = (f"tags.`sweep.workload_hash` = '{workload_key}' and "
+             "tags.`collocation.mode` = 'exclusive' and attributes.status = 'FINISHED'")
+    if model:
+        query += " and tags.`sweep.gpu_model` = '{}'".format(model.replace("'", "''"))
+    runs = client.search_runs(ids, query, order_by=["attributes.start_time DESC"], max_results=1)
     for r in runs:
         duration = r.data.metrics.get("summary/duration_s")
         if duration:
@@ -38,34 +43,43 @@ def baseline(client, experiment: str, workload_key: str) -> tuple[str, float] | 
     return None
 
 
-def baselines_of(client, v: Variant) -> dict[str, tuple[str, float]]:
+def baselines_of(client, v: Variant, model: str | None = None) -> dict[str, tuple[str, float]]:
     """{workload name: (run id, duration s)} of the latest FINISHED exclusive run of each workload
-    (same command, device and env) in the variant's experiment; none for exclusive variants."""
+    (same command, device and env; for a pooled variant, same pool and GPU model) in the variant's
+    experiment; none for exclusive variants."""
     found = {}
     if v.mode != "exclusive":
         for w in v.workloads:
-            b = baseline(client, v.experiment, w.key)
+            b = baseline(client, v.experiment, w.key, model if v.pool else None)
             if b:
                 found[w.name] = b
     return found
 
 
 def runner_for(client, v: Variant, uri: str, supersedes: str | None = None, echo=print,
-               tags: dict[str, str] | None = None, device_map: dict[str, str] | None = None) -> GroupRunner:
-    """`device_map` moves workloads to other devices (a Slurm job's allocated GPUs) without touching
-    the variant: its `sweep.hash` stays the plan's."""
-    group = v.group(baselines_of(client, v), uri)
+               tags: dict[str, str] | None = None, device_map: dict[str, str] | None = None,
+               devices: list[str] | None = None, model: str | None = None) -> GroupRunner:
+    """`device_map` moves workloads to other devices (a Slurm job's allocated GPUs) and `devices` puts a
+    pooled variant's workloads on the devices it was given (its CUDA_VISIBLE_DEVICES, its listeners),
+    without touching the variant: its `sweep.hash` stays the plan's. `model`: those devices' GPU model,
+    a tag its exclusive runs are found by."""
+    group = v.group(baselines_of(client, v, model), uri, devices)
     if supersedes:
         group.tags["sweep.supersedes"] = supersedes
     group.tags.update(tags or {})
+    group.tags["sweep.place"] = v.device
     for w in group.workloads:
-        w.device = (device_map or {}).get(w.device, w.device)
+        w.device = ",".join(devices) if devices else (device_map or {}).get(w.device, w.device)
+    group.tags["sweep.device"] = ",".join(group.devices)
+    if model:
+        group.child_tags["sweep.gpu_model"] = model
     return GroupRunner(group, echo=echo)
 
 
-def result_line(v: Variant, result) -> str:
+def result_line(v: Variant, result, device: str | None = None) -> str:
     s = result.summary
-    line = f"[{v.index}] {v.title}: {result.status}, makespan {result.makespan_s:.2f} s"
+    where = f" (on {device})" if v.pool and device else ""
+    line = f"[{v.index}] {v.title}{where}: {result.status}, makespan {result.makespan_s:.2f} s"
     if "throughput_samples_per_s" in s:
         line += f", {s['throughput_samples_per_s']:.1f} samples/s"
     if "avg_slowdown_ratio" in s:
@@ -75,16 +89,19 @@ def result_line(v: Variant, result) -> str:
 
 def run_variant(client, v: Variant, uri: str, supersedes: str | None = None, echo=print,
                 start: Callable[[GroupRunner], bool] | None = None, tags: dict[str, str] | None = None,
-                device_map: dict[str, str] | None = None):
+                device_map: dict[str, str] | None = None, devices: list[str] | None = None,
+                model: str | None = None):
     """The variant's Outcome. `start(runner)` is asked first (an executor registers the runner so a
     signal reaches it; False: the sweep is stopping, nothing runs, None comes back)."""
+    device = ",".join(devices) if devices else v.device
     try:
-        runner = runner_for(client, v, uri, supersedes, echo, tags, device_map)
+        runner = runner_for(client, v, uri, supersedes, echo, tags, device_map, devices, model)
+        device = runner.group.tags["sweep.device"]
         if start is not None and not start(runner):
             return None
         result = runner.run()
     except UsageError as exc:  # refused at run time (e.g. another MPS daemon owns the GPU): the sweep goes on
         echo(f"[{v.index}] {v.title}: REFUSED: {exc}")
-        return Outcome(v, "REFUSED", exit_code=2)
-    echo(result_line(v, result))
-    return Outcome(v, result.status, result.parent_run_id, result.summary, result.exit_code)
+        return Outcome(v, "REFUSED", exit_code=2, device=device)
+    echo(result_line(v, result, device))
+    return Outcome(v, result.status, result.parent_run_id, result.summary, result.exit_code, device)

@@ -115,6 +115,14 @@ class RunRecord:
     _client: object = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        self._opened = False
+
+    def open(self) -> "RunRecord":
+        """Join or create the run; done at the first record, not before: importing MLflow takes seconds
+        that a recipe's first training step need not wait for."""
+        if self._opened:
+            return self
+        self._opened = True
         from mlflow.tracking import MlflowClient
 
         self._client = MlflowClient()
@@ -128,6 +136,7 @@ class RunRecord:
         if self.baseline_run_id:
             tags["baseline_run_id"] = self.baseline_run_id
         self.set_tags(tags)
+        return self
 
     def _experiment_id(self) -> str:
         import mlflow
@@ -141,6 +150,7 @@ class RunRecord:
     def set_tags(self, tags: Mapping[str, object]) -> None:
         from mlflow.entities import RunTag
 
+        self.open()
         self._client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
 
     def log_params(self, params: Mapping[str, object]) -> None:
@@ -148,6 +158,7 @@ class RunRecord:
         as typed, and MLflow refuses to change a param)."""
         from mlflow.entities import Param
 
+        self.open()
         existing = self._client.get_run(self.run_id).data.params
         fresh = [Param(k, _param_text(v)) for k, v in params.items() if k not in existing]
         for start in range(0, len(fresh), 100):
@@ -156,6 +167,7 @@ class RunRecord:
     def log_metrics(self, metrics: Mapping[str, float], step: int = 0, when: float | None = None) -> None:
         from mlflow.entities import Metric
 
+        self.open()
         stamp = int((when if when is not None else time.time()) * 1000)
         batch = [Metric(k, float(v), stamp, step) for k, v in metrics.items() if _finite(v)]
         for start in range(0, len(batch), 1000):
@@ -174,10 +186,12 @@ class RunRecord:
         self.log_metrics(row, step=epoch, when=end_s)
 
     def log_text(self, text: str, artifact_file: str) -> None:
+        self.open()
         self._client.log_text(self.run_id, text, artifact_file)
 
     def finish(self, failed: bool = False) -> None:
         """End the run only when this workload created it; otherwise its owner does."""
+        self.open()
         if self.owns_run:
             self._client.set_terminated(self.run_id, "FAILED" if failed else "FINISHED")
 

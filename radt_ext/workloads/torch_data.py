@@ -17,8 +17,10 @@ DATASETS = ("synthetic32", "synthetic224", "digits", "digits8", "clicks")
 class TensorBatches:
     """Shuffled mini-batches over tensors that already sit on the device."""
 
-    def __init__(self, tensors: tuple[torch.Tensor, ...], batch_size: int, shuffle: bool, seed: int = 0):
+    def __init__(self, tensors: tuple[torch.Tensor, ...], batch_size: int, shuffle: bool, seed: int = 0,
+                 cpu: bool = False):
         self.tensors, self.batch_size, self.shuffle = tensors, batch_size, shuffle
+        self.cpu = cpu  # hand out CPU copies, batch by batch (calibration of a CPU model)
         self.generator = torch.Generator().manual_seed(seed)
         self.size = tensors[0].shape[0]
 
@@ -32,7 +34,7 @@ class TensorBatches:
         stop = len(self) * self.batch_size if self.shuffle else self.size
         for start in range(0, stop, self.batch_size):
             idx = order[start:start + self.batch_size]
-            yield tuple(t[idx] for t in self.tensors)
+            yield tuple(t[idx].cpu() if self.cpu else t[idx] for t in self.tensors)
 
 
 @dataclass
@@ -46,12 +48,14 @@ class Data:
     dlrm_spec: dict | None = None
 
 
-def _synthetic_images(n: int, size: int, classes: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Class templates plus noise: learnable, so accuracy means something, and fixed by seed."""
-    g = torch.Generator().manual_seed(seed)
-    templates = torch.randn(classes, 3, size, size, generator=g)
-    labels = torch.randint(0, classes, (n,), generator=g)
-    images = templates[labels] * 0.5 + torch.randn(n, 3, size, size, generator=g)
+def _synthetic_images(n: int, size: int, classes: int, seed: int,
+                      device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """Class templates plus noise: learnable, so accuracy means something, and fixed by seed. Drawn on
+    the training device (on a GPU in milliseconds, no copy; the values differ from the CPU's)."""
+    g = torch.Generator(device=device).manual_seed(seed)
+    templates = torch.randn(classes, 3, size, size, generator=g, device=device)
+    labels = torch.randint(0, classes, (n,), generator=g, device=device)
+    images = templates[labels] * 0.5 + torch.randn(n, 3, size, size, generator=g, device=device)
     return images, labels
 
 
@@ -100,7 +104,7 @@ def load(
         return _folder(data_dir, batch_size, image_size, seed)
     if dataset in ("synthetic32", "synthetic224"):
         size = 32 if dataset == "synthetic32" else 224
-        images, labels = _synthetic_images(train_samples + val_samples, size, 10, seed)
+        images, labels = _synthetic_images(train_samples + val_samples, size, 10, seed, device)
         return _split(dataset, (images, labels), train_samples, batch_size, device, seed, 10)
     if dataset in ("digits", "digits8"):
         images, labels = _digits(32 if dataset == "digits" else 8, seed)
@@ -120,7 +124,7 @@ def load(
 def _split(name, tensors, cut, batch_size, device, seed, classes) -> Data:
     train = tuple(t[:cut] for t in tensors)
     val = tuple(t[cut:] for t in tensors)
-    calibration = TensorBatches(train, batch_size, shuffle=False)
+    calibration = TensorBatches(train, batch_size, shuffle=False, cpu=True)
     return Data(
         name=name,
         train=TensorBatches(tuple(t.to(device) for t in train), batch_size, shuffle=True, seed=seed),

@@ -59,6 +59,13 @@ def grad_scaler(device: torch.device, precision: str):
     return torch.amp.GradScaler(device.type, enabled=(precision == "fp16"))
 
 
+def start_device(device: torch.device) -> None:
+    """Create the CUDA context now (a start-up phase of its own), not inside the first allocation."""
+    if device.type == "cuda":
+        torch.zeros(1, device=device)
+        torch.cuda.synchronize(device)
+
+
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)

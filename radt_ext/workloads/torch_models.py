@@ -76,8 +76,6 @@ def _mlp(sizes: tuple[int, ...], last_relu: bool = True) -> nn.Sequential:
 
 def build(name: str, num_classes: int, input_shape: tuple[int, ...], dlrm_spec: dict | None = None,
           width: int = 32, embedding_dim: int = 64) -> nn.Module:
-    import torchvision.models as tvm
-
     if name == "dlrm":
         if not dlrm_spec:
             raise ValueError("model=dlrm needs dataset=clicks (dense + categorical click features)")
@@ -89,6 +87,10 @@ def build(name: str, num_classes: int, input_shape: tuple[int, ...], dlrm_spec: 
         return SmallCNN(num_classes, size, width)
     if name == "mlp":
         return MLP(int(torch.tensor(input_shape).prod()), num_classes, hidden=width * 32)
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}")
+    import torchvision.models as tvm  # only for its models: its import brings torch._dynamo (seconds)
+
     if name == "resnet18":
         return tvm.resnet18(weights=None, num_classes=num_classes)
     if name == "resnet50":

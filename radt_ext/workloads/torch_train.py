@@ -40,12 +40,17 @@ FAMILY = settings.Family("cnn", half_variant="amp", compile_variant="compiled", 
 @click.option("--embedding-dim", type=click.IntRange(1), default=64)
 @settings.shared_options
 def main(**opts) -> None:
+    from .startup import Startup
+
+    startup = Startup()
     cfg = _settle(opts)
     import torch  # after argument checks, so bad input fails fast
 
     from . import pruning, quantization
     from .records import RunRecord, say
     from .torch_device import pick_device
+
+    startup.mark("import")
 
     device = pick_device(cfg["device_req"])
     refusal = None
@@ -61,7 +66,7 @@ def main(**opts) -> None:
     random.seed(cfg["seed"])
     with RunRecord(cfg["recipe"], cfg["variant"], cfg["baseline_run_id"] or None) as record:
         try:
-            Trainer(cfg, device, record).run()
+            Trainer(cfg, device, record, startup).run()
         except ValueError as err:  # a combination only the model or data can judge: one line, run FAILED
             raise click.ClickException(str(err)) from None
 
@@ -86,8 +91,13 @@ def _settle(opts: dict) -> dict:
 
 
 class Trainer:
-    def __init__(self, cfg: dict, device, record):
+    def __init__(self, cfg: dict, device, record, startup=None):
+        from .startup import Startup
+
         self.cfg, self.device, self.record = cfg, device, record
+        self.startup = startup or Startup()
+        self.recorded = False  # the run's params and start-up split: logged once the first step has run
+        self.peak = None
 
     # --- set-up -------------------------------------------------------------------------
 
@@ -96,39 +106,67 @@ class Trainer:
 
         from . import torch_data, torch_models
         from .records import EarlyStopping, TrainingLog, say
-        from .torch_device import device_name, measured_peak_tflops, set_matmul_precision
+        from .torch_device import set_matmul_precision, start_device, synchronize
 
         cfg, device = self.cfg, self.device
         set_matmul_precision(cfg["precision"])
+        start_device(device)
+        self.startup.mark("device")
         self.data = torch_data.load(
             cfg["dataset"], cfg["batch_size"], device, cfg["train_samples"], cfg["val_samples"],
             cfg["data_dir"], cfg["image_size"], cfg["seed"], cfg["num_tables"], cfg["table_rows"],
         )
+        synchronize(device)
+        self.startup.mark("data")
         self.model = torch_models.build(cfg["model_name"], self.data.num_classes, self.data.input_shape,
                                         self.data.dlrm_spec, cfg["width"], cfg["embedding_dim"]).to(device)
         if cfg["channels_last"]:
             self.model = self.model.to(memory_format=torch.channels_last)
         self.example = self._example()
-        self.fwd_flops = torch_models.forward_flops_per_sample(self.model, self.example)
-        peak, peak_source = measured_peak_tflops(device, cfg["precision"])
+        self.fwd_flops = 0.0  # counted once the first step has run (_record_setup)
         if device.type == "cpu":
             say("MFU is n/a on CPU (no meaningful device peak); achieved TFLOP/s is still logged")
-        self.peak = peak
+        synchronize(device)
+        self.startup.mark("model")
+        self.log = TrainingLog(self.record, EarlyStopping(cfg["patience"], cfg["min_delta"]))
+        self.step_model = self._compiled(self.model)
+        self._train(cfg["epochs"])
+        self._record_setup()  # no training step (epochs=0): the run still gets its params
+        apply_variant = {"pruned": self._prune, "quantized": self._quantize}.get(cfg["variant"])
+        self._finish(apply_variant() if apply_variant else self._measure(self.step_model))
+
+    def _record_setup(self) -> float:
+        """The run's params and the start-up split, logged once, after the first training step (the
+        store client's import and calls are no part of the start-up); returns the seconds it took."""
+        if self.recorded:
+            return 0.0
+        import torch
+
+        from .records import say
+        from .torch_device import device_name
+
+        from .torch_models import forward_flops_per_sample
+
+        began = time.time()
+        self.recorded = True
+        if "first_step" not in self.startup.phases and self.cfg["epochs"]:
+            self.startup.mark("first_step")
+        say(self.startup.text())
+        self.fwd_flops = forward_flops_per_sample(self.model, self.example)  # before the first step's progress
+        cfg, device = self.cfg, self.device
         self.record.log_params({
             **settings.run_params(cfg), "dataset": self.data.name, "device": device.type,
             "device_name": device_name(device), "train_set_size": _size(self.data.train),
-            "val_set_size": _size(self.data.val), "peak_tflops_source": peak_source,
+            "val_set_size": _size(self.data.val),
             "channels_last": cfg["channels_last"],
             "compile_backend": cfg["compile_backend"] if cfg["compile_mode"] != "none" else "",
             "torch_version": torch.__version__,
             **({"num_tables": cfg["num_tables"], "table_rows": cfg["table_rows"], "embedding_dim": cfg["embedding_dim"]}
                if cfg["model_name"] == "dlrm" else {}),
         })
-        self.log = TrainingLog(self.record, EarlyStopping(cfg["patience"], cfg["min_delta"]))
-        self.step_model = self._compiled(self.model)
-        self._train(cfg["epochs"])
-        apply_variant = {"pruned": self._prune, "quantized": self._quantize}.get(cfg["variant"])
-        self._finish(apply_variant() if apply_variant else self._measure(self.step_model))
+        self.record.log_metrics(self.startup.metrics())
+        self.record.set_tags({"startup.split": self.startup.text()})
+        return time.time() - began
 
     def _example(self):
         batch = next(iter(self.data.val))
@@ -194,6 +232,9 @@ class Trainer:
                 scaler.scale(loss).backward()
                 scaler.step(optimizer)
                 scaler.update()
+                if not self.recorded:
+                    synchronize(device)
+                    start += self._record_setup()  # the epoch's clock leaves out the recording
                 n = target.shape[0]
                 loss_sum += loss.detach() * n
                 correct += (logits.detach().argmax(1) == target).sum()
@@ -301,8 +342,12 @@ class Trainer:
     # --- end ------------------------------------------------------------------------------
 
     def _finish(self, final: dict) -> None:
+        from .torch_device import measured_peak_tflops
         from .torch_models import param_counts, size_bytes
 
+        # the matmul peak for MFU, measured after training, not before its first step
+        self.peak, source = measured_peak_tflops(self.device, self.cfg["precision"])
+        self.record.log_params({"peak_tflops_source": source})
         model = getattr(self, "final_model", self.model)
         total, nonzero = param_counts(self.model)
         self.log.finish({

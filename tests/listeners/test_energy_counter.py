@@ -117,3 +117,23 @@ def test_power_timeline_beside_the_counter(tmp_path, replay):
     replay(energy_trace(tmp_path))  # the H200 recording kept no sample buffer
     with EnergyCounter() as counter:
         assert math.isnan(counter.timeline_w(0.0, time.time() + 3600))
+
+
+def test_state_and_network_rounds_record_what_may_move_a_measurement(tmp_path, replay):
+    import torch
+
+    from radt_ext.ops.measure import Clock
+    from radt_ext.ops.network import NetworkRounds
+
+    replay(energy_trace(tmp_path))
+    model = torch.nn.Linear(32, 32)
+    with EnergyCounter() as counter:
+        state = counter.state()
+        rounds = NetworkRounds(model, (torch.randn(64, 32),), "inference", Clock(torch.device("cpu")), counter, 0.02)
+        rounds.round()  # one: the recording's energy samples run out within a few windows
+    # the H200's recording under a matmul: boost clocks, P0, a throttle reason decoded by name
+    assert state["sm_clock_mhz"] > 1000 and state["mem_clock_mhz"] > 1000 and state["pstate"] == 0
+    assert 20 < state["temp_c"] < 100 and isinstance(state["throttle"], str) and state["throttle"]
+    [d] = rounds.details
+    assert d["phase"] == "inference" and d["round"] == 0 and d["time_ms"] > 0 and d["power_w"] > 0
+    assert d["before_sm_clock_mhz"] > 1000 and d["during_sm_clock_mhz"] > 1000 and "during_throttle" in d

@@ -186,3 +186,16 @@ def test_a_strangers_process_on_the_gpu_does_not_make_the_tree_listed_every_samp
     values = readings(os.getpid(), 10)  # the recorded GPU's processes are none of this test's tree
     assert all(v["gpu0_proc_count"] == 0 for v in values)
     assert len(listings) < len(values)  # not one listing a sample
+
+
+@pytest.mark.parametrize("whose, most", [("load", "1"), ("ours", "0")])
+def test_a_tag_says_which_watched_gpu_the_workload_used(replay, whose, most):
+    pid = replay["meta"]["load"]["pid"] if whose == "load" else os.getpid()
+    listener = GpuProcsListener(Target(pid=pid, cuda_visible_devices=None), 1e-6)
+    listener.open()
+    try:
+        for _ in range(len(replay["calls"]["nvmlDeviceGetComputeRunningProcesses"]['[{"ref":"dev0"}]'])):
+            listener.sample()
+    finally:
+        listener.close()
+    assert listener.tags() == {"gpu.0.workload_processes_max": most}

@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from tests.traces import TWO_GPUS, gpu_uuids
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOAD = os.path.join(HERE, "cpu_workload.py")
 BIN = os.path.join(os.path.dirname(HERE), "bin")
@@ -23,6 +25,8 @@ def _trace_uuids() -> tuple[str, list[str]]:
 
 
 GPU_UUID, MIG_UUIDS = _trace_uuids()
+
+TWO_GPU_UUIDS = gpu_uuids(TWO_GPUS)
 # A GPU name of this test session's own: the stand-in daemons of test sessions running at the same
 # time on this machine then never serve "the same GPU" (the refusal check is machine-wide, as MPS is).
 MPS_GPU = str(10 + os.getpid() % 10000)

@@ -16,7 +16,7 @@ from mlflow.tracking import MlflowClient
 from radt_ext.collocation import Group, Workload, run_group
 from radt_ext.collocation.mps import mps_processes
 from radt_ext.errors import UsageError
-from tests.radt_ext.collocation.support import BIN, MPS_GPU, cpu_command, stamps
+from tests.radt_ext.collocation.support import BIN, MPS_GPU, TWO_GPU_UUIDS, TWO_GPUS, cpu_command, stamps
 
 
 def quits(standins) -> list[dict]:
@@ -45,7 +45,7 @@ def test_private_daemon_client_settings_and_quit(standins, tracking_uri, tmp_pat
     assert pipe != "/tmp/nvidia-mps" and f"radt-ext-mps-gpu{MPS_GPU}-" in pipe  # private, not the system default
     rows = {int(r[2]): r for r in stamps(stamp)}
     assert rows[8][3] == pipe and rows[16][3] == pipe  # both clients talk to this daemon
-    assert rows[8][4] == "<unset>" and rows[16][4] == "<unset>"
+    assert rows[8][4] == "0" and rows[16][4] == "0"  # no UUID without NVML: the re-indexed GPU
     assert (rows[8][5], rows[16][5]) == ("30", "70")
     (quit_call,) = quits(standins)
     assert quit_call["pipe"] == pipe
@@ -134,3 +134,43 @@ def test_missing_control_binary_is_one_line(tracking_uri, monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(UsageError, match="needs nvidia-cuda-mps-control on PATH"):
         run_group(Group(mode="mps", workloads=[Workload("a", ["true"], device=MPS_GPU)]), echo=lambda m: None)
+
+
+def test_gpu1_of_a_two_gpu_host_daemon_and_clients_name_it_by_uuid(standins, tracking_uri, tmp_path, monkeypatch):
+    """On a 2-GPU host the MPS server re-indexes its one GPU to 0: a client told CUDA_VISIBLE_DEVICES=1
+    fails in CUDA initialisation. Daemon and clients both get GPU 1's UUID."""
+    from listeners import nvml_backend
+
+    monkeypatch.setenv(nvml_backend.REPLAY_ENV, TWO_GPUS)
+    nvml_backend.reset()
+    try:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # what a lane of GPU 1 would have inherited
+        stamp = str(tmp_path / "s.txt")
+        g = Group(mode="mps", experiment_name="mps", interval=0.1, listeners="", child_listeners="top", workloads=[
+            Workload("a", cpu_command(0.3, 8, stamp), device="1"), Workload("b", cpu_command(0.3, 16, stamp), device="1")])
+        result = run_group(g, echo=lambda m: None)
+    finally:
+        nvml_backend.reset()
+    assert result.status == "FINISHED"
+    (start,) = starts(standins)
+    assert start["cuda_visible_devices"] == TWO_GPU_UUIDS[1]
+    assert {r[4] for r in stamps(stamp)} == {TWO_GPU_UUIDS[1]}
+    tags = MlflowClient(tracking_uri).get_run(result.parent_run_id).data.tags
+    assert tags["collocation.mps.gpu1.visible"] == TWO_GPU_UUIDS[1]
+
+
+def test_a_failed_workload_says_why_in_its_run(tracking_uri, tmp_path):
+    """Every mode: the end of a failed workload's stderr is a tag and an artifact of its run."""
+    crash = [sys.executable, "-c", "import sys; print('loading', file=sys.stderr); "
+             "raise RuntimeError('device >= 0 && device < num_gpus INTERNAL ASSERT FAILED')"]
+    g = Group(mode="naive", experiment_name="why", interval=0.1, listeners="", child_listeners="top", workloads=[
+        Workload("bad", crash, device="cpu"), Workload("good", cpu_command(0.2, 8), device="cpu")])
+    result = run_group(g, echo=lambda m: None)
+    assert result.status == "FAILED"
+    client = MlflowClient(tracking_uri)
+    bad, good = (client.get_run(c.run_id) for c in result.children)
+    tail = bad.data.tags["radt_ext.stderr_tail"]
+    assert tail.startswith("loading") and tail.rstrip().endswith("INTERNAL ASSERT FAILED")
+    path = client.download_artifacts(bad.info.run_id, "stderr_tail.txt", str(tmp_path))
+    assert "RuntimeError: device >= 0" in open(path).read()
+    assert "radt_ext.stderr_tail" not in good.data.tags  # a finished run keeps no tail

@@ -149,11 +149,13 @@ def plan_or_one_line(path):
 
 YAML_VALUE = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=15),
-              st.sampled_from(["exclusive", "naive", "mps", "mig", "cpu", "0", "busy", "{seconds}", "recipes/x"])),
+              st.sampled_from(["exclusive", "naive", "mps", "mig", "cpu", "0", "busy", "{seconds}", "recipes/x",
+                               "pool", "each", "all"])),
     lambda kids: st.one_of(st.lists(kids, max_size=3),
                            st.dictionaries(st.sampled_from(["name", "workloads", "groups", "grid", "modes", "command",
                                                             "params", "devices", "interval", "repeats", "busy",
-                                                            "recipe", "random", "mps", "listeners", "x"]),
+                                                            "recipe", "random", "mps", "listeners", "x",
+                                                            "device_mode", "gpus_per_variant"]),
                                            kids, max_size=4)),
     max_leaves=12)
 

@@ -40,8 +40,18 @@ def test_profile_on_the_cpu_logs_one_run(tracking_uri, tmp_path):
     assert (tmp_path / "mlp_b2_fp32_inference.csv").is_file()
 
 
+def test_profile_of_a_users_module_with_its_own_inputs(tracking_uri, tmp_path):
+    r = cli("profile", "tests.radt_ext.ops.modules:TokensAndMask", "--device", "cpu", "--batch", "2", "--mode",
+            "inference", "--window-s", "0.002", "--net-window-s", "0.002", "--out", str(tmp_path))
+    assert r.exit_code == 0, r.output
+    prof = store.read(tmp_path / "tests.radt_ext.ops.modules.TokensAndMask_b2_fp32_inference.csv")
+    assert "Embedding" in set(prof.table.op) and prof.meta["model"] == "tests.radt_ext.ops.modules:TokensAndMask"
+    assert len(_profile_runs(tracking_uri)) == 1
+
+
 @pytest.mark.parametrize("args, message", [
     (["nosuch"], "unknown model 'nosuch'"),
+    (["tests.radt_ext.ops.modules:TwoLayer"], "give its inputs with an example_inputs(batch) method"),
     (["mlp", "--precision", "int3"], "unknown precision 'int3'"),
     (["mlp", "--mode", "serving"], "unknown mode 'serving'"),
     (["tests.radt_ext.ops.modules:TwoLayer", "--input-shape", "5"], "does not run on these inputs"),

@@ -116,13 +116,45 @@ def test_users_module_profiles_and_bad_modules_are_one_line():
     for spec, message in [("nosuch", "unknown model 'nosuch'"),
                           ("tests.radt_ext.ops.nosuch:X", "cannot load tests.radt_ext.ops.nosuch:X"),
                           ("tests.radt_ext.ops.modules:NOT_A_MODULE", "is a int, not a torch.nn.Module"),
-                          ("tests.radt_ext.ops.modules:TwoLayer", "give its sample input shape")]:
+                          ("tests.radt_ext.ops.modules:TwoLayer", r"example_inputs\(batch\) method .* --input-shape")]:
         with pytest.raises(UsageError, match=message):
             catalog.build(spec, 2, "fp32", CPU)
     with pytest.raises(UsageError, match="unknown precision 'fp8'"):
         catalog.build("mlp", 2, "fp8", CPU)
     with pytest.raises(UsageError, match="unknown mode"):
         profiler.profile(net, "serving", CPU, None)
+
+
+def test_users_module_with_several_inputs_profiles_as_it_is():
+    net = catalog.build("tests.radt_ext.ops.modules:TokensAndMask", 3, "bf16", CPU)
+    assert net.inputs == () and set(net.kwargs) == {"input_ids", "attention_mask"}
+    assert net.kwargs["input_ids"].dtype == torch.int64 and net.kwargs["attention_mask"].dtype == torch.bfloat16
+    prof = profiler.profile(net, "training", CPU, None, window_s=0.002, net_window_s=0.002, net_rounds=4)
+    net_rows = prof.table[prof.table.op == "network"]
+    assert list(net_rows.phase) == ["forward", "backward"]
+    assert net_rows.input_shapes.iloc[0] == "input_ids=3x6;attention_mask=3x6"
+    assert {"Embedding", "Linear", "mul", "sum"} <= set(prof.table.op)
+    assert (prof.table.time_ms > 0).all()
+    rounds = prof.meta["round_details"]
+    assert [(r["phase"], r["round"]) for r in rounds[:2]] == [("forward", 0), ("backward", 0)] and len(rounds) == 8
+    assert prof.meta["net_rounds"] == 4 and prof.meta["warmup_s"] > 0
+
+    pair = catalog.build("tests.radt_ext.ops.modules:pair_of_inputs", 2, "fp32", CPU)  # the factory's inputs
+    assert [tuple(t.shape) for t in pair.inputs] == [(2, 4), (2, 5)]
+    prof = profiler.profile(pair, "inference", CPU, None, window_s=0.002, net_window_s=0.002)
+    assert {"Linear", "add"} <= set(prof.table.op)
+    shaped = catalog.build("tests.radt_ext.ops.modules:TokensAndMask", 2, "fp32", CPU, input_shape=(7,))
+    assert shaped.kwargs == {} and tuple(shaped.inputs[0].shape) == (2, 7)  # --input-shape wins
+    with pytest.raises(UsageError, match="at least 2"):
+        profiler.profile(pair, "inference", CPU, None, net_rounds=1)
+
+
+def test_users_module_is_built_with_the_same_weights_everywhere():
+    a = catalog.build("tests.radt_ext.ops.modules:TokensAndMask", 2, "fp32", CPU)
+    torch.rand(5)  # the caller's generator moved on: the module and its inputs do not change
+    b = catalog.build("tests.radt_ext.ops.modules:TokensAndMask", 2, "fp32", CPU)
+    assert torch.equal(a.module.head.weight, b.module.head.weight)
+    assert torch.equal(a.kwargs["input_ids"], b.kwargs["input_ids"])
 
 
 def test_window_is_long_enough_and_split_in_chunks():

@@ -69,6 +69,19 @@ def test_grid_files_read_back_and_build_a_dataset(tmp_path):
     assert len(check) == 3 and (check.time_ratio > 0).all() and check.energy_ratio.isna().all()
 
 
+def test_grid_profiles_a_users_module_at_the_batch_sizes_given(tmp_path, capsys):
+    spec = "tests.radt_ext.ops.modules:pair_of_inputs"
+    with pytest.raises(SystemExit):
+        grid.main(["--out", str(tmp_path), "--models", spec, "--extra="])
+    assert f"{spec} is your own module: give its batch sizes with --batches {spec}=N" in capsys.readouterr().err
+    code = grid.main(["--out", str(tmp_path), "--device", "cpu", "--models", spec, "--extra=", "--batches", f"{spec}=3",
+                      "--precisions", "fp32", "--modes", "inference", "--window-s", "0.002", "--net-window-s", "0.002",
+                      "--net-rounds", "3"])
+    assert code == 0
+    prof = store.read(tmp_path / "tests.radt_ext.ops.modules.pair_of_inputs_b3_fp32_inference.csv")
+    assert prof.meta["batch"] == 3 and prof.meta["net_rounds"] == 3 and len(prof.meta["round_details"]) == 3
+
+
 def test_grid_skips_what_does_not_fit(tmp_path):
     code = grid.main(["--out", str(tmp_path), "--tiny", "--device", "cpu", "--models", "mlp", "--extra=",
                       "--precisions", "fp32", "--modes", "inference", "--budget-s", "0"])

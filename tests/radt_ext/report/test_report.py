@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import sys
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from mlflow.tracking import MlflowClient
@@ -160,3 +161,16 @@ def test_a_ten_minute_run_with_every_default_listener_gets_a_small_report():
     assert set(PANEL_TITLES) <= set(shown.titles(fig))
     power = next(t for t in fig["data"] if t.get("name") == "gpu0_power_w")
     assert max(power["y"]) > 699 and min(power["y"]) < 101  # the peaks are drawn
+
+
+def test_cumulative_energy_of_a_counter_stored_only_at_its_reads_follows_the_power_between_them():
+    power_t = [0.02 * k for k in range(1, 501)]  # 10 s of 20 ms samples: 100 W, then 300 W from 5 s
+    power = Series(power_t, [100.0 if t <= 5.0 else 300.0 for t in power_t])
+    counter = Series([0.0, 10.0], [1000.0, 3000.0])  # read at open and close only, J since the driver loaded
+    energy = figures.cumulative_energy({"gpu0_energy_j": counter, "gpu0_power_w": power})["gpu0_energy_j"]
+    assert energy.t[0] == 0.0 and energy.t[-1] == 10.0 and energy.v[0] == 0.0 and energy.v[-1] == 2000.0
+    assert max(b - a for a, b in zip(energy.t, energy.t[1:])) <= 0.5 and energy.v == sorted(energy.v)
+    at5 = next(v for t, v in zip(energy.t, energy.v) if abs(t - 5.0) < 1e-9)
+    assert at5 == pytest.approx(2000.0 * 500 / 2000, rel=0.01)  # a quarter of the energy in the first half
+    dense = Series(energy.t, [1000.0 + v for v in energy.v])  # already dense: kept as stored
+    assert figures.with_course(dense, power) is dense

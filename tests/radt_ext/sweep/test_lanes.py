@@ -1,4 +1,4 @@
-"""The local executor: a lane per GPU, lanes at the same time (NVML replayed from a 2-GPU trace derived
+"""The local executor with `device_mode: each`: a lane per GPU, lanes at the same time (NVML replayed from a 2-GPU trace derived
 from a real H200 recording; workloads are real child processes; a real SQLite store).
 
 Concurrency is proven by the workloads themselves: a rendezvous workload finishes only when the
@@ -22,11 +22,11 @@ from radt_ext.sweep.lanes import lanes_of
 from radt_ext.sweep.spec import SpecError
 from tests.radt_ext.collocation.support import WORKLOAD
 from tests.radt_ext.helpers import radt
+from tests.traces import TWO_GPUS, gpu_uuids
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RENDEZVOUS = os.path.join(HERE, "rendezvous.py")
 TRACES = os.path.join(HERE, "..", "..", "..", "listeners", "traces")
-TWO_GPUS = os.path.join(TRACES, "h200x2_derived.json")
 NO_DRIVER = os.path.join(TRACES, "no_driver.json")
 
 
@@ -46,6 +46,7 @@ def rendezvous_spec(tmp_path, hold: bool = False, devices='["0", "1"]'):
     path.write_text(textwrap.dedent(f"""
         name: lanes
         devices: {devices}
+        device_mode: each
         listeners: nvml
         child_listeners: top
         interval: 0.2
@@ -78,7 +79,7 @@ def test_variants_on_two_gpus_run_at_the_same_time(tmp_path, two_gpus):
         assert max(a.start_time, b.start_time) < min(a.end_time, b.end_time), (rnd, a, b)  # the spans overlap
     # each lane's parent run watched its own GPU through the replayed NVML
     assert all(any(k.startswith("system/gpu") for k in r.data.metrics) for r in runs.values())
-    gpu1 = "GPU-472cec74-7a35-a999-2897-15252bbb0001"  # the derived trace's second GPU
+    gpu1 = gpu_uuids(TWO_GPUS)[1]
     assert gpu1 in runs[("1", "a")].data.tags.values() and gpu1 not in runs[("0", "a")].data.tags.values()
 
 
@@ -87,6 +88,7 @@ def spec_two_lanes(tmp_path):
     path.write_text(textwrap.dedent(f"""
         name: toy
         devices: ["0", "1"]
+        device_mode: each
         listeners: nvml
         child_listeners: top
         interval: 0.2

@@ -38,6 +38,11 @@ def test_baseline_records_params_tags_epochs_and_end_metrics(tracking_uri):
                 "achieved_tflops", "forward_flops_per_sample"):
         assert key in m
     assert "mfu_ratio" not in m  # n/a on CPU
+    # where the time before the first training step went, from the process start
+    phases = ("import", "device", "data", "model", "first_step")
+    assert all(m[f"startup_{p}_s"] >= 0 for p in phases)
+    assert sum(m[f"startup_{p}_s"] for p in phases) == pytest.approx(m["startup_to_first_step_s"], abs=0.01)
+    assert run.data.tags["startup.split"].startswith("first step ") and "first step" in done.stderr
     history = mlflow.MlflowClient().get_metric_history(run.info.run_id, "val_loss")
     assert [h.step for h in history] == [0, 1]
     for key in ("train_loss", "train_accuracy", "val_accuracy", "epoch_time_s", "samples_per_s", "epoch_end_time_s"):
@@ -103,3 +108,12 @@ def test_user_image_folder_via_data(tracking_uri, tmp_path):
     run = only_run()
     assert run.data.params["dataset"] == "folder" and run.data.params["train_set_size"] == "10"
     assert run.data.params["data"] == str(tmp_path / "imgs")
+
+
+def test_a_model_of_its_own_builds_without_importing_torchvision():
+    # torchvision's import brings torch._dynamo: seconds before the first step that small_cnn, mlp and dlrm need not pay
+    code = ("import sys; from radt_ext.workloads import torch_models as m; m.build('small_cnn', 10, (3, 32, 32)); "
+            "assert 'torchvision' not in sys.modules; m.build('resnet18', 10, (3, 32, 32)); "
+            "assert 'torchvision' in sys.modules")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr

@@ -1,0 +1,91 @@
+"""Reads the energy-timeline proof's store and checks each run's counter energy against its power.
+
+    python3 scripts/gpu/energy_check.py STORE_URI OUT_DIR
+
+For radt-ext's run: gpu0_energy_j's points a second and its largest gap, the counter's energy against
+the integral of the driver's power samples. For each run the script opened: summary/gpu_energy_j, the
+integral of radt-ext's run's power samples over the run's span, their ratio. Writes energy_timeline.json
+and .md; exits 1 when a check fails.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+
+from radt_ext.markers import TAG_MONITOR_RUN
+
+
+def history(client, run_id, key):
+    return sorted((m.timestamp / 1000, m.value) for m in client.get_metric_history(run_id, key))
+
+
+def integral(power, a, b):
+    total = 0.0
+    for (t0, w0), (t1, w1) in zip(power, power[1:]):
+        lo, hi = max(a, t0), min(b, t1)
+        if hi > lo:
+            at = lambda t: w0 + (w1 - w0) * (t - t0) / (t1 - t0)  # noqa: E731
+            total += (hi - lo) * (at(lo) + at(hi)) / 2
+    return total
+
+
+def main(uri: str, out_dir: str) -> int:
+    client = MlflowClient(uri)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    monitors = [r for r in runs if TAG_MONITOR_RUN not in r.data.tags and "summary/gpu_energy_j" in r.data.metrics]
+    monitor = max(monitors, key=lambda r: r.info.start_time)
+    energy = history(client, monitor.info.run_id, "system/gpu0_energy_j")
+    power = history(client, monitor.info.run_id, "system/gpu0_power_w")
+    span = energy[-1][0] - energy[0][0]
+    gaps = [b[0] - a[0] for a, b in zip(energy, energy[1:])]
+    whole = {"run_id": monitor.info.run_id, "energy_points": len(energy),
+             "energy_points_per_s": round(len(energy) / span, 2) if span else 0.0,
+             "energy_max_gap_s": round(max(gaps), 3) if gaps else None,
+             "monotone": all(b[1] >= a[1] for a, b in zip(energy, energy[1:])),
+             "counter_j": round(monitor.data.metrics["summary/gpu_energy_j"], 1),
+             "integrated_j": round(integral(power, energy[0][0], energy[-1][0]), 1),
+             "power_source": monitor.data.tags.get("machine.gpu.0.power_source", "")}
+    whole["counter_over_integrated"] = round(whole["counter_j"] / whole["integrated_j"], 4) if whole["integrated_j"] else None
+    own = []
+    for r in runs:
+        if r.data.tags.get(TAG_MONITOR_RUN) != monitor.info.run_id:
+            continue
+        a, b = r.info.start_time / 1000, r.info.end_time / 1000
+        got = r.data.metrics.get("summary/gpu_energy_j")
+        integ = integral(power, a, b)
+        own.append({"name": r.info.run_name, "span_s": round(b - a, 3), "counter_j": got and round(got, 1),
+                    "integrated_j": round(integ, 1),
+                    "ratio": round(got / integ, 4) if got and integ else None,
+                    "integrated_own_j": r.data.metrics.get("summary/gpu_energy_integrated_j")})
+    own.sort(key=lambda x: x["span_s"])
+    failed = []
+    if not whole["energy_max_gap_s"] or whole["energy_max_gap_s"] > 1.0:
+        failed.append(f"gpu0_energy_j has a gap of {whole['energy_max_gap_s']} s (want <= 1 s)")
+    if not whole["monotone"]:
+        failed.append("gpu0_energy_j is not monotone")
+    for x in own:
+        if not x["counter_j"]:
+            failed.append(f"run {x['name']}: no counter energy")
+        elif x["span_s"] >= 5 and abs(x["ratio"] - 1) > 0.01:
+            failed.append(f"run {x['name']} ({x['span_s']} s): counter/integrated {x['ratio']} (want within 1 %)")
+        elif abs(x["ratio"] - 1) > 0.03:
+            failed.append(f"run {x['name']} ({x['span_s']} s): counter/integrated {x['ratio']} (want within 3 %)")
+    result = {"monitor_run": whole, "script_runs": own, "failed": failed}
+    out = Path(out_dir)
+    (out / "energy_timeline.json").write_text(json.dumps(result, indent=1))
+    lines = ["| run | span s | counter J | integrated power J | ratio |", "|---|---|---|---|---|",
+             f"| radt-ext's run | {span:.2f} | {whole['counter_j']} | {whole['integrated_j']} | {whole['counter_over_integrated']} |"]
+    lines += [f"| {x['name']} | {x['span_s']} | {x['counter_j']} | {x['integrated_j']} | {x['ratio']} |" for x in own]
+    lines += ["", f"gpu0_energy_j: {whole['energy_points']} points, {whole['energy_points_per_s']} a second, "
+              f"largest gap {whole['energy_max_gap_s']} s, monotone {whole['monotone']}",
+              f"power source: {whole['power_source']}", "", "failed: " + ("; ".join(failed) or "none")]
+    (out / "energy_timeline.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The per-operation predictor's held-out suite on this GPU, with what may move each measurement:
+#   1. suite:   8 networks outside the catalog's families (examples/heldout) x training/inference x bf16/fp32
+#               = 32 profiles, bf16 first, each network measured in 5 rounds spread over its profile;
+#   2. repeat:  4 of them profiled again (a fresh process): the same configuration twice on one machine;
+#   3. dataset: 4 configurations of docs/ops/dataset.csv.gz profiled again: the same configuration on
+#               another machine of the same kind.
+# Every round records the SM and memory clocks, performance state, temperature, power and throttle reasons
+# before its window and inside it; every profile its warm-up and cuDNN/cuBLAS settings.
+# Output in $RESULTS: suite|repeat|dataset.csv.gz (ops datasets), rounds.csv.gz, profiles/ (raw, written as
+# each profile completes, so a run cut short keeps them), nvidia-smi before/after, logs.
+# Usage: RESULTS=<dir> BUDGET_S=540 bash scripts/gpu/ops_heldout.sh
+# RESUME=1 on the same machine keeps the profiles already in $RESULTS/profiles and goes on.
+# Dry run on the CPU: DRY=1 (two small modules of the tests, short windows, fp32).
+set -u
+export PYTHONUNBUFFERED=1
+export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
+RESULTS=${RESULTS:?set RESULTS to a folder}
+BUDGET_S=${BUDGET_S:-540}
+MARGIN_S=${MARGIN_S:-35}  # kept for packing up
+P=$RESULTS/profiles
+mkdir -p $RESULTS
+[ "${RESUME:-0}" = 1 ] || rm -rf $P
+mkdir -p $P/suite $P/repeat $P/dataset
+LOG=$RESULTS/ops_heldout.log
+say() { echo "[$SECONDS s] $*" | tee -a $LOG; }
+
+if [ "${DRY:-0}" = 1 ]; then
+  # users' modules small enough for a shared CPU: keyword inputs (a dict) and two positional inputs
+  SUITE_ARGS="--models tests.radt_ext.ops.modules:TokensAndMask,tests.radt_ext.ops.modules:pair_of_inputs --extra= --batches tests.radt_ext.ops.modules:TokensAndMask=4,tests.radt_ext.ops.modules:pair_of_inputs=4"
+  REPEAT_ARGS="--models tests.radt_ext.ops.modules:TokensAndMask --extra= --batches tests.radt_ext.ops.modules:TokensAndMask=4 --precisions fp32"
+  DATASET_ARGS="--tiny --models mlp --extra= --batches mlp=4 --precisions fp32"
+  COMMON="--device cpu --window-s 0.005 --net-window-s 0.01"
+  PRECISIONS=fp32
+else
+  SUITE_ARGS=$(timeout 60 python3 -m benchmarks.ops_heldout grid-args)
+  [ -n "$SUITE_ARGS" ] || { echo "the suite's grid arguments failed: python3 -m benchmarks.ops_heldout grid-args"; exit 1; }
+  REPEAT_ARGS="--models examples.heldout.encoder:Encoder,examples.heldout.decoder:Decoder --extra= --batches examples.heldout.encoder:Encoder=64,examples.heldout.decoder:Decoder=32 --precisions bf16"
+  DATASET_ARGS="--models vit,mlp --extra= --batches vit=256,mlp=65536 --precisions bf16"
+  COMMON=""
+  PRECISIONS=bf16,fp32
+  (timeout 20 nvidia-smi; timeout 20 nvidia-smi -q) > $RESULTS/nvidia-smi-before.txt 2>&1
+  timeout 30 python3 -c "import torch, platform; p = torch.cuda.get_device_properties(0); print(f'torch {torch.__version__} cuda {torch.version.cuda} cudnn {torch.backends.cudnn.version()} python {platform.python_version()} {p.name} sm {p.multi_processor_count}')" > $RESULTS/env.txt 2>&1
+  nproc >> $RESULTS/env.txt; grep -m1 "model name" /proc/cpuinfo >> $RESULTS/env.txt; env | grep -E '^(CUBLAS|CUDNN|CUDA_|TORCH_|NVIDIA_)' >> $RESULTS/env.txt
+  cat $RESULTS/env.txt | tee -a $LOG
+fi
+say "start: budget ${BUDGET_S} s"
+
+# grid LABEL SECONDS ARGS...: one grid call inside its own budget (a profile that does not fit is skipped)
+grid() {
+  local label=$1 budget=$2; shift 2
+  if [ "$budget" -lt 15 ]; then say "$label: skipped, ${budget} s left"; return; fi
+  say "$label: grid budget ${budget} s"
+  timeout -k 5 $((budget + 15)) python3 -m radt_ext.ops.grid --out $P/$label --budget-s $budget --net-rounds 5 $COMMON "$@" >> $RESULTS/$label.log 2>&1
+  say "$label: exit $?; $(grep -c '"status": "done"' $P/$label/grid.jsonl 2>/dev/null) done; $(tail -n 1 $RESULTS/$label.log)"
+  grep -E '"status": "(failed|skipped)"' $P/$label/grid.jsonl 2>/dev/null | tee -a $LOG | head -n 20
+}
+
+# the suite gets what the two repeats (about 30 s each on an H100) and the packing leave
+REPEATS_S=${REPEATS_S:-100}
+grid suite $((BUDGET_S - SECONDS - REPEATS_S - MARGIN_S)) $SUITE_ARGS --precisions $PRECISIONS --modes training,inference
+grid repeat $((BUDGET_S - SECONDS - MARGIN_S - REPEATS_S / 2)) $REPEAT_ARGS --modes training,inference
+grid dataset $((BUDGET_S - SECONDS - MARGIN_S)) $DATASET_ARGS --modes training,inference
+
+[ "${DRY:-0}" = 1 ] || (timeout 20 nvidia-smi -q -d CLOCK,PERFORMANCE,TEMPERATURE,POWER) > $RESULTS/nvidia-smi-after.txt 2>&1
+timeout 60 python3 -m benchmarks.ops_heldout pack --from suite=$P/suite --from repeat=$P/repeat --from dataset=$P/dataset \
+  --out $RESULTS > $RESULTS/pack.log 2>&1
+say "pack: exit $?"
+head -c 6000 $RESULTS/pack.log
+say "ops_heldout: $(ls $P/*/*.json 2>/dev/null | wc -l) profiles, $(du -sh $RESULTS | cut -f1) in RESULTS"

@@ -1,0 +1,30 @@
+"""The traces the CPU tests replay for a machine they do not have, named once here."""
+import os
+
+TRACES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "listeners", "traces")
+# a 2-GPU host: GPU 0 and GPU 1 with their own UUIDs (every 2-GPU test replays this file)
+TWO_GPUS = os.path.join(TRACES, "h200x2_derived.json")
+
+
+def answers(path: str, call: str) -> dict:
+    import json
+
+    with open(path) as fh:
+        return json.load(fh)["calls"][call]
+
+
+def _handle(path: str, index: int) -> str:
+    """The call key of NVML's GPU `index` in a trace (its handle as the recorder labelled it)."""
+    import json
+
+    return "[" + json.dumps(answers(path, "nvmlDeviceGetHandleByIndex")[f"[{index}]"][0], separators=(",", ":")) + "]"
+
+
+def gpu_uuids(path: str = TWO_GPUS) -> list[str]:
+    """The UUID of each GPU of a trace, in NVML order."""
+    uuids = answers(path, "nvmlDeviceGetUUID")
+    return [uuids[_handle(path, i)][0] for i in range(len(answers(path, "nvmlDeviceGetHandleByIndex")))]
+
+
+def gpu_name(path: str = TWO_GPUS, index: int = 0) -> str:
+    return answers(path, "nvmlDeviceGetName")[_handle(path, index)][0]
