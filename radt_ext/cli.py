@@ -11,9 +11,37 @@ from radt_ext.errors import UsageError
 from radt_ext.streams import say, tolerate
 
 
+# Commands that live in their own modules, imported only when named (MLflow alone takes seconds to import)
+LAZY_COMMANDS = {
+    "sync": ("radt_ext.sync", "sync"),
+    "sweep": ("radt_ext.sweep.cli", "sweep"),
+    "compare": ("radt_ext.compare.cli", "compare"),
+    "collocate": ("radt_ext.collocation.cli", "collocate"),
+    "ops": ("radt_ext.ops.cli", "ops"),
+}
+
+
 class Group(click.Group):
     """Turns UsageError into one line on stderr (no traceback) and exit code 2; output whose reader
-    went away is dropped instead of ending the command in a traceback."""
+    went away is dropped instead of ending the command in a traceback. Commands in LAZY_COMMANDS are
+    imported when used (a command whose optional dependency is missing is left out)."""
+
+    def list_commands(self, ctx):
+        return sorted(set(super().list_commands(ctx)) | {n for n in LAZY_COMMANDS if self.get_command(ctx, n)})
+
+    def get_command(self, ctx, name):
+        command = super().get_command(ctx, name)
+        if command is not None or name not in LAZY_COMMANDS:
+            return command
+        module, attr = LAZY_COMMANDS[name]
+        try:
+            command = getattr(importlib.import_module(module), attr)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not module.startswith(exc.name):
+                raise
+            return None
+        self.add_command(command, name)
+        return command
 
     def main(self, *args, **kwargs):
         tolerate()
@@ -97,22 +125,6 @@ def list_listeners():
             desc = ""
         table.add_row(name, "no" if reason else "yes", reason or desc)
     Console().print(table)
-
-
-# Commands that live in their own modules: (module, attribute)
-_COMMANDS = [
-    ("radt_ext.sync", "sync"),
-    ("radt_ext.sweep.cli", "sweep"),
-    ("radt_ext.compare.cli", "compare"),
-    ("radt_ext.collocation.cli", "collocate"),
-    ("radt_ext.ops.cli", "ops"),
-]
-for _module, _attr in _COMMANDS:
-    try:
-        main.add_command(getattr(importlib.import_module(_module), _attr))
-    except ModuleNotFoundError as _exc:
-        if _exc.name is None or not _module.startswith(_exc.name):
-            raise
 
 
 if __name__ == "__main__":

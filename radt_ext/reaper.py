@@ -5,7 +5,8 @@ Killing the workload's process group misses a descendant that called setsid()
 its descendants with psutil (pid + create time, so a reused pid is never
 signalled); once seen, a process stays tracked after its parent dies. A process
 born and escaped between two polls is still found at the end: it inherits the
-workload's environment, which names the run (RADT_EXT_ACTIVE=<run id>).
+workload's environment, which carries the session's marker (RADT_EXT_ACTIVE: a handed-over run's
+id, else a key of this session; markers.py).
 """
 from __future__ import annotations
 

@@ -60,7 +60,7 @@ def select_listeners(spec: str | None, interval: float | None, target: Target) -
 
 
 class Recorder:
-    def __init__(self, client, run_id: str, tracking_uri: str, listeners: list[Listener], t0: float | None = None,
+    def __init__(self, client, run_id: str | None, tracking_uri: str, listeners: list[Listener], t0: float | None = None,
                  keep: re.Pattern | None = None, workload_runs=None):
         self.t0 = time.time() if t0 is None else t0
         self.keep = keep  # metric names whose (t, value) series stay in memory (collocation's energy split)
@@ -102,6 +102,11 @@ class Recorder:
     def series(self) -> dict[str, list[tuple[float, float]]]:
         """The kept series as (time s, value) points."""
         return {name: list(zip(times, values)) for name, (times, values) in list(self._kept.items())}
+
+    def bind(self, client, run_id: str) -> "Recorder":
+        """Made before its run existed: the points held so far go to `run_id`."""
+        self.writer.bind(client, run_id)
+        return self
 
     def start(self) -> "Recorder":
         self.started = time.time()

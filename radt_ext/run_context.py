@@ -6,7 +6,8 @@ loggers that resolve MLflow's context tags (PyTorch Lightning's `MLFlowLogger`).
 `radt-ext run` the workload's environment names the run radt-ext records into and a file to
 announce starts in; the provider then tags the new run with both ids and appends one line
 `{"start_id", "time"}` to that file, so radt-ext learns at once that a run is starting and finds it
-in the store by its tag (workload_runs.py). Outside radt-ext it does nothing.
+in the store by its tag (workload_runs.py). Outside radt-ext it does nothing. A run started while
+radt-ext is still creating its own waits for that id (markers.monitor_run_id).
 
 MLflow also resolves context tags for things that are not runs (datasets, traces, logged
 models); those calls are told apart by their caller and get no tags.
@@ -21,7 +22,7 @@ import uuid
 
 from mlflow.tracking.context.abstract_context import RunContextProvider
 
-from radt_ext.markers import ENV_MONITOR_RUN, ENV_STARTS_FILE, TAG_MONITOR_RUN, TAG_START_ID
+from radt_ext.markers import ENV_MONITOR_RUN, ENV_STARTS_FILE, TAG_MONITOR_RUN, TAG_START_ID, monitor_run_id
 
 _NOT_RUNS = ("mlflow.data", "mlflow.tracing", "mlflow.genai", "mlflow.tracking._tracking_service")
 
@@ -58,4 +59,7 @@ class MonitoredRunContext(RunContextProvider):
                 os.close(fd)
         except OSError:
             pass  # that run then gets no system metrics; the workload's start_run must never fail
-        return {TAG_MONITOR_RUN: os.environ[ENV_MONITOR_RUN], TAG_START_ID: start_id}
+        monitor = monitor_run_id()
+        if not monitor:
+            return {}  # radt-ext's run never came; the workload's run goes on untagged
+        return {TAG_MONITOR_RUN: monitor, TAG_START_ID: start_id}

@@ -1,14 +1,18 @@
 """A workload session: one command, one MLflow run, listeners sampling from outside.
 
     session = WorkloadSession(WorkloadSpec(command=[...], listeners="nvml,top"))
-    session.prepare()   # every check that can fail on bad input; nothing runs yet
+    session.prepare()   # every check that can fail on bad input, and the run; nothing runs yet
     session.start()     # listeners open, then the child process starts
     rc = session.wait()
     session.finish()    # flush, summaries, status; returns the exit code to use
 
-`run()` does all four with SIGINT/SIGTERM/SIGHUP handled from before the run exists to after its
-status is set, each turned into a clean stop of the whole child process tree. Collocation starts
-several prepared sessions together.
+`run()` (what `radt-ext run` calls) starts the workload first: bad input is refused by checks that
+need no MLflow (store_probe.py), then the workload and the listeners start, and only then is MLflow
+imported and the run created or joined, while the workload starts up; the listeners' points wait in
+the writer until the run exists. Where those checks cannot tell (a store other than SQLite or a
+server, a store or experiment that does not exist yet) it prepares first, as collocation does.
+SIGINT/SIGTERM/SIGHUP are handled from before the run exists to after its status is set, each turned
+into a clean stop of the whole child process tree. Collocation starts several prepared sessions together.
 
 Runs: radt-ext records the whole command into its own run (created, or the one `mlflow run` or
 `--run-id` hands over, which the workload then receives in MLFLOW_RUN_ID). Runs the workload starts
@@ -28,18 +32,13 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from dataclasses import dataclass, field
 
-import mlflow
-from mlflow.entities import Metric, RunStatus, RunTag
-from mlflow.exceptions import MlflowException
-from mlflow.tracking import MlflowClient
-from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
-
 from listeners.base import Target
-from radt_ext import machine
+from radt_ext import machine, store_probe
 from radt_ext.errors import UsageError
-from radt_ext.markers import ENV_MONITOR_RUN, ENV_STARTS_FILE
+from radt_ext.markers import ENV_MONITOR_RUN, ENV_RUN_ID_FILE, ENV_STARTS_FILE, write_run_id
 from radt_ext.progress import ENV as PROGRESS_ENV
 from radt_ext.progress import read_marks
 from radt_ext.reaper import ProcessTree
@@ -51,6 +50,8 @@ from radt_ext.workload_runs import WorkloadRuns
 log = logging.getLogger(__name__)
 ENV_ACTIVE = ENV_MONITOR_RUN  # set for the workload: the run id already being monitored
 KILL_GRACE_S = 10.0
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"  # the MLflow UI opens a training experiment in its training view
+TRAINING_KIND = "custom_model_development"
 RUN_SIGNALS = (*STOP_SIGNALS, signal.SIGHUP)  # a closed terminal stops the workload too
 
 
@@ -80,6 +81,8 @@ class WorkloadSpec:
 
 
 def tracking_uri(explicit: str | None = None) -> str:
+    import mlflow
+
     return explicit or mlflow.get_tracking_uri()
 
 
@@ -97,14 +100,17 @@ def unreachable(uri: str, timeout: float = 5.0) -> str | None:
         return str(getattr(exc, "reason", None) or exc or type(exc).__name__)
 
 
-def connect(uri: str) -> MlflowClient:
+def connect(uri: str):
     """A client whose store answered once; a one-line UsageError when it does not."""
+    store_probe.check_uri(uri)  # an unknown scheme or a malformed URI: one line, not MLflow's traceback
     down = unreachable(uri)
     if down:
         raise UsageError(f"cannot use the tracking store {uri}: the server does not answer ({down}); "
                          "start it or check MLFLOW_TRACKING_URI")
-    client = MlflowClient(tracking_uri=uri)
+    from mlflow.tracking import MlflowClient
+
     try:
+        client = MlflowClient(tracking_uri=uri)
         client.search_experiments(max_results=1)
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -115,7 +121,10 @@ def connect(uri: str) -> MlflowClient:
     return client
 
 
-def experiment_id_for(client: MlflowClient, name: str | None) -> str:
+def experiment_id_for(client, name: str | None) -> str:
+    """The experiment's id; one that radt-ext makes opens in the MLflow UI's training view."""
+    from mlflow.exceptions import MlflowException
+
     if name is None:
         env_id = os.environ.get("MLFLOW_EXPERIMENT_ID")
         if env_id:
@@ -130,10 +139,27 @@ def experiment_id_for(client: MlflowClient, name: str | None) -> str:
         return "0"
     experiment = client.get_experiment_by_name(name)
     if experiment is None:
-        return client.create_experiment(name)
+        try:
+            return client.create_experiment(name, tags={EXPERIMENT_KIND_TAG: TRAINING_KIND})
+        except MlflowException:  # made meanwhile by another process
+            experiment = client.get_experiment_by_name(name)
+            if experiment is None:
+                raise
     if experiment.lifecycle_stage == "deleted":
         raise UsageError(f"experiment {name!r} is deleted; restore it or choose another --experiment-name")
     return experiment.experiment_id
+
+
+def _import_for_threads() -> None:
+    """What the writer and run-following threads import lazily, imported here in the main thread first:
+    two threads importing MLflow's modules at once can deadlock on Python's import locks."""
+    import mlflow.entities  # noqa: F401
+    import mlflow.utils.search_utils  # noqa: F401
+
+    try:
+        import radt_ext.bulk_metrics  # noqa: F401
+    except Exception:
+        pass  # the writer then says why, and uses log_batch
 
 
 def exit_code(returncode: int) -> int:
@@ -149,7 +175,7 @@ class WorkloadSession:
         if not spec.command:
             raise UsageError("no command to run; write it after `--`, e.g. radt-ext run -- python train.py")
         self.spec = spec
-        self.client: MlflowClient | None = None
+        self.client = None  # an MlflowClient once the store is reached
         self.run_id: str | None = None
         self.experiment_id: str | None = None
         self.proc: subprocess.Popen | None = None
@@ -161,11 +187,14 @@ class WorkloadSession:
         self.progress_path = os.path.join(self._workdir, "progress.jsonl")
         self.marks = None  # what the workload reported (radt_ext.progress.Marks), read at the end
         self.starts_path = os.path.join(self._workdir, "starts.jsonl")
+        self.run_id_path = os.path.join(self._workdir, "run_id")
+        self.marker: str | None = None  # the workload's RADT_EXT_ACTIVE: the run id, or a key while there is none
         self.final_status: str | None = None
         self.joined = False  # the run was handed over (mlflow run, --run-id): the workload gets MLFLOW_RUN_ID
         self.machine_tags: dict[str, str] = {}
         self.workload_runs: WorkloadRuns | None = None
         self.watchdog: Watchdog | None = None
+        self.timings: dict[str, float] = {}  # time.time() of each step (benchmarks/startup.py reads them)
         env_visible = spec.env.get("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"))
         self.target = Target(pid=None, cuda_visible_devices=env_visible)
         self._listeners = []
@@ -173,18 +202,67 @@ class WorkloadSession:
         self.stderr_tail = None
 
     # -- before anything runs -------------------------------------------------------
+    def check(self) -> bool:
+        """Every check of bad input that needs no MLflow. True when the run's experiment (or the
+        handed-over run) is known, so the workload may start before MLflow is imported; False when
+        only MLflow can tell (then `prepare()` first)."""
+        spec = self.spec
+        self.uri = store_probe.tracking_uri(spec.tracking_uri)
+        self._listeners, self._skipped = select_listeners(spec.listeners, spec.interval, self.target)
+        probe = store_probe.StoreProbe(self.uri)  # unknown scheme, malformed URI, no server, credentials
+        if not probe.readable or spec.parent_run_id:
+            return False
+        run_id = spec.run_id or os.environ.get("MLFLOW_RUN_ID")
+        if run_id:
+            run = probe.run(run_id)
+            if run is False:
+                raise UsageError(f"run {run_id} (from MLFLOW_RUN_ID or --run-id) is not in {self.uri}; "
+                                 "unset MLFLOW_RUN_ID to create a new run")
+            if run is None:
+                return False
+            self.run_id, self.experiment_id, self.joined, self.marker = run_id, run.experiment_id, True, run_id
+            return True
+        name, env_id = spec.experiment_name, None
+        if name is None:
+            env_id = os.environ.get("MLFLOW_EXPERIMENT_ID") or None
+            name = None if env_id else os.environ.get("MLFLOW_EXPERIMENT_NAME")
+        if name is None:
+            experiment = probe.experiment(experiment_id=env_id or "0")
+            if experiment is False and env_id:
+                raise UsageError(f"experiment {env_id!r} (from MLFLOW_EXPERIMENT_ID) is not in this store; "
+                                 "unset MLFLOW_EXPERIMENT_ID or pass --experiment-name")
+        else:
+            experiment = probe.experiment(name=name)
+            if experiment and experiment.deleted:
+                raise UsageError(f"experiment {name!r} is deleted; restore it or choose another --experiment-name")
+        if not experiment:
+            return False  # a store or an experiment still to be made: made before the workload starts
+        self.experiment_id = experiment.experiment_id
+        self.marker = uuid.uuid4().hex
+        return True
+
     def prepare(self) -> "WorkloadSession":
         spec = self.spec
-        self.uri = tracking_uri(spec.tracking_uri)
-        self._listeners, self._skipped = select_listeners(spec.listeners, spec.interval, self.target)
+        self.uri = getattr(self, "uri", None) or tracking_uri(spec.tracking_uri)
+        if not self._listeners and not self._skipped:
+            self._listeners, self._skipped = select_listeners(spec.listeners, spec.interval, self.target)
         self.client = connect(self.uri)
+        if self.killed_by is not None:
+            raise Interrupted(self.killed_by)
+        self._open_run()
+        return self
+
+    def _open_run(self) -> None:
+        """End orphans, then create the run or join the handed-over one, and describe it."""
+        from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
+
+        spec = self.spec
         try:
             end_orphans(self.client)  # runs on this host whose radt-ext and watchdog were both killed
         except Exception:
             pass  # housekeeping; never a reason not to run
-        if self.killed_by is not None:
-            raise Interrupted(self.killed_by)
-        run_id = spec.run_id or (os.environ.get("MLFLOW_RUN_ID") if spec.parent_run_id is None else None)
+        run_id = self.run_id if self.joined else (
+            spec.run_id or (os.environ.get("MLFLOW_RUN_ID") if spec.parent_run_id is None else None))
         if run_id:
             try:
                 run = self.client.get_run(run_id)
@@ -196,7 +274,8 @@ class WorkloadSession:
             if run.info.status != "RUNNING":
                 self.client.update_run(run_id, status="RUNNING")
         else:
-            self.experiment_id = experiment_id_for(self.client, spec.experiment_name)
+            if self.experiment_id is None:
+                self.experiment_id = experiment_id_for(self.client, spec.experiment_name)
             tags = owner_tags()
             if spec.parent_run_id:
                 tags[MLFLOW_PARENT_RUN_ID] = spec.parent_run_id
@@ -204,16 +283,16 @@ class WorkloadSession:
                 tags[MLFLOW_RUN_NAME] = spec.run_name
             run = self.client.create_run(self.experiment_id, tags=tags, run_name=spec.run_name)
             self.run_id = run.info.run_id
+        self.marker = self.marker or self.run_id
         try:
             self._describe()
         except BaseException:
             self.client.set_terminated(self.run_id, "FAILED")
             raise
-        return self
 
     def _describe(self) -> None:
         spec = self.spec
-        if self.killed_by is not None:
+        if self.killed_by is not None and self.proc is None:
             return  # stopped already: do not spend seconds describing the machine
         tags = self.machine_tags = machine.describe()
         tags = dict(tags)
@@ -226,9 +305,13 @@ class WorkloadSession:
         tags.update(spec.tags)
         self.log_tags(tags)
         if spec.params:
-            self.client.log_batch(self.run_id, params=[mlflow.entities.Param(k, str(v)) for k, v in spec.params.items()])
+            from mlflow.entities import Param
+
+            self.client.log_batch(self.run_id, params=[Param(k, str(v)) for k, v in spec.params.items()])
 
     def log_tags(self, tags: dict[str, str]) -> None:
+        from mlflow.entities import RunTag
+
         items = [RunTag(k, str(v)) for k, v in tags.items()]
         for i in range(0, len(items), 100):
             self.client.log_batch(self.run_id, tags=items[i:i + 100])
@@ -240,7 +323,8 @@ class WorkloadSession:
             "MLFLOW_TRACKING_URI": self.uri,
             "MLFLOW_EXPERIMENT_ID": self.experiment_id,  # the default; the workload's set_experiment wins
             PROGRESS_ENV: self.progress_path,
-            ENV_ACTIVE: self.run_id,
+            ENV_ACTIVE: self.marker or self.run_id,
+            ENV_RUN_ID_FILE: self.run_id_path,
             ENV_STARTS_FILE: self.starts_path,
         })
         if self.joined:
@@ -252,8 +336,14 @@ class WorkloadSession:
 
     # -- running ----------------------------------------------------------------------
     def start(self) -> "WorkloadSession":
+        """Start the workload and the listeners; with no run yet (`run()`), their points wait for it."""
+        self.marker = self.marker or self.run_id
+        if self.run_id is not None:
+            write_run_id(self.run_id_path, self.run_id)
+        if self.client is not None:
+            _import_for_threads()
         try:  # before the workload exists: it never runs unwatched
-            self.watchdog = Watchdog(self.run_id, self.uri)
+            self.watchdog = Watchdog(self.run_id, self.uri, marker=self.marker)
         except OSError as exc:  # no process to spare: the run goes on; an orphan is still ended by the next run
             log.warning("radt-ext: cannot start the watchdog process (%s)", exc.strerror or exc)
         try:
@@ -266,27 +356,61 @@ class WorkloadSession:
                 self.stderr_tail = StderrTail(os.dup(self.proc.stderr.fileno()))
                 self.proc.stderr.close()
         except OSError as exc:
-            self.client.set_terminated(self.run_id, "FAILED")
+            if self.client is not None:
+                self.client.set_terminated(self.run_id, "FAILED")
             if self.watchdog is not None:
                 self.watchdog.release()
             raise UsageError(f"cannot start {self.spec.command[0]!r}: {exc.strerror or exc}") from None
+        self.timings["workload_started"] = time.time()
         if self.watchdog is not None:
             self.watchdog.watch(self.proc.pid)
         # listeners open while the workload starts up (imports take far longer than NVML init)
         self.target.pid = self.proc.pid
-        self.tree = ProcessTree(self.proc.pid, (ENV_ACTIVE, self.run_id)).start()  # catches setsid() escapes
-        run_tags = {**self.machine_tags,
-                    "radt_ext.listeners": ",".join(f"{lst.name}:{lst.interval:g}" for lst in self._listeners)}
-        self.workload_runs = WorkloadRuns(self.client, self.uri, self.run_id, self.starts_path, run_tags,
-                                          progress_path=self.progress_path).start()
+        self.tree = ProcessTree(self.proc.pid, (ENV_ACTIVE, self.marker)).start()  # catches setsid() escapes
+        self.workload_runs = WorkloadRuns(self.client, self.uri, self.run_id, self.starts_path, self._run_tags(),
+                                          progress_path=self.progress_path)
         self.recorder = Recorder(self.client, self.run_id, self.uri, self._listeners, t0=self.spec.t0,
                                  keep=self.keep_series, workload_runs=self.workload_runs).start()
+        self.timings["listeners_started"] = time.time()
+        if self.client is not None:
+            self.workload_runs.start()
         if self.killed_by is not None:  # stopped while it was being spawned
             self.terminate(self.killed_by)
         return self
 
+    def _run_tags(self) -> dict[str, str]:
+        return {**self.machine_tags,
+                "radt_ext.listeners": ",".join(f"{lst.name}:{lst.interval:g}" for lst in self._listeners)}
+
+    def open_run_alongside(self) -> None:
+        """With the workload running: reach the store, create or join the run, and let the points
+        held so far go out. If the store cannot be used after all, the workload is stopped."""
+        try:
+            self.client = connect(self.uri)
+            self.timings["store_connected"] = time.time()
+            self._open_run()
+        except BaseException:
+            self.terminate(signal.SIGTERM)
+            if self.proc is not None:
+                self.proc.wait()
+                self._reap_group()
+            if self.recorder is not None:
+                self.recorder.stop()
+            if self.watchdog is not None:
+                self.watchdog.release()
+            raise
+        self.timings["run_created"] = time.time()
+        _import_for_threads()
+        write_run_id(self.run_id_path, self.run_id)
+        if self.watchdog is not None:
+            self.watchdog.run(self.run_id)
+        self.workload_runs.tags = self._run_tags()
+        self.workload_runs.bind(self.client, self.run_id).start()
+        self.recorder.bind(self.client, self.run_id)
+
     def wait(self) -> int:
         self.returncode = self.proc.wait()
+        self.timings["workload_ended"] = time.time()
         self._reap_group()
         return self.returncode
 
@@ -319,16 +443,19 @@ class WorkloadSession:
         if self.final_status is not None:
             return self.final_status  # a signal during finish() does not change what was recorded
         if self.killed_by is not None:
-            return RunStatus.to_string(RunStatus.KILLED)
+            return "KILLED"
         return "FINISHED" if self.returncode == 0 else "FAILED"
 
     def finish(self, status: str | None = None) -> int:
+        from mlflow.entities import Metric, RunTag
+
         status = self.final_status = status or self.status()
         if self.recorder is None:  # stopped before the workload started
             self.client.log_batch(self.run_id, tags=[RunTag("radt_ext.exit_code", "None")])
             self.client.set_terminated(self.run_id, status)
         else:
             self.recorder.stop()
+            self.timings["listeners_closed"] = time.time()
             self.workload_runs.close(status)
             self.marks = read_marks(self.progress_path)
             self.summary = self.recorder.summary(self.marks, self._logged_span)
@@ -341,10 +468,13 @@ class WorkloadSession:
             if failed_text:
                 tags["radt_ext.stderr_tail"] = failed_text
             # the writer spools the end of the run too when the store is away; `radt-ext sync` applies it
-            if self.recorder.writer.end_run(metrics, tags, status):
+            stored = self.recorder.writer.end_run(metrics, tags, status)
+            self.timings["summaries_logged"] = time.time()
+            if stored:
                 from radt_ext.report import log_report
 
                 log_report(self.client, self.run_id)  # never raises: a failed report is a run tag
+            self.timings["report_logged"] = time.time()
         if self.watchdog is not None:
             self.watchdog.release()
         if self.returncode is None:
@@ -377,17 +507,27 @@ class WorkloadSession:
             return None  # the store is away: the whole run then
 
     def run(self, announce=None) -> int:
-        """prepare → start → wait → finish, with SIGINT/SIGTERM/SIGHUP stopping the child tree.
+        """check → start → (run created alongside) → wait → finish, with SIGINT/SIGTERM/SIGHUP
+        stopping the child tree; prepare → start → … where the checks cannot tell without MLflow.
 
         The handlers are in place before the run is created and until its status is set, so no
         signal leaves it RUNNING; `announce(session)` is called once the run exists.
         """
+        self.timings["session_started"] = time.time()
         with SignalRelay(self.terminate, signals=RUN_SIGNALS):
-            if self.run_id is None:
+            early = self.run_id is None and self.check()
+            self.timings["checked"] = time.time()
+            if self.killed_by is not None and self.client is None:
+                raise Interrupted(self.killed_by)
+            if early:
+                self.start()
+                self.open_run_alongside()
+            elif self.run_id is None:
                 self.prepare()
             if announce is not None:
                 announce(self)
-            if self.killed_by is None:
+            if not early and self.killed_by is None:
                 self.start()
+            if self.proc is not None:
                 self.wait()
             return self.finish()

@@ -3,8 +3,8 @@
 Two safeguards, both ending such a run as KILLED with the points already stored:
 
 - `Watchdog` starts a small process before the workload exists, in a session of its own so that a kill
-  of radt-ext's process group does not reach it. radt-ext tells it the workload's pid, then `done` once
-  the run has its status. When its stdin closes without `done`, radt-ext died: it stops the workload's
+  of radt-ext's process group does not reach it. radt-ext tells it the workload's pid, the run's id once
+  the run exists (the workload may start first), then `done` once the run has its status. When its stdin closes without `done`, radt-ext died: it stops the workload's
   whole process tree (SIGTERM, SIGKILL after a grace period; processes that left the tree are found by
   the run's marker in their environment) and ends radt-ext's run and the runs the workload started that
   are still RUNNING.
@@ -26,7 +26,7 @@ import psutil
 
 from radt_ext.reaper import ProcessTree
 from radt_ext.streams import say
-from radt_ext.markers import ENV_MONITOR_RUN, ENV_STARTS_FILE, TAG_MONITOR_RUN
+from radt_ext.markers import ENV_MONITOR_RUN, ENV_RUN_ID_FILE, ENV_STARTS_FILE, TAG_MONITOR_RUN
 
 TAG_HOST = "radt_ext.host"
 TAG_PID = "radt_ext.pid"
@@ -62,11 +62,15 @@ def _alive(pid: str | None, started: str | None) -> bool:
 class Watchdog:
     """The radt-ext side: start before the workload, `watch(pid)` after, `release()` at the very end."""
 
-    def __init__(self, run_id: str, tracking_uri: str):
-        env = {k: v for k, v in os.environ.items() if k not in (ENV_MONITOR_RUN, ENV_STARTS_FILE)}
-        self.proc = subprocess.Popen([sys.executable, "-m", "radt_ext.watchdog", "--run-id", run_id,
-                                      "--tracking-uri", tracking_uri], stdin=subprocess.PIPE,
-                                     stdout=subprocess.DEVNULL, start_new_session=True, env=env)
+    def __init__(self, run_id: str | None, tracking_uri: str, marker: str | None = None):
+        """`marker`: the workload's RADT_EXT_ACTIVE (default: the run id); `run_id` None: told by `run()`."""
+        env = {k: v for k, v in os.environ.items() if k not in (ENV_MONITOR_RUN, ENV_STARTS_FILE, ENV_RUN_ID_FILE)}
+        argv = [sys.executable, "-m", "radt_ext.watchdog", "--tracking-uri", tracking_uri,
+                "--marker", marker or run_id]
+        if run_id:
+            argv += ["--run-id", run_id]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                     start_new_session=True, env=env)
 
     def _send(self, line: str) -> None:
         try:
@@ -77,6 +81,9 @@ class Watchdog:
 
     def watch(self, pid: int) -> None:
         self._send(str(pid))
+
+    def run(self, run_id: str) -> None:
+        self._send(f"run {run_id}")
 
     def release(self, timeout: float = 10.0) -> None:
         """The run has its status: the watchdog exits without doing anything."""
@@ -92,9 +99,10 @@ class Watchdog:
             self.proc.wait()
 
 
-def stop_tree(pid: int | None, run_id: str, grace: float = GRACE_S) -> list[int]:
-    """SIGTERM the workload's tree, SIGKILL what is left after `grace`; returns the pids found."""
-    tree = ProcessTree(pid, (ENV_MONITOR_RUN, run_id))
+def stop_tree(pid: int | None, marker: str, grace: float = GRACE_S) -> list[int]:
+    """SIGTERM the workload's tree, SIGKILL what is left after `grace`; returns the pids found.
+    `marker`: the workload's RADT_EXT_ACTIVE."""
+    tree = ProcessTree(pid, (ENV_MONITOR_RUN, marker))
     tree.start()
     tree.stop()
     if pid is not None:
@@ -183,23 +191,28 @@ def end_orphans(client) -> list[str]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--run-id", required=True)
+    ap.add_argument("--run-id", default=None)
+    ap.add_argument("--marker", default=None)
     ap.add_argument("--tracking-uri", required=True)
     args = ap.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # radt-ext decides; only its death makes us act
     parent = os.getppid()
-    pid = None
+    pid, run_id = None, args.run_id
     for raw in sys.stdin.buffer:
         line = raw.decode(errors="replace").strip()
         if line == "done":
             return 0
         if line.isdigit():
             pid = int(line)
-    stopped = stop_tree(pid, args.run_id)
-    from mlflow.tracking import MlflowClient
+        elif line.startswith("run "):
+            run_id = line[4:].strip()
+    stopped = stop_tree(pid, args.marker or run_id)
+    ended = []
+    if run_id:  # else radt-ext died before its run existed: the next run ends it if it was made after all
+        from mlflow.tracking import MlflowClient
 
-    reason = f"radt-ext (pid {parent}) was killed; its watchdog stopped the workload and ended the run"
-    ended = end_killed(MlflowClient(tracking_uri=args.tracking_uri), args.run_id, reason)
+        reason = f"radt-ext (pid {parent}) was killed; its watchdog stopped the workload and ended the run"
+        ended = end_killed(MlflowClient(tracking_uri=args.tracking_uri), run_id, reason)
     say(f"radt-ext: the radt-ext process {parent} was killed: stopped {len(stopped)} workload processes, "
          f"ended {len(ended)} runs as KILLED ({', '.join(ended)})")
     return 0

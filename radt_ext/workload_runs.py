@@ -24,8 +24,6 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from mlflow.entities import Metric, ViewType
-
 from radt_ext import active
 from radt_ext.energy import ENERGY, EnergySeries
 from radt_ext.markers import TAG_MONITOR_RUN, TAG_START_ID
@@ -61,7 +59,7 @@ class WorkloadRun:
 
 
 class WorkloadRuns:
-    def __init__(self, client, tracking_uri: str, monitor_run_id: str, starts_path: str,
+    def __init__(self, client, tracking_uri: str, monitor_run_id: str | None, starts_path: str,
                  tags: dict[str, str] | None = None, poll: float = POLL_S, lag: float = ROUTE_LAG_S,
                  progress_path: str | None = None):
         self.client = client
@@ -89,6 +87,11 @@ class WorkloadRuns:
         self._pending.extend((t, name, value) for name, value in values)
 
     # -- lifecycle -------------------------------------------------------------------
+    def bind(self, client, monitor_run_id: str) -> "WorkloadRuns":
+        """Made before radt-ext's run existed: now it does (points held so far are routed as usual)."""
+        self.client, self.monitor_run_id = client, monitor_run_id
+        return self
+
     def start(self) -> "WorkloadRuns":
         self._thread.start()
         return self
@@ -99,6 +102,8 @@ class WorkloadRuns:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(60)
+        if self.monitor_run_id is None:  # radt-ext's run was never made: no run to find
+            return
         deadline = time.time() + settle_s
         while True:  # a create_run the workload sent just before it died may still be landing
             self._guard(self._refresh)
@@ -178,6 +183,8 @@ class WorkloadRuns:
                 self._announced[start_id] = when
 
     def _find_announced(self) -> None:
+        from mlflow.entities import ViewType
+
         experiments = [e.experiment_id for e in self._all_experiments()]
         since_ms = int((min(self._announced.values()) - 1.0) * 1000)  # a run starts after its announcement
         query = f"tags.`{TAG_MONITOR_RUN}` = '{self.monitor_run_id}' and attributes.start_time >= {since_ms}"
@@ -206,6 +213,8 @@ class WorkloadRuns:
                 del self._announced[start_id]
 
     def _all_experiments(self):
+        from mlflow.entities import ViewType
+
         out, token = [], None
         while True:
             page = self.client.search_experiments(view_type=ViewType.ALL, max_results=1000, page_token=token)
@@ -231,6 +240,8 @@ class WorkloadRuns:
                     run.summaries.add(name, t, value)
 
     def _finalise(self, run: WorkloadRun) -> None:
+        from mlflow.entities import Metric
+
         self._open.remove(run)
         run.points.flush()
         run.writer.close()

@@ -22,6 +22,9 @@ Faults, and what the writer does about them:
 - The spool cannot be written: one error line, the count of points lost, and the
   workload carries on.
 Nothing is dropped silently: `sent`, `stored`, `spooled` and `lost` count points.
+
+A writer made before its run exists (`radt-ext run` starts the workload while the run is being created)
+holds its points until `bind()` names the run.
 """
 from __future__ import annotations
 
@@ -37,8 +40,6 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-
-from mlflow.entities import Metric, RunTag
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,9 @@ class Point:
     timestamp: int  # ms since the epoch
     step: int
 
-    def metric(self) -> Metric:
+    def metric(self):
+        from mlflow.entities import Metric
+
         return Metric(self.key, self.value, self.timestamp, self.step)
 
 
@@ -95,7 +98,7 @@ class MetricWriter:
     def __init__(
         self,
         client,
-        run_id: str,
+        run_id: str | None,
         tracking_uri: str,
         flush_interval: float = FLUSH_EVERY_S,
         retries: int = 3,
@@ -115,7 +118,10 @@ class MetricWriter:
         self.call_timeout = call_timeout  # MLflow's own HTTP retries take minutes on a dead server
         self._http = tracking_uri.startswith(("http://", "https://"))
         self._spool_uri = absolute_uri(tracking_uri)
-        self.spool_path = spool_path or spool_dir() / f"{run_id}.jsonl"
+        self._spool_path = spool_path
+        self._bound = threading.Event()  # the run exists and the store is reached: points may go out
+        if run_id is not None and client is not None:
+            self._bound.set()
         self.sent = 0
         self.stored = 0
         self.spooled = 0
@@ -131,9 +137,20 @@ class MetricWriter:
         self._spool_failed = False
         self._bulk = None  # a BulkMetricInserter once opened
         self._bulk_wanted = bulk and not self._http  # opened on first use, in the writer's thread
-        self._thread = threading.Thread(target=self._loop, name=f"radt-writer-{run_id[:8]}", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name=f"radt-writer-{(run_id or 'unbound')[:8]}",
+                                        daemon=True)
+
+    @property
+    def spool_path(self) -> Path:
+        return self._spool_path or spool_dir() / f"{self.run_id}.jsonl"
 
     # -- public ---------------------------------------------------------------------
+    def bind(self, client, run_id: str) -> "MetricWriter":
+        """The run now exists: the points held so far go out with the next flush."""
+        self.client, self.run_id = client, run_id
+        self._bound.set()
+        return self
+
     def start(self) -> "MetricWriter":
         self._thread.start()
         return self
@@ -145,6 +162,9 @@ class MetricWriter:
     def close(self, timeout: float | None = None) -> None:
         """Flush everything queued and stop the thread; spool what cannot be confirmed in time."""
         self._stop.set()
+        if not self._bound.is_set():  # the run was never made: nothing can take the points
+            self.lost += len(self._take_all())
+            return
         if self._thread.is_alive():
             self._thread.join(self.close_timeout if timeout is None else timeout)
         with self._lock:
@@ -160,13 +180,15 @@ class MetricWriter:
         else:
             self._drain()  # anything added after the thread's last pass
 
-    def end_run(self, metrics: list[Metric], tags: dict[str, str], status: str | None,
+    def end_run(self, metrics: list, tags: dict[str, str], status: str | None,
                 end_time: int | None = None) -> bool:
         """Log the run's last metrics and tags and set its status (None: leave it); spool them when
         the store is away.
 
         Returns True when the store took them, False when they were spooled (or lost).
         """
+        from mlflow.entities import RunTag
+
         end_time = end_time or int(time.time() * 1000)
         items = [RunTag(k, str(v)) for k, v in tags.items()]
         if self._probe():  # a dead server fails here at once, not after MLflow's retries
@@ -191,6 +213,9 @@ class MetricWriter:
 
     # -- the thread -----------------------------------------------------------------
     def _loop(self) -> None:
+        while not self._bound.wait(0.05):  # the run is being created: points wait in the queue
+            if self._stop.is_set():
+                return
         wait = min(FIRST_FLUSH_S, self.flush_interval)
         while not self._stop.wait(wait):
             self._drain()
@@ -339,7 +364,7 @@ class MetricWriter:
         if "error" in box:
             raise box["error"]
 
-    def _store_end(self, metrics: list[Metric], items: list[RunTag], status: str, end_time: int) -> None:
+    def _store_end(self, metrics: list, items: list, status: str, end_time: int) -> None:
         for i in range(0, len(metrics), MAX_BATCH):
             self._retry_locked(lambda: self.client.log_batch(self.run_id, metrics=metrics[i:i + MAX_BATCH],
                                                              synchronous=True))

@@ -41,7 +41,7 @@ def pytest_collection_modifyitems(config, items):
 def tracking_uri(tmp_path, monkeypatch):
     """A real SQLite MLflow store of the test's own; MLFLOW_* variables cleared."""
     for var in ("MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME", "RADT_EXT_ACTIVE",
-                "RADT_EXT_PROGRESS_FILE"):
+                "RADT_EXT_PROGRESS_FILE", "RADT_EXT_RUN_ID_FILE"):
         monkeypatch.setenv(var, "")  # recorded, so a value MLflow sets later (set_experiment) is undone too
         monkeypatch.delenv(var)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

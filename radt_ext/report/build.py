@@ -33,9 +33,16 @@ def run_html(client, run_id: str) -> str:
     kids = data.children(client, run_id, [run.info.experiment_id])
     if kids:
         return group_html(client, run, kids)
-    rd = data.load_run(client, run_id, run=run)
+    return run_document(data.load_run(client, run_id, run=run))
+
+
+FULL_SERIES = ("<p class=note>Timelines drawn from at most a few thousand points each (every peak kept); "
+               "every point is in the run's System metrics tab in the MLflow UI.</p>")
+
+
+def run_document(rd: data.RunData) -> str:
     fig = figures.run_timelines(rd)
-    note = None if fig else "<p class=note>No system metrics were recorded for this run.</p>"
+    note = FULL_SERIES if fig else "<p class=note>No system metrics were recorded for this run.</p>"
     return document(f"radt-ext report: {rd.name}", [_info(rd), note, fig, _summary_table([rd])])
 
 

@@ -12,6 +12,15 @@ from radt_ext.report.data import RunData, Series
 from radt_ext.report.pareto import pareto_front
 
 MAX_POINTS = 1500  # per trace; longer series keep each bucket's min and max
+# points a figure draws in all: its series share them (a report stays a few hundred KB however long the
+# run; the full series are in the run's System metrics tab)
+FIGURE_POINTS = 12_000
+MIN_POINTS = 200
+
+
+def point_limit(series: int) -> int:
+    """Points each of `series` traces of one figure keeps."""
+    return max(MIN_POINTS, min(MAX_POINTS, FIGURE_POINTS // max(1, series)))
 
 
 def _panel_matchers():
@@ -133,9 +142,10 @@ def run_timelines(run: RunData, title: str | None = None) -> go.Figure | None:
         return None
     fig = make_subplots(rows=len(found), cols=1, shared_xaxes=True, vertical_spacing=0.03,
                         subplot_titles=[f"{t} ({u})" for t, u, _ in found])
+    limit = point_limit(sum(len(series) for _, _, series in found))
     for row, (panel, unit, series) in enumerate(found, start=1):
         for name, s in series.items():
-            s = downsample(s)
+            s = downsample(s, limit)
             fig.add_trace(go.Scatter(x=s.t, y=s.v, mode="lines", name=name, legendgroup=panel,
                                      hovertemplate=f"{name}: %{{y:.4g}} {unit}<br>t=%{{x:.2f}} s<extra></extra>"),
                           row=row, col=1)
@@ -156,6 +166,7 @@ def group_timelines(children: list[RunData], title: str) -> go.Figure | None:
     palette = ["#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880"]
     fig = make_subplots(rows=len(names), cols=1, shared_xaxes=True, vertical_spacing=0.03,
                         subplot_titles=names)
+    limit = point_limit(sum(len(series) for c in children for _, _, series in panels(c.system)))
     for ci, child in enumerate(children):
         color = palette[ci % len(palette)]
         label = f"{child.name} ({child.tags.get('variant', child.run_id[:8])})"
@@ -163,7 +174,7 @@ def group_timelines(children: list[RunData], title: str) -> go.Figure | None:
         for panel, unit, series in panels(child.system):
             row = names.index(panel) + 1
             for name, s in series.items():
-                s = downsample(s)
+                s = downsample(s, limit)
                 fig.add_trace(go.Scatter(x=s.t, y=s.v, mode="lines", name=label, legendgroup=child.run_id,
                                          showlegend=first, line=dict(color=color, width=1.5),
                                          hovertemplate=f"{label} {name}: %{{y:.4g}} {unit}<extra></extra>"),

@@ -13,7 +13,7 @@ import time
 
 import mlflow
 
-from radt_ext.markers import ENV_MONITOR_RUN
+from radt_ext.markers import monitor_run_id
 from radt_ext.progress import log_progress
 
 
@@ -34,7 +34,7 @@ def main(argv=None) -> None:
     torch = _torch_cuda()
     size = args.size or (8192 if torch else 512)
     # the run it is handed (mlflow run's, else the one radt-ext records this command into), else its own
-    with mlflow.start_run(run_id=os.environ.get("MLFLOW_RUN_ID") or os.environ.get(ENV_MONITOR_RUN) or None):
+    with mlflow.start_run(run_id=os.environ.get("MLFLOW_RUN_ID") or monitor_run_id() or None):
         device = torch.cuda.get_device_name(0) if torch else "cpu"
         mlflow.log_params({"workload": "matmul", "size": size, "seconds": args.seconds,
                            "dtype": "bfloat16" if torch else "float32", "device": device})

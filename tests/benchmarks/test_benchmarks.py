@@ -319,3 +319,15 @@ def test_ops_heldout_report_scores_the_suite_once_an_h200_measured_it(tmp_path):
     assert "== 1. Repeatability (H200" in proc.stdout  # its repeat and the dataset's H200 rows
     assert "H100->H200 (32 cases)" in proc.stdout and "H200->H100 (32 cases)" in proc.stdout
     assert "measured inside the interval: time" in proc.stdout
+
+
+def test_startup_times_every_step_of_a_run(tmp_path, tracking_uri):
+    result = run_script("startup", tmp_path / "out", tracking_uri, "--repeats", "1", "--sleep-s", "0.2",
+                        "--no-mlflow-import", "--matmul-s", "0.2", "--no-matmul-alone",
+                        "--store", f"sqlite:///{tmp_path / 'startup.db'}")
+    assert len(result["start_latency_s"]) == 3  # the run that ends at once, the sleep, the matmul
+    assert result["return_overhead"][0]["under_radt_ext_s"] > 0.2
+    steps = result["split"]
+    assert list(steps)[:4] == ["imported", "checked", "workload_started", "listeners_started"]
+    assert "store_connected" in steps and "report_logged" in steps  # the store was reached after the start
+    assert "under_radt_ext_s" in result["matmul"]

@@ -154,16 +154,60 @@ def test_compare_runs_view_shows_our_summaries(store, server, browser):  # noqa:
 
 
 def test_report_artifact_renders_offline(store, browser):  # noqa: F811
-    """The per-run report opens from a file with no network and draws its plotly figure."""
+    """The per-run report opens from a file with no network and draws its figure."""
     client = MlflowClient(store.uri)
     local = client.download_artifacts(store.baseline, "radt_ext_report.html")
     page = browser.new_page()
     page.set_viewport_size({"width": 1300, "height": 1800})
     page.route("http*://**", lambda route: route.abort())  # nothing from outside
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.goto(f"file://{local}")
-    page.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=WAIT_MS)
-    assert page.locator(".js-plotly-plot").count() == 1
-    assert page.locator(".js-plotly-plot .scatterlayer .trace").count() >= 7
+    page.locator("svg.radt-plot").first.wait_for(timeout=WAIT_MS)
+    assert page.locator("svg.radt-plot").count() == 1
+    assert page.locator("svg.radt-plot .radt-trace polyline").count() >= 7
+    assert not errors, errors
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "report_run.png"), full_page=True)
+    page.close()
+
+
+def test_report_renders_in_mlflow_artifact_viewer(store, server, browser):  # noqa: F811
+    """MLflow shows an HTML artifact from a blob: URL in a sandboxed frame; the report draws there too."""
+    client = MlflowClient(store.uri)
+    exp = client.get_run(store.baseline).info.experiment_id
+    page = browser.new_page()
+    page.set_viewport_size({"width": 1400, "height": 1200})
+    page.goto(f"{server.url}/#/experiments/{exp}/runs/{store.baseline}/artifacts")
+    page.get_by_text("radt_ext_report.html").first.click(timeout=WAIT_MS)
+    frame = page.frame_locator("iframe.mlflow-html-iframe")
+    frame.locator("svg.radt-plot").first.wait_for(timeout=WAIT_MS)
+    assert frame.locator("svg.radt-plot .radt-trace polyline").count() >= 7
+    _close_assistant(page)
+    page.wait_for_timeout(500)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "mlflow_report_artifact.png"))
+    page.close()
+
+
+def test_a_radt_ext_experiment_opens_in_the_training_view(store, server, browser):  # noqa: F811
+    """An experiment radt-ext made carries mlflow.experimentKind=custom_model_development: MLflow's
+    experiment page opens it on its runs table (not the GenAI overview), and a run's System metrics tab
+    is there. (MLflow 3.17's GenAI / Model training switch, remembered per browser, is set to training.)"""
+    client = MlflowClient(store.uri)
+    run = client.get_run(store.baseline)
+    experiment = client.get_experiment(run.info.experiment_id)
+    assert experiment.tags.get("mlflow.experimentKind") == "custom_model_development"
+    page = browser.new_page()
+    page.goto(f"{server.url}/#/experiments/{experiment.experiment_id}?workflowType=machine_learning")
+    _wait_text(page, "baseline")  # a run's name in the runs table
+    assert page.url.split("#", 1)[1].startswith(f"/experiments/{experiment.experiment_id}/runs"), page.url
+    _close_assistant(page)
+    page.wait_for_timeout(1500)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "mlflow_training_view.png"))
+    page.get_by_role("link", name="baseline").first.click()  # the run, from the runs table
+    page.wait_for_url(re.compile(rf".*/runs/{store.baseline}.*"), timeout=WAIT_MS)
+    page.get_by_role("tab", name="System metrics").or_(page.get_by_text("System metrics")).first.wait_for(
+        timeout=WAIT_MS)  # its System metrics tab (test_system_metrics_tab_shows_our_listener_metrics opens it)
     page.close()

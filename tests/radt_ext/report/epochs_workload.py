@@ -10,6 +10,7 @@ import numpy as np
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
+from radt_ext.markers import monitor_run_id
 from radt_ext.progress import log_progress
 
 
@@ -19,7 +20,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=0.3, help="work per epoch")
     ap.add_argument("--batch", type=int, default=32)
     args = ap.parse_args()
-    client, run_id = MlflowClient(), os.environ.get("MLFLOW_RUN_ID") or os.environ["RADT_EXT_ACTIVE"]
+    client, run_id = MlflowClient(), os.environ.get("MLFLOW_RUN_ID") or monitor_run_id()
     a = np.random.default_rng(0).standard_normal((128, 128), dtype=np.float32)
     loss = 1.0
     for epoch in range(args.epochs):

@@ -1,23 +1,20 @@
 #!/usr/bin/env bash
-# What 10 Hz sampling of one GPU costs at the least, the monitor against it, and why a network's rounds
-# disagree, in one batch on one GPU:
+# What 10 Hz sampling of one GPU costs at the least, and the monitor against it, in one batch on one GPU:
 #   a) benchmarks.tick_floor: a process per variant (waking only; the nvml listener's driver calls alone;
 #      the listener; the monitor without the writer; pinned to one CPU), GPU idle; FLOOR_VARIANTS picks them,
 #      and BEFORE_FLOOR_VARIANTS (default listener,monitor) runs with the code in $BEFORE_DIR too
 #   b) benchmarks.monitor_cost: the monitor process behind track(), nvml and every listener, GPU idle, with
 #      this tree and, for comparison on the same machine, the code in $BEFORE_DIR (optional)
-#   c) benchmarks.ops_spread: networks measured round after round, metered, timed only, and after idle gaps
-#      (SPREAD_ARGS: other options, e.g. --configs resnet50:256:bf16:training --rounds 4)
-# Run from the repository root: OUT=<dir> [BEFORE_DIR=<dir>] bash scripts/gpu/monitor_floor.sh
+# Run from the repository root: OUT=<dir> [BEFORE_DIR=<dir>] bash scripts/gpu/sampling_floor.sh
 # Writes $OUT/monitor_floor.tar.gz. DRY=<trace.json>: a tiny run on the replay, without a GPU.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
 set -u
 export PYTHONUNBUFFERED=1
 : "${OUT:?set OUT to the output directory}"
-FLOOR_S=10 SETTLE=2 REPEATS=2 MON_S=15 SPREAD_ARGS=${SPREAD_ARGS:---rounds 6}
+FLOOR_S=10 SETTLE=2 REPEATS=2 MON_S=15
 FLOOR_VARIANTS=${FLOOR_VARIANTS:-idle,wake,reads,reads_pinned,listener,monitor,monitor_pinned}
 BEFORE_FLOOR_VARIANTS=${BEFORE_FLOOR_VARIANTS:-listener,monitor}
-if [ -n "${DRY:-}" ]; then FLOOR_S=0.5 SETTLE=0.2 REPEATS=1 MON_S=1 SPREAD_ARGS="--rounds 2 --configs mlp:8:fp32:training --device cpu --window 0.02"; fi
+if [ -n "${DRY:-}" ]; then FLOOR_S=0.5 SETTLE=0.2 REPEATS=1 MON_S=1; fi
 W=/tmp/monitor_floor
 . "$(dirname "${BASH_SOURCE[0]}")/batch_lib.sh"  # fresh $W, its store and spool; part()
 
@@ -40,7 +37,5 @@ if [ -n "${BEFORE_DIR:-}" ] && [ -d "$BEFORE_DIR" ]; then
     --seconds $MON_S --settle $SETTLE --rate 10 --listeners nvml,all --phases idle --no-by-thread --out $W/monitor_before)
   tail -n 6 $W/b_monitor_before.log
 fi
-part c_ops_spread 200 python3 -m benchmarks.ops_spread $SPREAD_ARGS --out $W/ops_spread
-tail -n 22 $W/c_ops_spread.log
 tar -czf $OUT/monitor_floor.tar.gz -C $W --exclude mlflow.db --exclude spool . && ls -la $OUT
 echo "== done at ${SECONDS}s"

@@ -6,7 +6,9 @@
 #   d) monitor CPU at 10 Hz: nvml alone, every available listener (idle and under load)
 #   e) paired overhead (monitor thawed/frozen) on ResNet-50 224² bf16 batch 128, then the CIFAR ResNet-18
 #      loop, each with a share of the time left
-# Run from the repository root: OUT=<dir> bash scripts/gpu/power_sampling.sh  (LIMIT=540 s for the whole script)
+# Run from the repository root: OUT=<dir> bash scripts/gpu/power_timeline_cost.sh  (LIMIT=540 s for the whole script)
+# PARTS picks parts (default abcde; PARTS=de with MON_LISTENERS=nvml,gpm,smi,top,gpu_procs,all MON_PHASES=idle
+# re-measures the monitor per listener and the paired overhead, what the 2026-11-23 follow-up batch ran).
 # Writes $OUT/power_sampling.tar.gz (every log, JSON, markdown table, the trace and the MLflow store).
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
 set -u
@@ -19,6 +21,8 @@ if [ -n "${DRY:-}" ]; then
   CALLS=3 SMI_S=0.5 FID_S=1 MON_S=1 SETTLE=0.5 REC_S=2 WARM50=0.5 WARM18=0.5
   EXTRA50="--image-size 32 --batch 2 --cycles 1" EXTRA18="--batch 8 --cycles 1"
 fi
+PARTS=${PARTS:-abcde} MON_LISTENERS=${MON_LISTENERS:-nvml,all} MON_PHASES=${MON_PHASES:-idle,load}
+has() { case $PARTS in *$1*) return 0;; esac; return 1; }
 W=/tmp/power_sampling
 . "$(dirname "${BASH_SOURCE[0]}")/batch_lib.sh"  # fresh $W, its store and spool; part()
 mkdir -p $W/trace $W/calls $W/fidelity $W/monitor $W/paired_resnet50 $W/paired_resnet18
@@ -27,25 +31,25 @@ mkdir -p $W/trace $W/calls $W/fidelity $W/monitor $W/paired_resnet50 $W/paired_r
   python3 -c "import torch, torchvision, mlflow, pynvml, psutil; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'torchvision', torchvision.__version__, 'mlflow', mlflow.__version__, 'psutil', psutil.__version__)"
   pip list 2>/dev/null | grep -i nvidia-ml; nproc; git log -1 --format='commit %H %s' 2>/dev/null; } > $W/env.txt 2>&1
 
-part a_record_trace 90 python3 -m listeners.record_trace --out $W/trace/h100_power_samples.json --seconds $REC_S \
+has a && part a_record_trace 90 python3 -m listeners.record_trace --out $W/trace/h100_power_samples.json --seconds $REC_S \
   --interval 0.1 --gpm-interval 0.2 --load --note "idle 6 s, bf16 8192^2 matmul 12 s, idle; nvml listener with the driver's power sample buffer"
-tail -n 45 $W/a_record_trace.log
+has a && tail -n 45 $W/a_record_trace.log
 
-part b_call_cost 110 python3 -m benchmarks.nvml_call_cost --calls $CALLS --smi-seconds $SMI_S --phases idle,load --out $W/calls
-tail -n 45 $W/b_call_cost.log
+has b && part b_call_cost 110 python3 -m benchmarks.nvml_call_cost --calls $CALLS --smi-seconds $SMI_S --phases idle,load --out $W/calls
+has b && tail -n 45 $W/b_call_cost.log
 
-part c_energy_fidelity 110 python3 -m benchmarks.energy_fidelity --seconds $FID_S --loads steady,bursty --out $W/fidelity
-tail -n 30 $W/c_energy_fidelity.log
+has c && part c_energy_fidelity 110 python3 -m benchmarks.energy_fidelity --seconds $FID_S --loads steady,bursty --out $W/fidelity
+has c && tail -n 30 $W/c_energy_fidelity.log
 
-part d_monitor_cost 150 python3 -m benchmarks.monitor_cost --seconds $MON_S --settle $SETTLE --rate 10 --listeners nvml,all \
-  --phases idle,load --out $W/monitor
-tail -n 15 $W/d_monitor_cost.log
+has d && part d_monitor_cost 170 python3 -m benchmarks.monitor_cost --seconds $MON_S --settle $SETTLE --rate 10 \
+  --listeners $MON_LISTENERS --phases $MON_PHASES --out $W/monitor
+has d && tail -n 15 $W/d_monitor_cost.log
 
 # e) what is left, less ~25 s for packing: 55 % to ResNet-50, the rest to ResNet-18; each run needs ~40 s
 #    beyond its budget (start, warm-up, ending the run) and stops measuring on SIGTERM with what it has
 LEFT=$(( LIMIT - 25 - SECONDS ))
 B50=$(( (LEFT - 80) * 55 / 100 ))
-if [ $B50 -ge 30 ]; then
+if has e && [ $B50 -ge 30 ]; then
   part e1_paired_resnet50 $(( B50 + 40 )) python3 -m benchmarks.overhead_paired --model resnet50 --batch 128 \
     --budget-s $B50 --window 1 --settle 0.1 --warmup $WARM50 $EXTRA50 --out $W/paired_resnet50
   tail -n 14 $W/e1_paired_resnet50.log
@@ -53,7 +57,7 @@ else
   echo "== e1 skipped: $LEFT s left"
 fi
 B18=$(( LIMIT - 25 - SECONDS - 40 ))
-if [ $B18 -ge 30 ]; then
+if has e && [ $B18 -ge 30 ]; then
   part e2_paired_resnet18 $(( B18 + 35 )) python3 -m benchmarks.overhead_paired --model cifar-resnet18 --batch 128 \
     --budget-s $B18 --window 1 --settle 0.1 --warmup $WARM18 $EXTRA18 --out $W/paired_resnet18
   tail -n 14 $W/e2_paired_resnet18.log

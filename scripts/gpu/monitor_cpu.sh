@@ -5,7 +5,7 @@
 #   b) the monitor process at 10 Hz per listener and all together, GPU idle; nvml and all under a bf16 load
 #   c) the same, nvml and all, GPU idle, with the code before
 #   d) CPU by thread, nvml and all (py-spy names the threads)
-# Run from the repository root: OUT=<dir> [BEFORE_DIR=<dir>] [LISTENER_COST=0: skip a] bash scripts/gpu/monitor_cost.sh  (LIMIT=560 s)
+# Run from the repository root: OUT=<dir> [BEFORE_DIR=<dir>] [LISTENER_COST=0: skip a] bash scripts/gpu/monitor_cpu.sh  (LIMIT=560 s)
 # Writes $OUT/monitor_cost.tar.gz. DRY=<trace.json>: a tiny run on the replay, without a GPU.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
 export PATH=/tmp/site/bin:$PATH
