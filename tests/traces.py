@@ -2,8 +2,9 @@
 import os
 
 TRACES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "listeners", "traces")
-# a 2-GPU host: GPU 0 and GPU 1 with their own UUIDs (every 2-GPU test replays this file)
-TWO_GPUS = os.path.join(TRACES, "h200x2_derived.json")
+# a 2-GPU host recorded on two H100s: GPU 0 idle, GPU 1 idle then a bf16 matmul load, each with its own UUID
+# and the driver's power sample buffer (every 2-GPU test replays this file)
+TWO_GPUS = os.path.join(TRACES, "h100x2_power_samples.json")
 
 
 def answers(path: str, call: str) -> dict:

@@ -18,10 +18,10 @@ from radt_ext.packing import profiles, queue
 from radt_ext.sweep.spec import load
 from tests.radt_ext.helpers import radt
 from tests.radt_ext.packing.store import log_profile
+from tests.traces import TWO_GPUS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 JOB = os.path.join(HERE, "job.py")
-TWO_GPUS = os.path.join(HERE, "..", "..", "..", "listeners", "traces", "h200x2_derived.json")
 LIGHT = (3.0, 2.0, 8.0, 1500.0, 120.0, 0.5)  # SM, DRAM, util %, peak MiB, W, s: four of them fit a GPU
 
 
