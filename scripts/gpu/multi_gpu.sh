@@ -15,6 +15,17 @@ DRY=${DRY:-0}
 PY=${PYTHON:-python3}
 export PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH}
 W=/tmp/multi_gpu_work; rm -rf "$W"; mkdir -p "$W"
+# The runs a job opens itself are found through radt-ext's MLflow run context provider, an entry point: where
+# the package is on PYTHONPATH but not installed, a minimal dist-info makes MLflow find it.
+if ! $PY -c "import sys; from importlib.metadata import entry_points
+sys.exit(not any(e.value.startswith('radt_ext.') for e in entry_points(group='mlflow.run_context_provider')))" 2>/dev/null; then
+  mkdir -p "$W/site/radt_ext-0.dist-info"
+  printf 'Metadata-Version: 2.1\nName: radt-ext\nVersion: 0\n' > "$W/site/radt_ext-0.dist-info/METADATA"
+  printf '[mlflow.run_context_provider]\nradt-ext = radt_ext.run_context:MonitoredRunContext\n' \
+    > "$W/site/radt_ext-0.dist-info/entry_points.txt"
+  export PYTHONPATH=$W/site:$PYTHONPATH
+  echo "== registered radt-ext's MLflow run context provider from $W/site (the package is not installed)"
+fi
 export RADT_EXT_SPOOL_DIR=$W/spool
 MM_S=6; POOL_S=0.5; DDP_S=6; POOL_N=8; LIMIT_X=1
 if [ "$DRY" = 1 ]; then
@@ -101,5 +112,7 @@ step c_ddp 90 $PY -m radt_ext.cli run -l nvml,gpm,gpu_procs,top -- \
 step c_figures 30 $PY scripts/gpu/multi_gpu_figures.py ddp --uri "$MLFLOW_TRACKING_URI" --out "$RESULTS/ddp.json"
 
 cp "$W/ddp.db" "$RESULTS/ddp_mlflow.db" 2>/dev/null   # the DDP job's runs, to check ddp.json against
+step c_check 20 $PY scripts/gpu/multi_gpu_ddp_check.py "$W/ddp.db" --out "$RESULTS/ddp_check.json"
+cat "$RESULTS/c_check.log"
 du -sh "$RESULTS"/* 2>/dev/null
 echo "== multi_gpu done in $((SECONDS - T0)) s"
