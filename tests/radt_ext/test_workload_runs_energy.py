@@ -93,3 +93,34 @@ def test_a_short_run_on_two_gpus_without_sample_buffers_gets_both_gpus_energy(tr
         expected += span_energy_j([t for t, _ in energy], [e for _, e in energy], start, end)[0]
     assert expected > 0
     assert short.data.metrics["summary/e2e_gpu_total_energy_j"] == pytest.approx(expected, rel=5e-3)
+
+
+def test_a_run_the_script_opens_on_two_gpus_gets_each_gpus_energy_and_named_totals(tracking_uri, tmp_path, monkeypatch):
+    """On the trace recorded on two H100s (GPU 1 loaded, both with the driver's power samples): a 5 s run
+    the script opens gets each GPU's energy over its own span, the total is their sum, the average power
+    the sum of the GPUs' averages and the peak the highest GPU's."""
+    from tests.traces import TWO_GPUS
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    script = tmp_path / "train.py"
+    script.write_text("import time, mlflow\ntime.sleep(1.0)\nwith mlflow.start_run(run_name='five'):\n"
+                      "    time.sleep(5.0)\ntime.sleep(0.5)\n")
+    res = radt("run", "-l", "nvml", "--", sys.executable, str(script), env={nvml_backend.REPLAY_ENV: TWO_GPUS},
+               timeout=180)
+    assert res.returncode == 0, res.stderr[-3000:]
+    client = MlflowClient(tracking_uri)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    monitor = next(r for r in runs if TAG_MONITOR_RUN not in r.data.tags)
+    five = next(r for r in runs if r.info.run_name == "five")
+    start, end = five.info.start_time / 1000, five.info.end_time / 1000
+    got = five.data.metrics
+    for gpu in (0, 1):
+        energy = _history(client, monitor.info.run_id, f"system/gpu{gpu}_energy_j")
+        expected = span_energy_j([t for t, _ in energy], [e for _, e in energy], start, end)[0]
+        assert expected > 0 and got[f"summary/e2e_gpu{gpu}_energy_j"] == pytest.approx(expected, rel=5e-3)
+    assert got["summary/e2e_gpu_total_energy_j"] == pytest.approx(
+        got["summary/e2e_gpu0_energy_j"] + got["summary/e2e_gpu1_energy_j"])
+    assert got["summary/e2e_gpu_total_avg_power_w"] == pytest.approx(
+        got["summary/e2e_gpu0_avg_power_w"] + got["summary/e2e_gpu1_avg_power_w"])
+    assert got["summary/e2e_gpu_max_peak_power_w"] == max(
+        got["summary/e2e_gpu0_peak_power_w"], got["summary/e2e_gpu1_peak_power_w"])

@@ -18,7 +18,7 @@ from radt_ext.packing import profiles, queue
 from radt_ext.sweep.spec import load
 from tests.radt_ext.helpers import radt
 from tests.radt_ext.packing.store import log_profile
-from tests.traces import TWO_GPUS
+from tests.traces import TWO_GPUS, gpu_name
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 JOB = os.path.join(HERE, "job.py")
@@ -87,7 +87,7 @@ def test_profiled_jobs_share_the_gpus_and_each_group_says_why(tmp_path, two_gpus
         kids = client.search_runs([exp], f"tags.`mlflow.parentRunId` = '{g.info.run_id}'")
         for k in kids:  # beside the prediction, what was measured against the job's exclusive profile
             assert k.data.tags["pack.predicted_slowdown"] == "1.0800" and "pack.predicted_energy_j" in k.data.tags
-            assert k.data.tags["sweep.gpu_model"] == "NVIDIA H200" and k.data.tags["collocation.slowdown_basis"]
+            assert k.data.tags["sweep.gpu_model"] == gpu_name(TWO_GPUS) and k.data.tags["collocation.slowdown_basis"]
             assert k.data.metrics["summary/slowdown_ratio"] > 0 and k.data.tags["baseline_run_id"]
         # what the next plans learn from: each member's measured slowdown, as its child run has it
         measured = {m.run_id: m.slowdowns for m in profiles.read(client, "queue").groups}
