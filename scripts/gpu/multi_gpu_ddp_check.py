@@ -108,7 +108,7 @@ def main() -> None:
             print(f"  window {label}: {w['span_s']:.2f} s")
             for c in w["checks"]:
                 rel = f"{100 * c['rel_diff']:.3f} %" if c.get("rel_diff") is not None else "-"
-                fmt = lambda v: "-" if v is None else f"{v:.3f}"
+                fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
                 print(f"    {'OK ' if c['ok'] else 'BAD'} {c['figure']}: summary {fmt(c['summary'])} vs "
                       f"{fmt(c['from_points'])} ({rel}){' ' + c['why'] if c.get('why') else ''}"
                       f"{'; ' + c['note'] if c.get('note') else ''}")
