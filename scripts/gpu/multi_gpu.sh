@@ -4,7 +4,8 @@
 # on 1 GPU (makespan ratio, goal <= 0.55); (c) a torchrun DDP job over both GPUs under `radt-ext run`,
 # its summaries and a per-GPU integration of its power points from the store; (d) a 2-GPU replay trace
 # (power sample buffer, load on GPU 1 only).
-#   RESULTS=<dir> BUDGET_S=240 bash scripts/gpu/multi_gpu.sh     # about 220 s on two H100 (estimate)
+#   RESULTS=<dir> BUDGET_S=250 bash scripts/gpu/multi_gpu.sh     # 239 s on two H100
+# PARTS=c (any of d, a, b, c; default dabc) runs only those parts.
 # DRY=1: a CPU dry run (NVML replayed from the derived 2-GPU trace, the stand-in MPS daemon, gloo DDP).
 set -u
 export PYTHONUNBUFFERED=1
@@ -12,6 +13,7 @@ REPO=$PWD
 RESULTS=${RESULTS:-/tmp/multi_gpu_results}; mkdir -p "$RESULTS"
 BUDGET_S=${BUDGET_S:-240}
 DRY=${DRY:-0}
+PARTS=${PARTS:-dabc}
 PY=${PYTHON:-python3}
 export PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH}
 W=/tmp/multi_gpu_work; rm -rf "$W"; mkdir -p "$W"
@@ -54,7 +56,9 @@ step() {  # step NAME TIMEOUT_S command...: its output in $RESULTS/NAME.log, a t
 MM="$PY -m radt_ext.workloads.matmul"
 
 # (d, first: CI needs it most) the 2-GPU replay trace: GPU 0 idle; GPU 1 idle - matmul - idle
-if [ "$DRY" = 1 ]; then
+if [[ $PARTS != *d* ]]; then
+  :
+elif [ "$DRY" = 1 ]; then
   echo "== d_record_trace SKIPPED in a dry run (it records a real GPU)"
 else
   step d_record_trace 60 $PY -m listeners.record_trace --out "$RESULTS/h100x2_power_samples.json" --seconds 10 \
@@ -64,6 +68,7 @@ else
 fi
 
 # (a) MPS groups on both GPUs at once: a pool of all GPUs, two repeats of one MPS group
+if [[ $PARTS == *a* ]]; then
 cat > "$W/mps2.yaml" <<YAML
 name: mps2
 devices: all
@@ -82,8 +87,10 @@ step a_collocate_gpu1 60 $PY -m radt_ext.cli collocate --device 1 --mode mps -i 
   -w "$MM --seconds $((MM_S * 2 / 3))" -w "$MM --seconds $((MM_S * 2 / 3))"
 step a_figures 30 $PY scripts/gpu/multi_gpu_figures.py mps --uri "$MLFLOW_TRACKING_URI" --out "$RESULTS/mps.json"
 tail -n 3 "$RESULTS/a_figures.log"
+fi
 
 # (b) 8 equal exclusive variants (4 in a dry run): pooled on both GPUs, then on GPU 0 alone
+if [[ $PARTS == *b* ]]; then
 for n in 2 1; do
   devices='all'; [ $n = 1 ] && devices='["0"]'
   cat > "$W/pool$n.yaml" <<YAML
@@ -104,8 +111,10 @@ step b_pool_1gpu 120 $PY -m radt_ext.cli sweep "$W/pool1.yaml"
 step b_figures 30 $PY scripts/gpu/multi_gpu_figures.py pool --uri2 "sqlite:///$W/pool2.db" --uri1 "sqlite:///$W/pool1.db" \
   --out "$RESULTS/pool.json"
 grep -E '"makespan(_s|_ratio)"|"met"' "$RESULTS/pool.json"
+fi
 
 # (c) a DDP job over both GPUs; rank 0 opens its own run
+if [[ $PARTS == *c* ]]; then
 export MLFLOW_TRACKING_URI=sqlite:///$W/ddp.db
 step c_ddp 90 $PY -m radt_ext.cli run -l nvml,gpm,gpu_procs,top -- \
   $PY -m torch.distributed.run --standalone --nproc_per_node 2 -m radt_ext.workloads.ddp_train --seconds $DDP_S
@@ -114,5 +123,6 @@ step c_figures 30 $PY scripts/gpu/multi_gpu_figures.py ddp --uri "$MLFLOW_TRACKI
 cp "$W/ddp.db" "$RESULTS/ddp_mlflow.db" 2>/dev/null   # the DDP job's runs, to check ddp.json against
 step c_check 20 $PY scripts/gpu/multi_gpu_ddp_check.py "$W/ddp.db" --out "$RESULTS/ddp_check.json"
 cat "$RESULTS/c_check.log"
+fi
 du -sh "$RESULTS"/* 2>/dev/null
 echo "== multi_gpu done in $((SECONDS - T0)) s"
