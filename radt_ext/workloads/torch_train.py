@@ -204,6 +204,7 @@ class Trainer:
         import torch
 
         from radt_ext.progress import log_progress
+        from radt_ext.progress import phase as mark_phase
 
         from .inference import evaluate
         from .torch_device import grad_scaler, synchronize
@@ -213,12 +214,16 @@ class Trainer:
         optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg["lr"])
         scaler = grad_scaler(device, cfg["precision"])
         cudagraphs = cfg["compile_mode"] == "reduce-overhead" and device.type == "cuda"
-        for _ in range(epochs):
+        for epoch in range(epochs):
+            # Epoch 1 is warm-up (cuDNN autotuning, the allocator, clocks): left outside the marked phase,
+            # so the run's active phase (and its throughput, J/sample, slowdown) is the steady epochs'.
+            marked = mark_phase(phase) if epoch > 0 else contextlib.nullcontext()
             model.train()
             loss_sum = torch.zeros((), device=device)
             correct = torch.zeros((), device=device, dtype=torch.long)
             seen = 0
             synchronize(device)
+            marked.__enter__()
             start = time.time()
             for batch in self.data.train:
                 *inputs, target = (t.to(device, non_blocking=True) for t in batch)
@@ -242,6 +247,7 @@ class Trainer:
                 log_progress(samples=n, steps=1, flops=3 * self.fwd_flops * n)
             synchronize(device)
             end = time.time()
+            marked.__exit__(None, None, None)
             val_loss, val_acc = evaluate(model, self.data.val, device, self._autocast)
             if self.log.epoch_done(start, end, seen, 3 * self.fwd_flops * seen, {
                 "train_loss": loss_sum.item() / max(seen, 1), "train_accuracy": correct.item() / max(seen, 1),

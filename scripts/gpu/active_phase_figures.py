@@ -4,7 +4,9 @@ training beside the recipe's own per-epoch samples/s.
     python3 scripts/gpu/active_phase_figures.py --experiment active-phase --out RESULTS
 
 The recipe's per-epoch figure is the mean `samples_per_s` of the epochs after the first (the first
-carries cuDNN's autotuning and the allocator's warm-up), and over all epochs.
+carries cuDNN's autotuning and the allocator's warm-up), and over all epochs. The steady figure is the
+samples of the epochs after the first over the wall time from the first epoch's end to the last one's
+(the evaluations between them included, as in the active phase): the active phase without epoch 1.
 """
 from __future__ import annotations
 
@@ -20,6 +22,14 @@ from radt_ext.summary_names import upgrade
 def epochs(client, run_id: str) -> list[float]:
     hist = sorted(client.get_metric_history(run_id, "samples_per_s"), key=lambda m: m.step)
     return [m.value for m in hist]
+
+
+def steady(client, run_id: str, samples: float | None, per_epoch: list[float]) -> float | None:
+    """Samples/s from the end of epoch 1 to the end of the last epoch (wall time, evaluations included)."""
+    ends = [m.value for m in sorted(client.get_metric_history(run_id, "epoch_end_time_s"), key=lambda m: m.step)]
+    if len(ends) < 2 or not samples or ends[-1] <= ends[0]:
+        return None
+    return samples * (len(ends) - 1) / len(ends) / (ends[-1] - ends[0])
 
 
 def row(client, run) -> dict:
@@ -38,6 +48,7 @@ def row(client, run) -> dict:
         "epoch_samples_per_s": per_epoch,
         "epoch_samples_per_s_after_first": sum(later) / len(later) if later else None,
         "train_time_s": run.data.metrics.get("train_time_s"),
+        "steady_samples_per_s": steady(client, run.info.run_id, m.get("e2e_samples"), per_epoch),
     }
 
 
@@ -71,6 +82,7 @@ def main() -> None:
             "whole_run": ratio(large["e2e_samples_per_s"], small["e2e_samples_per_s"]),
             "recipe_epochs_after_first": ratio(large["epoch_samples_per_s_after_first"],
                                                small["epoch_samples_per_s_after_first"]),
+            "steady": ratio(large["steady_samples_per_s"], small["steady_samples_per_s"]),
         }
         b = out["batch_size_ratio"]
         b["active_vs_epochs_pct"] = pct(b["active_phase"], b["recipe_epochs_after_first"])
@@ -83,6 +95,7 @@ def main() -> None:
             out["collocated"].append({
                 "run_id": r["run_id"], "overlap_s": r["overlap_s"], "slowdown_ratio": r["slowdown_ratio"],
                 "slowdown_from_recipe_epochs": epoch_slowdown,
+                "slowdown_steady": ratio(base["steady_samples_per_s"], r["steady_samples_per_s"]),
                 "slowdown_vs_epochs_pct": pct(r["slowdown_ratio"], epoch_slowdown),
                 "whole_run_duration_ratio": ratio(r["e2e_duration_s"], base["e2e_duration_s"]),
             })
@@ -96,23 +109,24 @@ def fmt(v, spec="{:.3f}"):
 
 def markdown(out: dict) -> str:
     lines = ["| run | mode | bs | source | e2e s | start-up s | active s | active samples/s | e2e samples/s | "
-             "recipe samples/s (epochs 2+) | overlap samples/s | slowdown |", "|" + "---|" * 12]
+             "recipe samples/s (epochs 2+) | steady samples/s | overlap samples/s | slowdown |", "|" + "---|" * 13]
     for r in out["runs"]:
         lines.append(f"| {r['run_id'][:8]} | {r['mode']} | {r['batch_size']} | {r['active_source']} | "
                      f"{fmt(r['e2e_duration_s'], '{:.1f}')} | {fmt(r['startup_s'], '{:.1f}')} | "
                      f"{fmt(r['active_s'], '{:.1f}')} | {fmt(r['active_samples_per_s'], '{:.0f}')} | "
                      f"{fmt(r['e2e_samples_per_s'], '{:.0f}')} | {fmt(r['epoch_samples_per_s_after_first'], '{:.0f}')} | "
+                     f"{fmt(r.get('steady_samples_per_s'), '{:.0f}')} | "
                      f"{fmt(r['overlap_samples_per_s'], '{:.0f}')} | {fmt(r['slowdown_ratio'])} |")
     b = out.get("batch_size_ratio")
     if b:
         lines += ["", f"Throughput ratio bs {b['sizes'][1]} / bs {b['sizes'][0]}: active phase {fmt(b['active_phase'])}, "
                   f"recipe's epochs {fmt(b['recipe_epochs_after_first'])} (active vs epochs "
                   f"{fmt(b['active_vs_epochs_pct'], '{:+.1f}')} %), whole run {fmt(b['whole_run'])} "
-                  f"({fmt(b['whole_run_vs_epochs_pct'], '{:+.1f}')} %)."]
+                  f"({fmt(b['whole_run_vs_epochs_pct'], '{:+.1f}')} %), steady {fmt(b.get('steady'))}."]
     for c in out.get("collocated", []):
         lines.append(f"Collocated {c['run_id'][:8]}: slowdown over the overlap ({fmt(c['overlap_s'], '{:.1f}')} s) "
                      f"{fmt(c['slowdown_ratio'])}, from the recipe's epochs {fmt(c['slowdown_from_recipe_epochs'])} "
-                     f"({fmt(c['slowdown_vs_epochs_pct'], '{:+.1f}')} %); whole-run duration ratio "
+                     f"({fmt(c['slowdown_vs_epochs_pct'], '{:+.1f}')} %), steady {fmt(c.get('slowdown_steady'))}; whole-run duration ratio "
                      f"{fmt(c['whole_run_duration_ratio'])}.")
     return "\n".join(lines) + "\n"
 

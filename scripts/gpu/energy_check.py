@@ -2,8 +2,8 @@
 
     python3 scripts/gpu/energy_check.py STORE_URI OUT_DIR
 
-For radt-ext's run: gpu0_energy_j's points a second and its largest gap, the counter's energy against
-the integral of the driver's power samples. For each run the script opened: summary/e2e_gpu_total_energy_j, the
+For radt-ext's run: gpu0_energy_j's points a second and its largest gap, gpu0's counter energy against
+the integral of its driver's power samples. For each run the script opened: summary/e2e_gpu_total_energy_j, the
 integral of radt-ext's run's power samples over the run's span, their ratio. Writes energy_timeline.json
 and .md; exits 1 when a check fails.
 """
@@ -45,18 +45,23 @@ def main(uri: str, out_dir: str) -> int:
              "energy_points_per_s": round(len(energy) / span, 2) if span else 0.0,
              "energy_max_gap_s": round(max(gaps), 3) if gaps else None,
              "monotone": all(b[1] >= a[1] for a, b in zip(energy, energy[1:])),
-             "counter_j": round(monitor.data.metrics["summary/e2e_gpu_total_energy_j"], 1),
+             # gpu0's counter against gpu0's power (the total adds the host's other GPUs)
+             "counter_j": round(monitor.data.metrics.get("summary/e2e_gpu0_energy_j",
+                                                         monitor.data.metrics["summary/e2e_gpu_total_energy_j"]), 1),
              "integrated_j": round(integral(power, energy[0][0], energy[-1][0]), 1),
              "power_source": monitor.data.tags.get("machine.gpu.0.power_source", "")}
     whole["counter_over_integrated"] = round(whole["counter_j"] / whole["integrated_j"], 4) if whole["integrated_j"] else None
     own = []
-    for r in runs:
-        if r.data.tags.get(TAG_MONITOR_RUN) != monitor.info.run_id:
+    a0, b0 = monitor.info.start_time / 1000, (monitor.info.end_time or 0) / 1000
+    for r in runs:  # the script's runs: tagged with radt-ext's run, or (untagged: a failure) opened inside its span
+        inside = r.info.run_id != monitor.info.run_id and r.info.experiment_id == monitor.info.experiment_id \
+            and a0 <= r.info.start_time / 1000 <= b0
+        if r.data.tags.get(TAG_MONITOR_RUN) != monitor.info.run_id and not inside:
             continue
         a, b = r.info.start_time / 1000, r.info.end_time / 1000
         got = r.data.metrics.get("summary/e2e_gpu_total_energy_j")
         integ = integral(power, a, b)
-        own.append({"name": r.info.run_name, "span_s": round(b - a, 3), "counter_j": got and round(got, 1),
+        own.append({"name": r.info.run_name, "tagged": r.data.tags.get(TAG_MONITOR_RUN) == monitor.info.run_id, "span_s": round(b - a, 3), "counter_j": got and round(got, 1),
                     "integrated_j": round(integ, 1),
                     "ratio": round(got / integ, 4) if got and integ else None,
                     "integrated_own_j": r.data.metrics.get("summary/e2e_gpu_total_energy_integrated_j")})
@@ -66,7 +71,12 @@ def main(uri: str, out_dir: str) -> int:
         failed.append(f"gpu0_energy_j has a gap of {whole['energy_max_gap_s']} s (want <= 1 s)")
     if not whole["monotone"]:
         failed.append("gpu0_energy_j is not monotone")
+    if not own:
+        failed.append("no run opened by the script was found")
     for x in own:
+        if not x["tagged"]:
+            failed.append(f"run {x['name']}: not tagged as the workload's run (radt-ext's run context provider "
+                          "not loaded: is radt-ext installed, or its entry points on the path?)")
         if not x["counter_j"]:
             failed.append(f"run {x['name']}: no counter energy")
         elif x["span_s"] >= 5 and abs(x["ratio"] - 1) > 0.01:

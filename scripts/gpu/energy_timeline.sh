@@ -15,6 +15,16 @@ mkdir -p "$RESULTS"
 W=$(mktemp -d /tmp/energy-timeline.XXXXXX)
 source scripts/gpu/batch_lib.sh  # W fresh, its store and spool; the replay only for DRY; part NAME LIMIT cmd...
 export MLFLOW_TRACKING_URI=sqlite:///$RESULTS/mlflow.db PYTHONUNBUFFERED=1
+export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD  # the scripts run as files import radt_ext from this checkout
+# Not installed there: put radt-ext's entry points on the path, so MLflow loads its run context provider and
+# the runs the workload opens are tagged as its own (else they get no energy).
+if ! python3 -c "import importlib.metadata as m, sys; sys.exit(not any(e.value.startswith('radt_ext.') for e in m.entry_points(group='mlflow.run_context_provider')))" 2>/dev/null; then
+  mkdir -p "$W/meta/radt_ext-0.dist-info"
+  printf 'Metadata-Version: 2.1\nName: radt-ext\nVersion: 0\n' > "$W/meta/radt_ext-0.dist-info/METADATA"
+  sed -n '/^\[options.entry_points\]/,/^\[/p' setup.cfg | sed '1d;$d' | awk '/^[^ ]/{sub(/ *=$/,""); print "[" $0 "]"; next} NF{sub(/^ +/,""); print}' \
+    > "$W/meta/radt_ext-0.dist-info/entry_points.txt"
+  export PYTHONPATH=$PYTHONPATH:$W/meta
+fi
 rm -f "$RESULTS/mlflow.db"
 DEVICE=()
 [ -n "${DRY:-}" ] && DEVICE=(--device cpu --precision fp32 --variant baseline --recipe cnn_baseline --batch-size 32 --train-samples 256 --val-samples 64)

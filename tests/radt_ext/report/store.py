@@ -19,6 +19,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 WORKLOAD = str(Path(__file__).with_name("epochs_workload.py"))
+# The runs' command lines as a user would type them (they show in the UI's screenshots): `python` found on
+# PATH (this interpreter's folder first) and the workload as a module of the repository on PYTHONPATH.
+PYTHON = "python"
+WORKLOAD_ARGS = [PYTHON, "-m", "tests.radt_ext.report.epochs_workload"]
 TRACE = str(REPO / "listeners" / "traces" / "h200_matmul.json")
 RUN_ID = re.compile(r"radt-ext: run ([0-9a-f]{32}) in experiment")
 GROUP_ID = re.compile(r"radt-ext: group \S+ run ([0-9a-f]{32})")
@@ -47,7 +51,8 @@ def build(root: Path) -> Store:
     root.mkdir(parents=True, exist_ok=True)
     uri = f"sqlite:///{root / 'mlflow.db'}"
     env = {"MLFLOW_TRACKING_URI": uri, "RADT_EXT_NVML_REPLAY": TRACE, "RADT_EXT_SPOOL_DIR": str(root / "spool"),
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+           "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
     for var in ("MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME", "RADT_EXT_ACTIVE"):
         env[var] = ""
     common = ["run", "--listeners", "top,nvml,gpm", "--interval", "0.25", "--experiment-name", "variants",
@@ -58,13 +63,13 @@ def build(root: Path) -> Store:
         return _radt(clean, env, root, *args)
 
     baseline = _check(cli(*common, "--run-name", "baseline", "--tag", "variant=baseline", "--",
-                          sys.executable, WORKLOAD, "--seconds", "0.6"), RUN_ID)
+                          *WORKLOAD_ARGS, "--seconds", "0.6"), RUN_ID)
     amp = _check(cli(*common, "--run-name", "amp", "--tag", "variant=amp", "--tag", f"baseline_run_id={baseline}",
-                     "--", sys.executable, WORKLOAD, "--seconds", "0.3", "--batch", "64"), RUN_ID)
+                     "--", *WORKLOAD_ARGS, "--seconds", "0.3", "--batch", "64"), RUN_ID)
+    workload = " ".join(WORKLOAD_ARGS)
     parent = _check(cli("collocate", "--mode", "naive", "--device", "cpu", "--experiment-name", "collocation",
                         "--name", "small", "--name", "large",
-                        "-w", f"{sys.executable} {WORKLOAD} --seconds 0.3",
-                        "-w", f"{sys.executable} {WORKLOAD} --seconds 0.5"), GROUP_ID)
+                        "-w", f"{workload} --seconds 0.3", "-w", f"{workload} --seconds 0.5"), GROUP_ID)
     return Store(root, uri, baseline, amp, parent)
 
 

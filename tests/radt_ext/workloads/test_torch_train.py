@@ -1,9 +1,11 @@
 """torch_train as a real child process writing to a real SQLite store (CPU, tiny settings)."""
+import os
 import subprocess
 import sys
 
 import mlflow
 import pytest
+from mlflow.tracking import MlflowClient
 
 TINY = ["--epochs", "2", "--train-samples", "96", "--val-samples", "32", "--batch-size", "32",
         "--width", "4", "--infer-iters", "3"]
@@ -117,3 +119,24 @@ def test_a_model_of_its_own_builds_without_importing_torchvision():
             "assert 'torchvision' in sys.modules")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
+
+
+def test_epochs_after_the_first_are_the_marked_phase(tracking_uri, tmp_path):
+    """Epoch 1 (warm-up) is left outside the `train` phase: the active phase is the steady epochs'."""
+    from radt_ext import active
+    from radt_ext.progress import ENV, read_marks
+
+    progress = tmp_path / "progress.jsonl"
+    done = subprocess.run([sys.executable, "-m", "radt_ext.workloads.torch_train", *TINY, "--epochs", "3"],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, ENV: str(progress)})
+    assert done.returncode == 0, done.stderr
+    marks = read_marks(str(progress))
+    assert [(name, event) for _, name, event in marks.phases] == [("train", "start"), ("train", "end")] * 2
+    run = only_run()
+    ends = [m.value for m in sorted(MlflowClient().get_metric_history(run.info.run_id, "epoch_end_time_s"),
+                                    key=lambda m: m.step)]
+    first, last = marks.phase_span()
+    assert len(ends) == 3 and ends[0] < first < ends[1] and last >= ends[2] - 0.01  # epochs 2-3; epoch 1 outside
+    assert marks.progress_times()[0] < first  # epoch 1's progress comes before the phase
+    window = active.find(marks.progress_times()[0] - 1, last + 1, marks)
+    assert (window.source, window.start, window.end) == ("phase", first, last)
