@@ -87,12 +87,14 @@ def build(name: str, num_classes: int, input_shape: tuple[int, ...], dlrm_spec: 
         return SmallCNN(num_classes, size, width)
     if name == "mlp":
         return MLP(int(torch.tensor(input_shape).prod()), num_classes, hidden=width * 32)
+    if name == "resnet18":  # torchvision's network, defined in the package: no torchvision import before step 1
+        from .resnet import ResNet18
+
+        return ResNet18(num_classes)
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}")
-    import torchvision.models as tvm  # only for its models: its import brings torch._dynamo (seconds)
+    import torchvision.models as tvm  # only for its models: its import costs seconds
 
-    if name == "resnet18":
-        return tvm.resnet18(weights=None, num_classes=num_classes)
     if name == "resnet50":
         return tvm.resnet50(weights=None, num_classes=num_classes)
     if name == "mobilenet_v2":

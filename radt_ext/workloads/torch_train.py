@@ -213,6 +213,8 @@ class Trainer:
         model = self.step_model
         optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg["lr"])
         scaler = grad_scaler(device, cfg["precision"])
+        if not self.recorded:  # torch.optim imports torch._dynamo on its first call (seconds), eager or not
+            self.startup.mark("optimizer")
         cudagraphs = cfg["compile_mode"] == "reduce-overhead" and device.type == "cuda"
         for epoch in range(epochs):
             # Epoch 1 is warm-up (cuDNN autotuning, the allocator, clocks): left outside the marked phase,
@@ -232,6 +234,9 @@ class Trainer:
                     torch.compiler.cudagraph_mark_step_begin()
                 with self._autocast():
                     logits = model(*inputs)
+                if not self.recorded:  # the first forward holds cuDNN/cuBLAS's lazy set-up (and compilation)
+                    synchronize(device)
+                    self.startup.mark("first_forward")
                 loss = torch.nn.functional.cross_entropy(logits.float(), target)
                 optimizer.zero_grad(set_to_none=True)
                 scaler.scale(loss).backward()

@@ -57,7 +57,7 @@ for r in client.search_runs([e.experiment_id for e in client.search_experiments(
         rows.append({"model": r.data.params.get("model"), "device": r.data.params.get("device_name"),
                      **{k: m[k] for k in sorted(m) if k.startswith("startup_")}})
 json.dump(rows, open(f"{out}/startup.json", "w"), indent=1)
-phases = ["import", "device", "data", "model", "first_step"]
+phases = ["import", "device", "data", "model", "optimizer", "first_forward", "first_step"]
 lines = ["| model | " + " | ".join(phases) + " | to first step | within 5 s |", "|---" * (len(phases) + 3) + "|"]
 lines += [f"| {x['model']} | " + " | ".join(f"{x.get(f'startup_{p}_s', float('nan')):.2f}" for p in phases)
           + f" | {x['startup_to_first_step_s']:.2f} | {x['startup_to_first_step_s'] <= 5.0} |" for x in rows]
