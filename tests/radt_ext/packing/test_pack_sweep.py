@@ -89,7 +89,7 @@ def test_profiled_jobs_share_the_gpus_and_each_group_says_why(tmp_path, two_gpus
             assert k.data.tags["pack.predicted_slowdown"] == "1.0800" and "pack.predicted_energy_j" in k.data.tags
             alone = profiles.read(client, "queue").profiles[k.data.tags["sweep.workload_hash"]]
             assert float(k.data.tags["pack.predicted_wall_s"]) == pytest.approx(alone.wall_s(1.08), abs=0.01)
-            assert alone.startup > 0 and k.data.metrics["summary/e2e_duration_s"] > 0
+            assert k.data.metrics["summary/e2e_duration_s"] > 0
             assert k.data.tags["sweep.gpu_model"] == "NVIDIA H200" and k.data.tags["collocation.slowdown_basis"]
             assert k.data.metrics["summary/slowdown_ratio"] > 0 and k.data.tags["baseline_run_id"]
         # what the next plans learn from: each member's measured slowdown, as its child run has it
