@@ -1,8 +1,8 @@
 """Figures of a packed queue against the same queue one job per GPU at a time, from the store that
 scripts/gpu/pack_queue.sh filled: the makespan of each step (first group start to last group end),
 their ratio against the plan's, and each job's prediction beside what was measured, like with like:
-the active phase's slowdown (what the bound holds), the wall time (start-up + active phase) and the GPU
-energy over the whole run (the job's attributed share), and the total GPU energy.
+the active phase's slowdown (what the bound holds), the wall time (start-up and wind-down + active
+phase) and the GPU energy over the whole run (the job's attributed share), and the total GPU energy.
 
     python -m benchmarks.pack_queue --store sqlite:///mlflow.db --steps steps.json --out DIR [--plan plan.txt]
 steps.json: {"alone": [start_s, end_s], "packed": [start_s, end_s]} (epoch seconds of each step's call);
@@ -92,6 +92,10 @@ def _f(text):
         return None
 
 
+def _minus(a, b):
+    return a - b if a is not None and b is not None else None
+
+
 def _n(v, fmt="{:.2f}"):
     return "–" if v is None else fmt.format(v)
 
@@ -111,14 +115,16 @@ def markdown(fig: dict, bound: float) -> str:
                   f"(goal <= 0.7); largest measured active-phase slowdown {_n(fig.get('max_slowdown_measured'))} "
                   f"(bound {bound:g})", "",
               "Per job, predicted (pred.) against measured: the active phase's slowdown; the wall time "
-              "(start-up + active phase x slowdown); the GPU energy over the whole run (attributed share).", "",
-              "| job | mode (gpu) | start-up s alone | active s alone | active s packed | slowdown pred. | "
+              "(outside the active phase: start-up, wind-down + active phase x slowdown); the GPU energy over "
+              "the whole run (attributed share).", "",
+              "| job | mode (gpu) | outside active s alone | active s alone | active s packed | slowdown pred. | "
               "slowdown meas. | wall s alone | wall s pred. | wall s packed | energy J alone | energy J pred. | "
               "energy J packed |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for job in fig["jobs"].values():
         a, p = job.get("alone", {}), job.get("packed", {})
         lines.append(f"| {job['name']} | {p.get('mode', '–')} ({p.get('gpu', '–')}) | "
-                     f"{_n(a.get('startup_s'), '{:.1f}')} | {_n(a.get('active_s'), '{:.1f}')} | "
+                     f"{_n(_minus(a.get('duration_s'), a.get('active_s')), '{:.1f}')} | "
+                     f"{_n(a.get('active_s'), '{:.1f}')} | "
                      f"{_n(p.get('active_s'), '{:.1f}')} | {_n(p.get('predicted_slowdown'))} | "
                      f"{_n(p.get('slowdown'))} | {_n(a.get('duration_s'), '{:.1f}')} | "
                      f"{_n(p.get('predicted_wall_s'), '{:.1f}')} | {_n(p.get('duration_s'), '{:.1f}')} | "

@@ -10,16 +10,16 @@ def _num(value: float | None, fmt: str = "{:.2f}") -> str:
 
 
 def plan_table(plan: Plan):
-    table = out.table("gpu", "#", "mode", "job", "MPS tp %", "start-up s", "active s", "pred. slowdown",
+    table = out.table("gpu", "#", "mode", "job", "MPS tp %", "outside active s", "active s", "pred. slowdown",
                       "pred. wall s", "pred. energy J", "why",
                       title=f"pack plan (max_slowdown {plan.max_slowdown:g} on the active phase; "
-                            "wall = start-up + active x slowdown; energy over the whole run)")
+                            "wall = outside active (start-up, wind-down) + active x slowdown; energy over the whole run)")
     for gpu, decisions in plan.gpus.items():
         for n, d in enumerate(decisions):
             for i, j in enumerate(d.jobs):
                 table.add_row(gpu if n == 0 and i == 0 else "", str(n) if i == 0 else "",
                               d.mode if i == 0 else "", j.name, str(d.thread_pcts[i] or "-"),
-                              _num(j.profile.startup if j.profile else None, "{:.1f}"),
+                              _num(j.profile.outside_s if j.profile else None, "{:.1f}"),
                               _num(j.profile.duration_s if j.profile else None, "{:.1f}"),
                               _num(d.slowdowns[i]), _num(d.wall_s(i), "{:.1f}"), _num(d.energies[i], "{:.0f}"),
                               d.reason if i == 0 else "")

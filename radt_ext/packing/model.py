@@ -8,10 +8,11 @@ A contention model, small enough to check by hand (docs/collocation.md, "Packing
 - mps: kernels run side by side and contend for SMs and memory bandwidth; each other job takes
   c_j = max(SM active_j, DRAM active_j) of the resource it uses most:
   slowdown_i = max(1 + sum_{j != i} c_j, sum_j SM active_j, sum_j DRAM active_j).
-- time: only a job's active phase (d_i) is slowed; its start-up u_i (interpreter, imports, data, model)
-  barely uses the GPU and overlaps the others' for free: wall_i = u_i + d_i s_i.
+- time: only a job's active phase (d_i) is slowed; the rest of its run u_i (start-up: interpreter,
+  imports, data, model; wind-down: final evaluation, exit) barely uses the GPU and overlaps the others'
+  for free: wall_i = u_i + d_i s_i.
 - energy, over the whole run (what a job's attributed energy measures): a job's dynamic energy is what
-  it drew alone above the GPU's idle power, in the active phase (P_i) and in start-up (U_i); the idle
+  it drew alone above the GPU's idle power, in the active phase (P_i) and outside it (U_i); the idle
   power is paid over its predicted wall time and shared evenly by the n jobs on the GPU:
   E_i = (P_i - P_idle) d_i + (U_i - P_idle) u_i + P_idle (u_i + d_i s_i) / n. Alone: P_i d_i + U_i u_i.
 
@@ -71,9 +72,9 @@ def energy(p: Profile, slowdown: float, sharing: int, idle_power_w: float | None
     alone = p.alone_energy_j
     if alone is None or not p.duration_s:
         return None
-    start_w = p.startup_power_w(idle_power_w)
+    start_w = p.outside_power_w(idle_power_w)
     if sharing < 2 or idle_power_w is None or p.power_w is None or start_w is None:
         return alone
     idle = min(idle_power_w, p.power_w)
-    dynamic = (p.power_w - idle) * p.duration_s + max(0.0, start_w - idle) * p.startup
+    dynamic = (p.power_w - idle) * p.duration_s + max(0.0, start_w - idle) * p.outside_s
     return dynamic + idle * p.wall_s(slowdown) / sharing

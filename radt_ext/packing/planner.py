@@ -1,9 +1,10 @@
 """A queue of jobs → groups, each for one GPU, with the mode, the predicted slowdown and energy of
 every job and a one-line reason.
 
-A job's predicted wall time is its start-up as alone + its active phase times its predicted slowdown
-(model.py): start-ups barely use the GPU, so jobs sharing a GPU start up side by side for free, and a
-job whose active phase is short beside its start-up is a cheap companion. The bound (`max_slowdown`)
+A job's predicted wall time is its time outside the active phase as alone (start-up, wind-down) + its
+active phase times its predicted slowdown (model.py): start-ups barely use the GPU, so jobs sharing a
+GPU start up side by side for free, and a job whose active phase is short beside its start-up is a
+cheap companion. The bound (`max_slowdown`)
 holds the active phase's slowdown, the figure a collocated run measures.
 
 1. Jobs without a usable profile run alone first (their run is the profile the next plans use).
@@ -54,7 +55,7 @@ class Decision:
         return max(self.slowdowns) if self.slowdowns else 1.0
 
     def wall_s(self, i: int) -> float | None:
-        """Job i's predicted wall time: start-up + active phase x slowdown."""
+        """Job i's predicted wall time: outside the active phase + active phase x slowdown."""
         p = self.jobs[i].profile
         return p.wall_s(self.slowdowns[i]) if p is not None else None
 

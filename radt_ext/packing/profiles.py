@@ -7,8 +7,9 @@ GPU, so a profile measured on any device of the pool counts): its profile is the
 exclusive child run with that hash measured on the pool's GPU model (tag `sweep.gpu_model`), else the
 latest of any, with the device-level figures of its parent when the parent ran that job alone.
 Active-phase summaries are read first, whole-run ones where a run has no others. A job's wall time is
-its start-up (`startup_s`, else whole run less active phase) + its active phase: only the active phase
-is slowed by a GPU's other jobs; start-ups (interpreter, imports, data, model) barely use the GPU.
+its time outside the active phase (the whole run less the active phase: start-up and wind-down; else
+`startup_s`) + its active phase: only the active phase is slowed by a GPU's other jobs; the rest
+(interpreter, imports, data, model, the final evaluation and exit) barely uses the GPU.
 """
 from __future__ import annotations
 
@@ -57,24 +58,22 @@ class Profile:
     gpu_memory_mib: float | None = None
     phase: str = "whole run"  # "active phase" where the run had active-phase summaries
     gpu_model: str | None = None  # the GPU model it was measured on, where the run says
-    startup_s: float | None = None  # before the active phase (0 for a whole-run profile)
+    startup_s: float | None = None  # before the active phase, as the run logged it
     e2e_duration_s: float | None = None
     e2e_energy_j: float | None = None  # GPU energy over the whole run alone
-
-    @property
-    def startup(self) -> float:
-        return self.startup_s or 0.0
+    outside_s: float = 0.0  # outside the active phase: start-up and wind-down (0 for a whole-run profile)
 
     def wall_s(self, slowdown: float = 1.0) -> float | None:
-        """Predicted wall time: start-up as alone + the active phase stretched by its slowdown."""
-        return self.startup + self.duration_s * slowdown if self.duration_s else None
+        """Predicted wall time: the time outside the active phase as alone + the active phase x its slowdown."""
+        return self.outside_s + self.duration_s * slowdown if self.duration_s else None
 
-    def startup_power_w(self, idle_power_w: float | None = None) -> float | None:
-        """The GPU's average power during start-up: the whole run's energy less the active phase's, else idle."""
-        if not self.startup:
+    def outside_power_w(self, idle_power_w: float | None = None) -> float | None:
+        """The GPU's average power outside the active phase: the whole run's energy less the active
+        phase's, over that time; else the idle power."""
+        if not self.outside_s:
             return 0.0
         if self.e2e_energy_j is not None and self.power_w is not None and self.duration_s:
-            return max(0.0, (self.e2e_energy_j - self.power_w * self.duration_s) / self.startup)
+            return max(0.0, (self.e2e_energy_j - self.power_w * self.duration_s) / self.outside_s)
         return idle_power_w
 
     @property
@@ -91,10 +90,10 @@ class Profile:
     @property
     def alone_energy_j(self) -> float | None:
         """GPU energy of the whole run alone (start-up included): what a job's attributed energy measures."""
-        active, start = self.active_energy_j, self.startup_power_w(self.idle_power_w)
-        if active is None or start is None:
+        active, outside = self.active_energy_j, self.outside_power_w(self.idle_power_w)
+        if active is None or outside is None:
             return None
-        return active + start * self.startup
+        return active + outside * self.outside_s
 
 
 @dataclass
@@ -137,10 +136,11 @@ def profile_of(child, parent=None) -> Profile:
                 break
     if any("active_s" in s for s in sources):
         p.phase = "active phase"
-        if p.startup_s is None and p.e2e_duration_s and p.duration_s:
-            p.startup_s = max(0.0, p.e2e_duration_s - p.duration_s)
-    else:  # a whole-run profile: its duration is the wall time already
-        p.startup_s = 0.0
+        if p.e2e_duration_s and p.duration_s:
+            p.outside_s = max(0.0, p.e2e_duration_s - p.duration_s)
+        elif p.startup_s:
+            p.outside_s = p.startup_s
+    # else a whole-run profile: its duration is the wall time already
     for run in (child, parent):
         for k, v in (run.data.tags.items() if run is not None else ()):
             if _GPU_MEMORY.search(k):
