@@ -10,15 +10,18 @@ def _num(value: float | None, fmt: str = "{:.2f}") -> str:
 
 
 def plan_table(plan: Plan):
-    table = out.table("gpu", "#", "mode", "job", "MPS tp %", "pred. slowdown", "pred. energy J", "alone s",
-                      "why", title=f"pack plan (max_slowdown {plan.max_slowdown:g})")
+    table = out.table("gpu", "#", "mode", "job", "MPS tp %", "outside active s", "active s", "pred. slowdown",
+                      "pred. wall s", "pred. energy J", "why",
+                      title=f"pack plan (max_slowdown {plan.max_slowdown:g} on the active phase; "
+                            "wall = outside active (start-up, wind-down) + active x slowdown; energy over the whole run)")
     for gpu, decisions in plan.gpus.items():
         for n, d in enumerate(decisions):
             for i, j in enumerate(d.jobs):
                 table.add_row(gpu if n == 0 and i == 0 else "", str(n) if i == 0 else "",
                               d.mode if i == 0 else "", j.name, str(d.thread_pcts[i] or "-"),
-                              _num(d.slowdowns[i]), _num(d.energies[i], "{:.0f}"),
+                              _num(j.profile.outside_s if j.profile else None, "{:.1f}"),
                               _num(j.profile.duration_s if j.profile else None, "{:.1f}"),
+                              _num(d.slowdowns[i]), _num(d.wall_s(i), "{:.1f}"), _num(d.energies[i], "{:.0f}"),
                               d.reason if i == 0 else "")
     return table
 
@@ -30,12 +33,12 @@ def totals_line(plan: Plan) -> str:
     shared = sum(len(d.jobs) for d in plan.decisions if len(d.jobs) > 1)
     line = f"{jobs} jobs in {len(plan.decisions)} groups on {len(plan.gpus)} GPU(s), {shared} sharing a GPU"
     if packed is not None and alone:
-        line += (f"; predicted makespan {packed:.1f} s against {alone:.1f} s one job per GPU at a time "
+        line += (f"; predicted makespan (wall) {packed:.1f} s against {alone:.1f} s one job per GPU at a time "
                  f"(ratio {packed / alone:.2f})")
     else:
         line += "; makespan not predicted (jobs without a profile run alone first)"
     if None not in energy and energy:
-        line += f"; predicted GPU energy {sum(energy):.0f} J"
+        line += f"; predicted GPU energy (whole runs) {sum(energy):.0f} J"
     return line
 
 
@@ -52,7 +55,9 @@ def group_tags(d: Decision, max_slowdown: float) -> dict[str, str]:
 def job_tags(d: Decision, i: int) -> dict[str, str]:
     tags = {"pack.decision": d.summary, "pack.reason": d.reason, "pack.predicted_slowdown": f"{d.slowdowns[i]:.4f}"}
     if d.energies[i] is not None:
-        tags["pack.predicted_energy_j"] = f"{d.energies[i]:.1f}"
+        tags["pack.predicted_energy_j"] = f"{d.energies[i]:.1f}"  # over the whole run
+    if d.wall_s(i) is not None:
+        tags["pack.predicted_wall_s"] = f"{d.wall_s(i):.2f}"
     if d.thread_pcts[i]:
         tags["pack.thread_percentage"] = str(d.thread_pcts[i])
     if d.jobs[i].profile is not None:

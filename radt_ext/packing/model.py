@@ -8,9 +8,13 @@ A contention model, small enough to check by hand (docs/collocation.md, "Packing
 - mps: kernels run side by side and contend for SMs and memory bandwidth; each other job takes
   c_j = max(SM active_j, DRAM active_j) of the resource it uses most:
   slowdown_i = max(1 + sum_{j != i} c_j, sum_j SM active_j, sum_j DRAM active_j).
-- energy: a job's dynamic energy is what it drew alone above the GPU's idle power (the same work);
-  the idle power is paid over its collocated time and shared evenly by the jobs running then:
-  E_i = (P_i - P_idle) d_i + P_idle d_i s_i / n. Alone: P_i d_i.
+- time: only a job's active phase (d_i) is slowed; the rest of its run u_i (start-up: interpreter,
+  imports, data, model; wind-down: final evaluation, exit) barely uses the GPU and overlaps the others'
+  for free: wall_i = u_i + d_i s_i.
+- energy, over the whole run (what a job's attributed energy measures): a job's dynamic energy is what
+  it drew alone above the GPU's idle power, in the active phase (P_i) and outside it (U_i); the idle
+  power is paid over its predicted wall time and shared evenly by the n jobs on the GPU:
+  E_i = (P_i - P_idle) d_i + (U_i - P_idle) u_i + P_idle (u_i + d_i s_i) / n. Alone: P_i d_i + U_i u_i.
 
 A measured slowdown of the same group (or of the closest measured pair) replaces the model's
 (see planner.py).
@@ -63,11 +67,14 @@ def thread_percentages(profiles: list[Profile], setting: str = "auto") -> list[i
 
 
 def energy(p: Profile, slowdown: float, sharing: int, idle_power_w: float | None) -> float | None:
-    """A job's predicted GPU energy when it shares the GPU with `sharing` jobs in all (itself included)."""
+    """A job's predicted GPU energy over its whole run when it shares the GPU with `sharing` jobs in all
+    (itself included)."""
     alone = p.alone_energy_j
     if alone is None or not p.duration_s:
         return None
-    if sharing < 2 or idle_power_w is None or p.power_w is None:
+    start_w = p.outside_power_w(idle_power_w)
+    if sharing < 2 or idle_power_w is None or p.power_w is None or start_w is None:
         return alone
     idle = min(idle_power_w, p.power_w)
-    return (p.power_w - idle) * p.duration_s + idle * p.duration_s * slowdown / sharing
+    dynamic = (p.power_w - idle) * p.duration_s + max(0.0, start_w - idle) * p.outside_s
+    return dynamic + idle * p.wall_s(slowdown) / sharing

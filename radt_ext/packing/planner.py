@@ -1,18 +1,25 @@
 """A queue of jobs → groups, each for one GPU, with the mode, the predicted slowdown and energy of
 every job and a one-line reason.
 
+A job's predicted wall time is its time outside the active phase as alone (start-up, wind-down) + its
+active phase times its predicted slowdown (model.py): start-ups barely use the GPU, so jobs sharing a
+GPU start up side by side for free, and a job whose active phase is short beside its start-up is a
+cheap companion. The bound (`max_slowdown`)
+holds the active phase's slowdown, the figure a collocated run measures.
+
 1. Jobs without a usable profile run alone first (their run is the profile the next plans use).
-2. The others, largest demand first (max of SM and DRAM active, then duration): while a GPU has
-   nothing to run, the next job takes it alone; after that each goes into the
-   open group where every member's predicted slowdown stays within `max_slowdown`, the group's peak
-   memories fit the GPU with the headroom, and the group has room; among those, the one with the
-   lowest predicted slowdown; else a group of their own.
+2. The others, largest demand first (max of SM and DRAM active, then active time): while a GPU has
+   nothing to run, the next job takes it alone; after that each goes into the open group where every
+   member's predicted slowdown stays within `max_slowdown`, the group's peak memories fit the GPU with
+   the headroom, the group has room, and the group's predicted wall time grows by less than the job's
+   own wall time alone (sharing beats running after it); among those, the one whose wall time grows
+   least (then the lowest slowdown); else a group of their own.
 3. A group's prediction in a mode comes from the store where it can: the same jobs measured together
    in that mode (newest run), else for a pair the closest measured pair (profiles within
    CLOSE_PCT points); else the contention model (model.py). The mode is the allowed one with the
    lowest predicted slowdown (naive on a tie: no daemon).
-4. The groups go to GPUs longest first, each to the GPU free soonest (the static plan a dry run
-   prints; the executor replans from the store whenever a GPU frees).
+4. The groups go to GPUs longest (wall time) first, each to the GPU free soonest (the static plan a dry
+   run prints; the executor replans from the store whenever a GPU frees).
 """
 from __future__ import annotations
 
@@ -47,11 +54,15 @@ class Decision:
     def max_slowdown(self) -> float:
         return max(self.slowdowns) if self.slowdowns else 1.0
 
+    def wall_s(self, i: int) -> float | None:
+        """Job i's predicted wall time: outside the active phase + active phase x slowdown."""
+        p = self.jobs[i].profile
+        return p.wall_s(self.slowdowns[i]) if p is not None else None
+
     @property
     def makespan_s(self) -> float | None:
-        times = [j.profile.duration_s * s for j, s in zip(self.jobs, self.slowdowns)
-                 if j.profile is not None and j.profile.duration_s]
-        return max(times) if len(times) == len(self.jobs) else None
+        times = [self.wall_s(i) for i in range(len(self.jobs))]
+        return max(times) if times and None not in times else None
 
     @property
     def energy_j(self) -> float | None:
@@ -81,9 +92,8 @@ class Plan:
         return max(loads) if loads else 0.0
 
     def one_per_gpu_makespan_s(self) -> float | None:
-        """The same jobs one per GPU at a time, longest first to the GPU free soonest."""
-        times = [j.profile.duration_s if j.profile and j.profile.duration_s else None
-                 for d in self.decisions for j in d.jobs]
+        """The same jobs one per GPU at a time (wall time alone), longest first to the GPU free soonest."""
+        times = [j.profile.wall_s() if j.profile else None for d in self.decisions for j in d.jobs]
         if None in times:
             return None
         loads = [0.0] * max(1, len(self.gpus))
@@ -179,6 +189,7 @@ class Planner:
         groups: list[Decision] = []
         queue = sorted((j for j in jobs if j.profile is not None),
                        key=lambda j: (-model.pressure(j.profile), -(j.profile.duration_s or 0), j.name))
+        alone_s = {id(j): j.profile.wall_s() or 0.0 for j in queue}
         for j in queue:
             fits, refusals = [], []
             if len(groups) < free - len(first):  # a GPU with nothing to run: the job takes it alone
@@ -197,11 +208,17 @@ class Planner:
                     refusals.append(f"with {'+'.join(x.name for x in g.jobs)}: predicted {d.max_slowdown:.2f} "
                                     f"> {self.opts.max_slowdown:g} ({d.mode}, {d.source})")
                     continue
-                fits.append((d.max_slowdown, i, d))
+                added = (d.makespan_s or 0.0) - (g.makespan_s or 0.0)
+                if added >= alone_s[id(j)]:
+                    refusals.append(f"with {'+'.join(x.name for x in g.jobs)}: wall time +{added:.1f} s "
+                                    f">= {alone_s[id(j)]:.1f} s alone")
+                    continue
+                fits.append((round(added, 6), d.max_slowdown, i, d, g.makespan_s or 0.0))
             if fits:
-                _, i, d = min(fits, key=lambda x: (x[0], x[1]))
+                added, _, i, d, before = min(fits, key=lambda x: x[:3])
                 d.reason = (f"{d.mode}: predicted slowdown {d.max_slowdown:.2f} <= {self.opts.max_slowdown:g} "
-                            f"({d.source}){self._memory_note(d.jobs)}")
+                            f"({d.source}); wall time {before:.1f} -> {d.makespan_s or 0.0:.1f} s, "
+                            f"{j.name} alone {alone_s[id(j)]:.1f} s{self._memory_note(d.jobs)}")
                 groups[i] = d
             else:
                 d = self.predict([j], "exclusive")

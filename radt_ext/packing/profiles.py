@@ -6,7 +6,10 @@ the key collocated variants find their exclusive baselines by; a pooled job's na
 GPU, so a profile measured on any device of the pool counts): its profile is the latest FINISHED
 exclusive child run with that hash measured on the pool's GPU model (tag `sweep.gpu_model`), else the
 latest of any, with the device-level figures of its parent when the parent ran that job alone.
-Active-phase summaries are read first, whole-run ones where a run has no others.
+Active-phase summaries are read first, whole-run ones where a run has no others. A job's wall time is
+its time outside the active phase (the whole run less the active phase: start-up and wind-down; else
+`startup_s`) + its active phase: only the active phase is slowed by a GPU's other jobs; the rest
+(interpreter, imports, data, model, the final evaluation and exit) barely uses the GPU.
 """
 from __future__ import annotations
 
@@ -30,6 +33,10 @@ NAMES = {
     "power_w": ("gpu_total_avg_power_w", "e2e_gpu_total_avg_power_w"),
     "energy_j": ("gpu_total_energy_j", "e2e_gpu_total_energy_j"),
     "idle_power_w": ("gpu_idle_power_w",),
+    "startup_s": ("startup_s",),
+    "e2e_duration_s": ("e2e_duration_s",),
+    # the whole run's GPU energy: the job's attributed share (its own span), else the group's
+    "e2e_energy_j": ("gpu_energy_attributed_j", "e2e_gpu_total_energy_j"),
     "throughput": ("throughput_samples_per_s", "e2e_throughput_samples_per_s"),
 }
 _GPU_MEMORY = re.compile(r"(?:^|\.)gpu\.\d+\.memory_total_mib$")
@@ -51,6 +58,23 @@ class Profile:
     gpu_memory_mib: float | None = None
     phase: str = "whole run"  # "active phase" where the run had active-phase summaries
     gpu_model: str | None = None  # the GPU model it was measured on, where the run says
+    startup_s: float | None = None  # before the active phase, as the run logged it
+    e2e_duration_s: float | None = None
+    e2e_energy_j: float | None = None  # GPU energy over the whole run alone
+    outside_s: float = 0.0  # outside the active phase: start-up and wind-down (0 for a whole-run profile)
+
+    def wall_s(self, slowdown: float = 1.0) -> float | None:
+        """Predicted wall time: the time outside the active phase as alone + the active phase x its slowdown."""
+        return self.outside_s + self.duration_s * slowdown if self.duration_s else None
+
+    def outside_power_w(self, idle_power_w: float | None = None) -> float | None:
+        """The GPU's average power outside the active phase: the whole run's energy less the active
+        phase's, over that time; else the idle power."""
+        if not self.outside_s:
+            return 0.0
+        if self.e2e_energy_j is not None and self.power_w is not None and self.duration_s:
+            return max(0.0, (self.e2e_energy_j - self.power_w * self.duration_s) / self.outside_s)
+        return idle_power_w
 
     @property
     def usable(self) -> bool:
@@ -58,10 +82,18 @@ class Profile:
         return bool(self.duration_s) and self.sm_pct is not None
 
     @property
-    def alone_energy_j(self) -> float | None:
+    def active_energy_j(self) -> float | None:
         if self.power_w is not None and self.duration_s:
             return self.power_w * self.duration_s
         return self.energy_j
+
+    @property
+    def alone_energy_j(self) -> float | None:
+        """GPU energy of the whole run alone (start-up included): what a job's attributed energy measures."""
+        active, outside = self.active_energy_j, self.outside_power_w(self.idle_power_w)
+        if active is None or outside is None:
+            return None
+        return active + outside * self.outside_s
 
 
 @dataclass
@@ -104,6 +136,11 @@ def profile_of(child, parent=None) -> Profile:
                 break
     if any("active_s" in s for s in sources):
         p.phase = "active phase"
+        if p.e2e_duration_s and p.duration_s:
+            p.outside_s = max(0.0, p.e2e_duration_s - p.duration_s)
+        elif p.startup_s:
+            p.outside_s = p.startup_s
+    # else a whole-run profile: its duration is the wall time already
     for run in (child, parent):
         for k, v in (run.data.tags.items() if run is not None else ()):
             if _GPU_MEMORY.search(k):

@@ -81,9 +81,11 @@ def _prediction_table(runs: list[data.RunData]) -> str | None:
         energy = s.get("gpu_energy_attributed_j")
         rows.append([r.name, r.tags.get("collocation.mode"), r.tags.get("collocation.gpu"),
                      _float(r.tags.get("pack.predicted_slowdown")), s.get("slowdown_ratio"),
+                     _float(r.tags.get("pack.predicted_wall_s")), s.get("e2e_duration_s"),
                      _float(r.tags.get("pack.predicted_energy_j")), energy, r.tags.get("pack.reason")])
-    header = ["job", "mode", "gpu", "predicted slowdown", "measured slowdown", "predicted energy J",
-              "measured energy J (attributed)", "why"]
+    header = ["job", "mode", "gpu", "predicted slowdown (active)", "measured slowdown (active)",
+              "predicted wall s", "measured wall s", "predicted energy J (whole run)",
+              "measured energy J (whole run, attributed)", "why"]
     return "<h2>Packing: predicted against measured</h2>" + table(header, rows)
 
 

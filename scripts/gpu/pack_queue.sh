@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packing a queue on a 2-GPU node (nvidia-h100-x2): a queue of 8 mixed jobs (3 ResNet-18 32 px, 2
-# ResNet-50 224 px, a DLRM with 1M-row tables, 2 bf16 matmul loads) run twice through
-# `radt-ext sweep --executor pack`:
+# ResNet-50 224 px, a DLRM with 1M-row tables, 2 bf16 matmul loads; each CNN's active phase ~6 s
+# beside its ~13 s start-up, the matmuls' 6 s) run twice through `radt-ext sweep --executor pack`:
 #   1. alone: `pack: {max_jobs_per_gpu: 1}`: each job alone, on whichever GPU of the pool is free (one
 #      job per GPU at a time); these runs are also the jobs' exclusive profiles (a job's hashes name
 #      the pool, not the GPU, so a profile from GPU 0 serves the job on GPU 1);
@@ -9,15 +9,17 @@
 #      max_slowdown (PACK_BOUND, default 1.5) in the modes PACK_MODES (default naive,mps: one private
 #      MPS daemon per GPU, both GPUs' groups at once).
 # The dry run's plan is saved before step 2; benchmarks/pack_queue.py writes the makespan ratio
-# (goal <= 0.7), each job's predicted and measured slowdown and energy, and the total energy.
-#   RESULTS=<dir> BUDGET_S=300 bash scripts/gpu/pack_queue.sh
+# (goal <= 0.7) measured and planned, each job's predicted and measured active-phase slowdown, wall
+# time and whole-run energy, and the total energy.
+#   RESULTS=<dir> BUDGET_S=330 bash scripts/gpu/pack_queue.sh
 # DRY=1: the same flow on the CPU (NVML replayed from the derived 2-GPU trace, tiny CPU jobs); it proves
 # the commands and paths, not any GPU figure (MPS groups get the stand-in nvidia-cuda-mps-control).
-# Expected wall time on 2 H100s: about 4 minutes (each step is capped; the total stays inside BUDGET_S).
+# Expected wall time on 2 H100s: about 3.5 minutes (alone ~100 s, packed ~80 s; each step is capped and
+# the total stays inside BUDGET_S).
 set -u
 export PYTHONUNBUFFERED=1
 REPO=$PWD
-RESULTS=${RESULTS:-/tmp/pack_queue_results}; BUDGET_S=${BUDGET_S:-300}
+RESULTS=${RESULTS:-/tmp/pack_queue_results}; BUDGET_S=${BUDGET_S:-330}
 DRY=${DRY:-0}
 BOUND=${PACK_BOUND:-1.5}
 MODES=${PACK_MODES:-naive,mps}
@@ -34,11 +36,11 @@ if [ "$DRY" = 1 ]; then
 else
   unset DRY
   export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$REPO
-  SMALL="python3 -m radt_ext.workloads.torch_train --recipe cnn_amp --variant amp --precision bf16 --model resnet18 --dataset synthetic32 --batch-size 128 --epochs 2 --train-samples 16384 --val-samples 256 --infer-iters 1"
-  LARGE="python3 -m radt_ext.workloads.torch_train --recipe cnn_amp --variant amp --precision bf16 --model resnet50 --dataset synthetic224 --batch-size 64 --epochs 1 --train-samples 3072 --val-samples 128 --infer-iters 1"
-  DLRM="python3 -m radt_ext.workloads.torch_train --recipe dlrm_baseline --variant baseline --precision fp32 --model dlrm --dataset clicks --batch-size 2048 --epochs 2 --train-samples 65536 --val-samples 1024 --table-rows 1000000 --infer-iters 1"
-  MATMUL="python3 -m radt_ext.workloads.matmul --seconds 12"
-  LIMIT_ALONE=150; LIMIT_PACKED=100
+  SMALL="python3 -m radt_ext.workloads.torch_train --recipe cnn_amp --variant amp --precision bf16 --model resnet18 --dataset synthetic32 --batch-size 128 --epochs 3 --train-samples 32768 --val-samples 256 --infer-iters 1"
+  LARGE="python3 -m radt_ext.workloads.torch_train --recipe cnn_amp --variant amp --precision bf16 --model resnet50 --dataset synthetic224 --batch-size 64 --epochs 2 --train-samples 6144 --val-samples 128 --infer-iters 1"
+  DLRM="python3 -m radt_ext.workloads.torch_train --recipe dlrm_baseline --variant baseline --precision fp32 --model dlrm --dataset clicks --batch-size 2048 --epochs 3 --train-samples 65536 --val-samples 1024 --table-rows 1000000 --infer-iters 1"
+  MATMUL="python3 -m radt_ext.workloads.matmul --seconds 6"
+  LIMIT_ALONE=160; LIMIT_PACKED=130
   # the MPS daemons' private directories (one per GPU under these; never the host's default daemon)
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/pack_queue_mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/pack_queue_mps/log
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
@@ -105,7 +107,7 @@ say "MPS daemons left running: $(pgrep -c nvidia-cuda-mps || true)"
 echo "{\"alone\": [$T0, $T1], \"packed\": [$T2, $T3]}" > "$RESULTS/steps.json"
 cd "$REPO"
 timeout 30 python3 -m benchmarks.pack_queue --store "$MLFLOW_TRACKING_URI" --steps "$RESULTS/steps.json" \
-  --out "$RESULTS" --max-slowdown "$BOUND" > "$RESULTS/analysis.log" 2>&1 || say "analysis exited $?: $(tail -1 "$RESULTS/analysis.log")"
+  --out "$RESULTS" --max-slowdown "$BOUND" --plan "$RESULTS/plan.txt" > "$RESULTS/analysis.log" 2>&1 || say "analysis exited $?: $(tail -1 "$RESULTS/analysis.log")"
 SIZE=$(du -k "$W/mlflow.db" 2>/dev/null | cut -f1)
 if [ "${SIZE:-0}" -lt 5000 ]; then cp "$W/mlflow.db" "$RESULTS/"; else say "store ${SIZE} KiB: not copied"; fi
 echo "==== ${SECONDS}s"; cat "$RESULTS/steps.log"; cat "$RESULTS/plan.txt" | grep -v "^    "; cat "$RESULTS/analysis.log"

@@ -31,11 +31,13 @@ def _end(client, run_id, metrics: dict[str, float], tags: dict[str, str]) -> Non
 
 
 def log_profile(uri: str, experiment: str, key: str, figures: tuple, gpu_mib: float = GPU_MIB,
-                model: str | None = None, whole: tuple | None = None) -> str:
+                model: str | None = None, whole: tuple | None = None, energy_j: float | None = None,
+                startup_s: float | None = None) -> str:
     """An exclusive group run of one job with these figures (measured on a GPU `model`, as a pooled
     variant's child says); returns the child run id. Without `whole`, a run recorded under the old
     names (whole-run figures only); with it, today's names: `figures` over the active phase and
-    `whole` (the same fields) over the whole run."""
+    `whole` (the same fields) over the whole run. `energy_j`: the job's attributed GPU energy over its
+    whole run; `startup_s`: its start-up as logged (else whole run less active phase)."""
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name(experiment)
     exp_id = exp.experiment_id if exp else client.create_experiment(experiment)
@@ -54,6 +56,10 @@ def log_profile(uri: str, experiment: str, key: str, figures: tuple, gpu_mib: fl
                            f"{prefix}gpu_total_avg_power_w": power})
             span = "e2e_duration_s" if prefix else "active_s"
             device[span], own[span] = duration + (2.0 if prefix else 0.0), duration
+    if energy_j is not None:
+        own["gpu_energy_attributed_j"] = energy_j
+    if startup_s is not None:
+        own["startup_s"] = startup_s
     _end(client, parent, {**device, "gpu_idle_power_w": IDLE_W},
          {"collocation.mode": "exclusive", "collocation.size": "1", "machine.gpu.0.memory_total_mib": str(gpu_mib)})
     child = client.create_run(exp_id, tags={"mlflow.parentRunId": parent}).info.run_id

@@ -87,6 +87,9 @@ def test_profiled_jobs_share_the_gpus_and_each_group_says_why(tmp_path, two_gpus
         kids = client.search_runs([exp], f"tags.`mlflow.parentRunId` = '{g.info.run_id}'")
         for k in kids:  # beside the prediction, what was measured against the job's exclusive profile
             assert k.data.tags["pack.predicted_slowdown"] == "1.0800" and "pack.predicted_energy_j" in k.data.tags
+            alone = profiles.read(client, "queue").profiles[k.data.tags["sweep.workload_hash"]]
+            assert float(k.data.tags["pack.predicted_wall_s"]) == pytest.approx(alone.wall_s(1.08), abs=0.01)
+            assert k.data.metrics["summary/e2e_duration_s"] > 0
             assert k.data.tags["sweep.gpu_model"] == gpu_name(TWO_GPUS) and k.data.tags["collocation.slowdown_basis"]
             assert k.data.metrics["summary/slowdown_ratio"] > 0 and k.data.tags["baseline_run_id"]
         # what the next plans learn from: each member's measured slowdown, as its child run has it
@@ -97,7 +100,7 @@ def test_profiled_jobs_share_the_gpus_and_each_group_says_why(tmp_path, two_gpus
         assert {h: sorted(v) for h, v in measured[g.info.run_id].items()} == {h: sorted(v) for h, v in children.items()}
     report = client.search_runs([exp], "tags.`sweep.role` = 'report'")[0]
     html = open(os.path.join(report.info.artifact_uri.replace("file://", ""), "radt_ext_sweep_report.html")).read()
-    assert "Packing: predicted against measured" in html
+    assert "Packing: predicted against measured" in html and "predicted wall s" in html
     again = radt("sweep", path)  # nothing twice
     assert again.returncode == 0 and again.stderr.count("FINISHED before in a packed group") == 4
     assert finished_jobs(two_gpus) == {h: 1 for h in hashes.values()}

@@ -130,8 +130,10 @@ def test_two_gpus_take_a_job_each_before_sharing_and_the_plan_predicts_the_makes
     d = by_job(plan)
     assert d["h"] is not d["d"]  # the two largest took a GPU each; the small ones joined them
     assert all(len(x.jobs) > 1 and x.mode == "mps" and x.max_slowdown <= 1.5 for x in plan.decisions)
-    # each small job went where the group's slowdown stays lowest: 1 + DLRM's 22 % DRAM, or beside ResNet-50
-    assert d["c0"].slowdowns[d["c0"].jobs.index(next(j for j in d["c0"].jobs if j.name == "c0"))] <= 1.24
+    # each small job went where the group's predicted wall time grows least
+    assert "wall time" in d["c0"].reason
+    assert d["c0"].makespan_s == pytest.approx(max(j.profile.duration_s * s for j, s in
+                                                   zip(d["c0"].jobs, d["c0"].slowdowns)))  # no start-up recorded
     packed, alone = plan.predicted_makespan_s(), plan.one_per_gpu_makespan_s()
     assert alone == pytest.approx(max(32.8 + 23.0 * 2, 32.4 + 23.0 * 2))  # longest first, each to the freer GPU
     assert packed < alone
@@ -147,3 +149,44 @@ def test_mps_thread_percentages_only_when_the_sms_are_oversubscribed():
     assert model.thread_percentages(heavy) == [70, 35]  # 80/120 and 40/120 of the GPU, 5 % steps up
     assert model.thread_percentages(heavy, "50") == [50, 50]
     assert model.slowdowns(heavy, "mps") == pytest.approx([1.4, 1.8])  # each waits for the other's SMs
+
+
+# ResNet-18-like: active phase (SM %, DRAM %, util %, peak MiB, W, s) and the whole run around it
+R18_ACTIVE, R18_WHOLE = (30.0, 10.0, 40.0, 3000.0, 250.0, 2.0), (5.0, 2.0, 8.0, 3000.0, 120.0, 15.0)
+
+
+def test_wall_time_is_the_startup_plus_the_active_phase_slowed_and_energy_covers_the_whole_run(tracking_uri):
+    # outside the active phase (start-up, wind-down) 15 - 2 = 13 s; the whole run's 1800 J less the
+    # active phase's 250 W x 2 s: 100 W outside it
+    log_profile(tracking_uri, EXP, "r18", R18_ACTIVE, whole=R18_WHOLE, energy_j=1800.0)
+    k = profiles.read(MlflowClient(tracking_uri), EXP)
+    p = k.profiles["r18"]
+    assert (p.duration_s, p.outside_s, p.outside_power_w(), p.alone_energy_j) == \
+        pytest.approx((2.0, 13.0, 100.0, 1800.0))
+    plan = Planner(k, PackOptions(max_slowdown=2.0)).plan([Job(f"r{i}", "r18") for i in range(3)], ["0"])
+    [d] = plan.decisions
+    assert d.mode == "mps" and d.slowdowns == pytest.approx([1.6] * 3)  # the bound holds the active phase's
+    assert [d.wall_s(i) for i in range(3)] == pytest.approx([13.0 + 2.0 * 1.6] * 3)  # start-ups overlap
+    assert plan.predicted_makespan_s() == pytest.approx(16.2)
+    assert plan.one_per_gpu_makespan_s() == pytest.approx(3 * 15.0)
+    # dynamic energy as alone (active 175 W x 2 s, outside it 25 W x 13 s) + a third of the idle power's
+    assert d.energies == pytest.approx([(250 - IDLE_W) * 2 + (100 - IDLE_W) * 13 + IDLE_W * 16.2 / 3] * 3)
+    assert "ratio 0.36" in explain.totals_line(plan)
+    tags = explain.job_tags(d, 0)
+    assert tags["pack.predicted_wall_s"] == "16.20" and tags["pack.predicted_slowdown"] == "1.6000"
+
+
+def test_a_job_short_beside_its_startup_is_the_cheap_companion(tracking_uri):
+    # the same slowdowns with either: the job joins the group whose wall time grows least
+    log_profile(tracking_uri, EXP, "long", (40.0, 10.0, 50.0, 3000.0, 250.0, 30.0),
+                whole=(38.0, 9.0, 48.0, 3000.0, 240.0, 35.0))
+    log_profile(tracking_uri, EXP, "short", (40.0, 10.0, 50.0, 3000.0, 250.0, 2.0), whole=R18_WHOLE)
+    log_profile(tracking_uri, EXP, "r18", R18_ACTIVE, whole=R18_WHOLE, startup_s=12.0)
+    k = profiles.read(MlflowClient(tracking_uri), EXP)
+    assert k.profiles["r18"].outside_s == 13.0  # start-up 12 s as logged + 1 s of wind-down
+    plan = Planner(k, PackOptions(modes=("mps",))).plan([Job("l", "long"), Job("s", "short"), Job("r", "r18")],
+                                                       ["0", "1"])
+    d = by_job(plan)
+    assert d["r"] is d["s"] and d["l"].jobs == [d["l"].jobs[0]]
+    assert d["s"].slowdowns == pytest.approx([1.3, 1.4])  # beside the long job: the same 1.3 and 1.4
+    assert "wall time 15.0 -> 15.8 s, r alone 15.0 s" in d["s"].reason  # beside the long one: 35 -> 44 s
