@@ -50,7 +50,7 @@ from radt_ext.workload_runs import WorkloadRuns
 log = logging.getLogger(__name__)
 ENV_ACTIVE = ENV_MONITOR_RUN  # set for the workload: the run id already being monitored
 KILL_GRACE_S = 10.0
-EXPERIMENT_KIND_TAG = "mlflow.experimentKind"  # the MLflow UI opens a training experiment in its training view
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"  # MLflow's record of what an experiment is for
 TRAINING_KIND = "custom_model_development"
 RUN_SIGNALS = (*STOP_SIGNALS, signal.SIGHUP)  # a closed terminal stops the workload too
 
@@ -122,7 +122,7 @@ def connect(uri: str):
 
 
 def experiment_id_for(client, name: str | None) -> str:
-    """The experiment's id; one that radt-ext makes opens in the MLflow UI's training view."""
+    """The experiment's id; one that radt-ext makes is tagged as a training experiment."""
     from mlflow.exceptions import MlflowException
 
     if name is None:

@@ -190,24 +190,61 @@ def test_report_renders_in_mlflow_artifact_viewer(store, server, browser):  # no
     page.close()
 
 
+def _dismiss_tour(page) -> None:
+    """The GenAI overview first shows a "Detect Issues" tour popover that blocks clicks elsewhere."""
+    try:
+        page.get_by_role("button", name="Got it").click(timeout=10_000)
+    except Exception:  # not shown in this browser
+        pass
+
+
+def _open_from_experiments_list(page, url: str, experiment_id: str) -> None:
+    page.goto(f"{url}/#/experiments")
+    page.get_by_text("Time created").first.wait_for(timeout=WAIT_MS)  # the list's table
+    # the name's link in the list (the sidebar's link back to the list can carry the same name)
+    page.locator(f"a[href='#/experiments/{experiment_id}']").first.click(timeout=WAIT_MS)
+
+
 def test_a_radt_ext_experiment_opens_in_the_training_view(store, server, browser):  # noqa: F811
-    """An experiment radt-ext made carries mlflow.experimentKind=custom_model_development: MLflow's
-    experiment page opens it on its runs table (not the GenAI overview), and a run's System metrics tab
-    is there. (MLflow 3.17's GenAI / Model training switch, remembered per browser, is set to training.)"""
+    """How a user reaches a radt-ext experiment's runs table and a run's System metrics tab in MLflow 3.17.
+
+    The experiment carries mlflow.experimentKind=custom_model_development, but MLflow 3.17's experiment page
+    picks its view from the browser's GenAI / Model training switch (kept in local storage, GenAI when
+    unset), not from that tag: a fresh browser lands on the GenAI overview. One click on "Model training"
+    is remembered by the browser; from then on the experiments list and the plain experiment URL both
+    open the runs table."""
     client = MlflowClient(store.uri)
     run = client.get_run(store.baseline)
     experiment = client.get_experiment(run.info.experiment_id)
     assert experiment.tags.get("mlflow.experimentKind") == "custom_model_development"
+    runs_tab = re.compile(rf".*#/experiments/{experiment.experiment_id}/runs\?.*workflowType=machine_learning.*")
     page = browser.new_page()
-    page.goto(f"{server.url}/#/experiments/{experiment.experiment_id}?workflowType=machine_learning")
-    _wait_text(page, "baseline")  # a run's name in the runs table
-    assert page.url.split("#", 1)[1].startswith(f"/experiments/{experiment.experiment_id}/runs"), page.url
+    page.goto(f"{server.url}/#/experiments")
+    page.evaluate("() => localStorage.clear()")  # a browser that never opened MLflow
+    # a fresh browser: the experiments list opens the experiment in the GenAI workspace, tag or not
+    _open_from_experiments_list(page, server.url, experiment.experiment_id)
+    page.wait_for_url(re.compile(rf".*#/experiments/{experiment.experiment_id}/overview.*workflowType=genai.*"),
+                      timeout=WAIT_MS)
+    # the user switches the sidebar to "Model training" once; the browser remembers it
+    _dismiss_tour(page)
+    page.get_by_text("Model training", exact=True).first.click(timeout=WAIT_MS)
+    page.wait_for_url(runs_tab, timeout=WAIT_MS)
+    # from then on, the experiments list and the plain URL open the runs table
+    _open_from_experiments_list(page, server.url, experiment.experiment_id)
+    page.wait_for_url(runs_tab, timeout=WAIT_MS)
+    page.goto(f"{server.url}/#/experiments/{experiment.experiment_id}")
+    page.wait_for_url(runs_tab, timeout=WAIT_MS)
+    baseline = page.get_by_role("link", name="baseline", exact=True).first
+    baseline.wait_for(timeout=WAIT_MS)  # a run's name in the runs table
+    assert "Run Name" in page.inner_text("body")
     _close_assistant(page)
     page.wait_for_timeout(1500)
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "mlflow_training_view.png"))
-    page.get_by_role("link", name="baseline").first.click()  # the run, from the runs table
+    baseline.click()  # the run, from the runs table
     page.wait_for_url(re.compile(rf".*/runs/{store.baseline}.*"), timeout=WAIT_MS)
-    page.get_by_role("tab", name="System metrics").or_(page.get_by_text("System metrics")).first.wait_for(
-        timeout=WAIT_MS)  # its System metrics tab (test_system_metrics_tab_shows_our_listener_metrics opens it)
+    page.get_by_role("tab", name="System metrics").or_(page.get_by_text("System metrics")).first.click(
+        timeout=WAIT_MS)  # its System metrics tab shows our listeners' metrics
+    _wait_text(page, "gpu0_energy_j")
+    page.evaluate("() => localStorage.clear()")  # leave the module's browser as it found it
     page.close()
