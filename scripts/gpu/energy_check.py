@@ -3,7 +3,7 @@
     python3 scripts/gpu/energy_check.py STORE_URI OUT_DIR
 
 For radt-ext's run: gpu0_energy_j's points a second and its largest gap, gpu0's counter energy against
-the integral of its driver's power samples. For each run the script opened: summary/e2e_gpu_total_energy_j, the
+the integral of its driver's power samples. For each run the script opened: summary/e2e_gpu0_energy_j, the
 integral of radt-ext's run's power samples over the run's span, their ratio. Writes energy_timeline.json
 and .md; exits 1 when a check fails.
 """
@@ -59,12 +59,14 @@ def main(uri: str, out_dir: str) -> int:
         if r.data.tags.get(TAG_MONITOR_RUN) != monitor.info.run_id and not inside:
             continue
         a, b = r.info.start_time / 1000, r.info.end_time / 1000
-        got = r.data.metrics.get("summary/e2e_gpu_total_energy_j")
+        # gpu0's counter energy over the run's span against gpu0's power (the total adds the host's other GPUs)
+        got = r.data.metrics.get("summary/e2e_gpu0_energy_j", r.data.metrics.get("summary/e2e_gpu_total_energy_j"))
         integ = integral(power, a, b)
         own.append({"name": r.info.run_name, "tagged": r.data.tags.get(TAG_MONITOR_RUN) == monitor.info.run_id, "span_s": round(b - a, 3), "counter_j": got and round(got, 1),
                     "integrated_j": round(integ, 1),
                     "ratio": round(got / integ, 4) if got and integ else None,
-                    "integrated_own_j": r.data.metrics.get("summary/e2e_gpu_total_energy_integrated_j")})
+                    "total_j": r.data.metrics.get("summary/e2e_gpu_total_energy_j"),
+                    "total_integrated_j": r.data.metrics.get("summary/e2e_gpu_total_energy_integrated_j")})
     own.sort(key=lambda x: x["span_s"])
     failed = []
     if not whole["energy_max_gap_s"] or whole["energy_max_gap_s"] > 1.0:
