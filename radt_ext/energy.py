@@ -65,3 +65,16 @@ class EnergySeries:
             if got is not None:
                 out[name] = got
         return out
+
+
+def power_integral_j(points, start: float, end: float) -> float:
+    """Joules of a power series [(t s, W), ...] over [start, end]: trapezoids, cut at both ends (the
+    cross-check that a span's counter energy is held against)."""
+    total = 0.0
+    for (t0, w0), (t1, w1) in zip(points, points[1:]):
+        lo, hi = max(start, t0), min(end, t1)
+        if hi > lo:
+            def at(t):
+                return w0 + (w1 - w0) * (t - t0) / (t1 - t0)
+            total += (hi - lo) * (at(lo) + at(hi)) / 2
+    return total

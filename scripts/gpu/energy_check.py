@@ -16,20 +16,11 @@ from pathlib import Path
 from mlflow.tracking import MlflowClient
 
 from radt_ext.markers import TAG_MONITOR_RUN
+from radt_ext.energy import power_integral_j
 
 
 def history(client, run_id, key):
     return sorted((m.timestamp / 1000, m.value) for m in client.get_metric_history(run_id, key))
-
-
-def integral(power, a, b):
-    total = 0.0
-    for (t0, w0), (t1, w1) in zip(power, power[1:]):
-        lo, hi = max(a, t0), min(b, t1)
-        if hi > lo:
-            at = lambda t: w0 + (w1 - w0) * (t - t0) / (t1 - t0)  # noqa: E731
-            total += (hi - lo) * (at(lo) + at(hi)) / 2
-    return total
 
 
 def main(uri: str, out_dir: str) -> int:
@@ -48,7 +39,7 @@ def main(uri: str, out_dir: str) -> int:
              # gpu0's counter against gpu0's power (the total adds the host's other GPUs)
              "counter_j": round(monitor.data.metrics.get("summary/e2e_gpu0_energy_j",
                                                          monitor.data.metrics["summary/e2e_gpu_total_energy_j"]), 1),
-             "integrated_j": round(integral(power, energy[0][0], energy[-1][0]), 1),
+             "integrated_j": round(power_integral_j(power, energy[0][0], energy[-1][0]), 1),
              "power_source": monitor.data.tags.get("machine.gpu.0.power_source", "")}
     whole["counter_over_integrated"] = round(whole["counter_j"] / whole["integrated_j"], 4) if whole["integrated_j"] else None
     own = []
@@ -61,7 +52,7 @@ def main(uri: str, out_dir: str) -> int:
         a, b = r.info.start_time / 1000, r.info.end_time / 1000
         # gpu0's counter energy over the run's span against gpu0's power (the total adds the host's other GPUs)
         got = r.data.metrics.get("summary/e2e_gpu0_energy_j", r.data.metrics.get("summary/e2e_gpu_total_energy_j"))
-        integ = integral(power, a, b)
+        integ = power_integral_j(power, a, b)
         own.append({"name": r.info.run_name, "tagged": r.data.tags.get(TAG_MONITOR_RUN) == monitor.info.run_id, "span_s": round(b - a, 3), "counter_j": got and round(got, 1),
                     "integrated_j": round(integ, 1),
                     "ratio": round(got / integ, 4) if got and integ else None,

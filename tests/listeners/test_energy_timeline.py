@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from listeners.energy_timeline import EnergyTimeline
-from radt_ext.energy import span_energy_j
+from radt_ext.energy import power_integral_j, span_energy_j
 
 TRACE = Path(__file__).resolve().parents[2] / "listeners" / "traces" / "h100_power_samples.json"
 
@@ -42,16 +42,6 @@ def _timeline(reads):
     return points, [(t, e - e0) for t, e in reads], power
 
 
-def _integral(power, a, b):
-    total = 0.0
-    for (t0, w0), (t1, w1) in zip(power, power[1:]):
-        lo, hi = max(a, t0), min(b, t1)
-        if hi > lo:
-            at = lambda t: w0 + (w1 - w0) * (t - t0) / (t1 - t0)  # noqa: E731
-            total += (hi - lo) * (at(lo) + at(hi)) / 2
-    return total
-
-
 def _windows(points, length, step=0.13):
     a = points[0][0]
     while a + length <= points[-1][0]:
@@ -70,7 +60,7 @@ def test_a_run_read_at_open_and_close_only_gets_its_energy_course_at_four_points
         for a, b in _windows(points, length):
             joules, seconds = span_energy_j(times, values, a, b)
             assert seconds == pytest.approx(length)
-            assert joules == pytest.approx(_integral(power, a, b), rel=tolerance), (a - times[0], length)
+            assert joules == pytest.approx(power_integral_j(power, a, b), rel=tolerance), (a - times[0], length)
 
 
 def test_each_read_fixes_its_segment_and_the_power_keeps_its_shape_inside():
@@ -80,11 +70,11 @@ def test_each_read_fixes_its_segment_and_the_power_keeps_its_shape_inside():
     assert values == sorted(values)
     times = [t for t, _ in points]
     for (a, ea), (b, eb) in zip(reads, reads[1:]):  # each segment: the counter's rise, spread by the power
-        scale = (eb - ea) / _integral(power, a, b)
+        scale = (eb - ea) / power_integral_j(power, a, b)
         assert scale == pytest.approx(1.0, abs=0.03)  # the sensor and the counter agree to a few %
         for lo, hi in _windows([(a, 0), (b, 0)], 5.0):
             joules, _ = span_energy_j(times, values, lo, hi)
-            assert joules == pytest.approx(_integral(power, lo, hi) * scale, rel=0.01)
+            assert joules == pytest.approx(power_integral_j(power, lo, hi) * scale, rel=0.01)
 
 
 def test_without_power_samples_the_counter_alone_as_before():

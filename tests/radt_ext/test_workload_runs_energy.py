@@ -13,22 +13,13 @@ from listeners import nvml_backend
 from radt_ext.energy import span_energy_j
 from radt_ext.markers import TAG_MONITOR_RUN
 from tests.radt_ext.helpers import radt
+from radt_ext.energy import power_integral_j
 
 TRACE = Path(__file__).resolve().parents[2] / "listeners" / "traces" / "h100_power_samples.json"
 
 
 def _history(client, run_id, key):
     return sorted((m.timestamp / 1000, m.value) for m in client.get_metric_history(run_id, key))
-
-
-def _integral(power, a, b):
-    total = 0.0
-    for (t0, w0), (t1, w1) in zip(power, power[1:]):
-        lo, hi = max(a, t0), min(b, t1)
-        if hi > lo:
-            at = lambda t: w0 + (w1 - w0) * (t - t0) / (t1 - t0)  # noqa: E731
-            total += (hi - lo) * (at(lo) + at(hi)) / 2
-    return total
 
 
 def test_short_runs_the_script_opens_get_counter_energy_of_their_own_span(tracking_uri, tmp_path, monkeypatch):
@@ -58,14 +49,14 @@ def test_short_runs_the_script_opens_get_counter_energy_of_their_own_span(tracki
     assert monitor.data.metrics["summary/e2e_gpu_total_energy_j"] == pytest.approx(values[-1])
     # the replay's counter and its power samples come from different moments of the recording: the
     # series follows the counter, so each run's energy is its power integral times the session's ratio
-    ratio = values[-1] / _integral(power, times[0], times[-1])
+    ratio = values[-1] / power_integral_j(power, times[0], times[-1])
     for name, rel in (("two", 0.03), ("five", 0.01)):
         run = mine[name]
         start, end = run.info.start_time / 1000, run.info.end_time / 1000
         got = run.data.metrics["summary/e2e_gpu_total_energy_j"]
         assert got > 0, name
         assert got == pytest.approx(span_energy_j(times, values, start, end)[0], rel=5e-3)  # the one function (the store keeps ms)
-        assert got == pytest.approx(_integral(power, start, end) * ratio, rel=rel), name
+        assert got == pytest.approx(power_integral_j(power, start, end) * ratio, rel=rel), name
         own = _history(client, run.info.run_id, "system/gpu0_energy_j")
         assert own and all(start <= t <= end for t, _ in own)  # its timeline's points of its own span
 
