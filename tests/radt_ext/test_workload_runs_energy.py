@@ -10,10 +10,9 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from listeners import nvml_backend
-from radt_ext.energy import span_energy_j
+from radt_ext.energy import power_integral_j, span_energy_j
 from radt_ext.markers import TAG_MONITOR_RUN
 from tests.radt_ext.helpers import radt
-from radt_ext.energy import power_integral_j
 
 TRACE = Path(__file__).resolve().parents[2] / "listeners" / "traces" / "h100_power_samples.json"
 
