@@ -37,7 +37,9 @@ def test_tf_baseline_through_mlflow_run_with_local_env_manager(tracking_uri):
     done = mlflow_run("tf_baseline", params, "--env-manager", "local")
     run = check_records("tf_baseline")
     assert "summary/e2e_duration_s" in run.data.metrics  # the listeners' session wrapped the workload
-    assert run.data.metrics["summary/samples"] == 64  # log_progress every step: 1 epoch x 2 batches of 32
+    assert run.data.metrics["summary/e2e_samples"] == 64  # log_progress every step: 1 epoch x 2 batches of 32
+    # the active phase runs from the first progress record to the last: the second batch's samples
+    assert run.data.metrics["summary/samples"] == 32 and run.data.tags["radt_ext.active_source"] == "progress"
     assert run.data.params["compile_mode"] == "none" and run.data.params["precision"] == "fp32"
     assert "running on CPU (device=cpu)" in done.stderr
 
