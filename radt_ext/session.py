@@ -46,8 +46,10 @@ from radt_ext.recorder import Recorder, select_listeners
 from radt_ext.signals import STOP_SIGNALS, SignalRelay
 from radt_ext.watchdog import Watchdog, end_orphans, owner_tags
 from radt_ext.workload_runs import WorkloadRuns
+from radt_ext.writer import call_with_deadline
 
 log = logging.getLogger(__name__)
+STORE_READ_TIMEOUT_S = 60.0  # a run's report or its own metrics, read back at its end
 ENV_ACTIVE = ENV_MONITOR_RUN  # set for the workload: the run id already being monitored
 KILL_GRACE_S = 10.0
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"  # MLflow's record of what an experiment is for
@@ -471,9 +473,7 @@ class WorkloadSession:
             stored = self.recorder.writer.end_run(metrics, tags, status)
             self.timings["summaries_logged"] = time.time()
             if stored:
-                from radt_ext.report import log_report
-
-                log_report(self.client, self.run_id)  # never raises: a failed report is a run tag
+                self._log_report()
             self.timings["report_logged"] = time.time()
         if self.watchdog is not None:
             self.watchdog.release()
@@ -502,9 +502,29 @@ class WorkloadSession:
 
         ids = [self.run_id, *(self.workload_runs.runs if self.workload_runs else ())]
         try:
-            return logged_span(self.client, ids)
+            return self._within_store_deadline(lambda: logged_span(self.client, ids))
         except Exception:
             return None  # the store is away: the whole run then
+
+    def _log_report(self) -> None:
+        """The run's report; skipped with one line when the server stops answering meanwhile."""
+        from radt_ext.report import log_report
+
+        try:  # log_report never raises: a failed report is a run tag
+            self._within_store_deadline(lambda: log_report(self.client, self.run_id))
+        except TimeoutError as exc:
+            log.warning("radt-ext: no report for run %s (%s); the run itself is recorded", self.run_id, exc)
+
+    def _within_store_deadline(self, fn):
+        """fn(), which reads the store through MLflow's client: on a tracking server cut short after
+        STORE_READ_TIMEOUT_S (TimeoutError), and not tried when the server does not answer, since a
+        server that died takes MLflow's HTTP retries minutes to give up on."""
+        writer = self.recorder.writer
+        if not writer.remote:
+            return fn()
+        if not writer.answers():
+            raise TimeoutError("the server does not answer")
+        return call_with_deadline(fn, STORE_READ_TIMEOUT_S)
 
     def run(self, announce=None) -> int:
         """check → start → (run created alongside) → wait → finish, with SIGINT/SIGTERM/SIGHUP

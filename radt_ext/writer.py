@@ -94,6 +94,27 @@ class SpoolError(Exception):
     """The spool file could not be written; the message is one line for users."""
 
 
+def call_with_deadline(fn, timeout: float):
+    """fn() in a helper thread; TimeoutError when it takes longer than timeout (the thread is left to
+    MLflow's retries, a daemon that does not keep the process alive)."""
+    box: dict = {}
+
+    def target():
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # handed to the caller
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True, name="radt-store-call")
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise TimeoutError(f"the store did not answer within {timeout:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
 class MetricWriter:
     def __init__(
         self,
@@ -195,7 +216,7 @@ class MetricWriter:
             try:
                 end = lambda: self._store_end(metrics, items, status, end_time)  # noqa: E731
                 if self._http:
-                    self._call_with_deadline(end, self.close_timeout)
+                    call_with_deadline(end, self.close_timeout)
                 else:
                     end()
                 return True
@@ -307,7 +328,7 @@ class MetricWriter:
             try:
                 call = lambda: self._store_points(batch)  # noqa: E731
                 if self._http:
-                    self._call_with_deadline(call, self.call_timeout)
+                    call_with_deadline(call, self.call_timeout)
                 else:  # a database store: a lock is waited out below, not cut short
                     call()
                 return None
@@ -328,6 +349,15 @@ class MetricWriter:
                 delay *= 2
 
     # -- outage -----------------------------------------------------------------------
+    @property
+    def remote(self) -> bool:
+        """The store is a tracking server (MLflow's HTTP retries take minutes when it is gone)."""
+        return self._http
+
+    def answers(self) -> bool:
+        """The store answers now (a server's /health; a database store is assumed to)."""
+        return self._probe()
+
     def _enter_outage(self, reason: str) -> None:
         if not self.down:
             self.down = True
@@ -344,25 +374,6 @@ class MetricWriter:
             except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException):  # no HTTP answer
                 return False
         return True  # a database store: the next log_batch is the probe
-
-    @staticmethod
-    def _call_with_deadline(fn, timeout: float) -> None:
-        """Run fn in a helper thread; raise TimeoutError when it takes longer than timeout."""
-        box: dict[str, BaseException] = {}
-
-        def target():
-            try:
-                fn()
-            except BaseException as exc:  # handed to the caller
-                box["error"] = exc
-
-        thread = threading.Thread(target=target, daemon=True, name="radt-writer-end")
-        thread.start()
-        thread.join(timeout)
-        if thread.is_alive():
-            raise TimeoutError(f"the store did not answer within {timeout:g} s")
-        if "error" in box:
-            raise box["error"]
 
     def _store_end(self, metrics: list, items: list, status: str, end_time: int) -> None:
         for i in range(0, len(metrics), MAX_BATCH):

@@ -165,6 +165,21 @@ SLEEP_AND_MARK = textwrap.dedent("""
     open(sys.argv[2], "w").write("done")
 """)
 
+# reports progress until the file argv[1] appears (at most 300 s), then for argv[2] s more, then marks argv[3]
+RUN_UNTIL_FILE = textwrap.dedent("""
+    import os, sys, time, radt_ext
+    def tick():
+        radt_ext.log_progress(samples=1)
+        time.sleep(0.05)
+    t = time.time()
+    while not os.path.exists(sys.argv[1]) and time.time() - t < 300:
+        tick()
+    t = time.time()
+    while time.time() - t < float(sys.argv[2]):
+        tick()
+    open(sys.argv[3], "w").write("done")
+""")
+
 
 # ----------------------------------------------------------------------------- scenarios
 
@@ -307,9 +322,10 @@ def server_outage(workdir: Path) -> Outcome:
     server = start_mlflow_server(backend, workdir / "server")
     port = int(server.url.rsplit(":", 1)[1])
     env = base_env(workdir, uri=server.url)
-    marker = workdir / "done"
+    marker, outage = workdir / "done", workdir / "server_stopped"
+    # the workload runs on until the server is down, however long radt-ext took to reach it
     proc = subprocess.Popen(cli("run", "--listeners", "top", "--interval", "0.05", "--",
-                                sys.executable, "-c", SLEEP_AND_MARK, "7", str(marker)),
+                                sys.executable, "-c", RUN_UNTIL_FILE, str(outage), "3", str(marker)),
                             stderr=subprocess.PIPE, text=True, env=env, cwd=workdir)
     try:
         def stored_some():
@@ -317,8 +333,9 @@ def server_outage(workdir: Path) -> Outcome:
             return runs and point_counts(backend, runs[0].info.run_id)[0].total() > 20
         wait_for(stored_some, 90, "points stored before the outage", proc)
         server.stop()
-        code = proc.wait(timeout=180)
-        stderr = proc.stderr.read()
+        outage.write_text("")
+        _, stderr = proc.communicate(timeout=180)  # read as it comes: a full pipe would block radt-ext
+        code = proc.returncode
     finally:
         if proc.poll() is None:
             proc.kill()

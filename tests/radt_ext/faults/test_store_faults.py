@@ -1,5 +1,7 @@
 """The store locks, goes away, or the spool cannot be written: nothing lost, nothing doubled."""
 import json
+import logging
+import sys
 
 import pytest
 from mlflow.entities import Metric
@@ -101,3 +103,38 @@ def test_unwritable_spool_is_one_error_and_the_workload_carries_on(tmp_path):
     assert len(errors) == 1 and "cannot write spool file" in errors[0] and "RADT_EXT_SPOOL_DIR" in errors[0]
     assert out.lost > 0 and d["writer_stored"] == out.stored
     assert out.stored + out.spooled + out.lost == out.sent  # every point accounted for
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(150, method="thread")  # what this guards against: MLflow's HTTP retries holding the run for minutes
+def test_server_dying_once_the_run_ended_does_not_hold_radt_ext(tmp_path):
+    from radt_ext.session import WorkloadSession, WorkloadSpec
+    from tests.radt_ext.faults.scenarios import _Lines
+    from tests.servers import start_mlflow_server
+
+    backend = f"sqlite:///{tmp_path / 'server.db'}"
+    server = start_mlflow_server(backend, tmp_path / "server")
+    handler = _Lines()
+    logging.getLogger("radt_ext").addHandler(handler)
+    try:
+        s = WorkloadSession(WorkloadSpec(command=[sys.executable, "-c", "import time; time.sleep(1)"],
+                                         listeners="top:0.05", tracking_uri=server.url,
+                                         env={"RADT_EXT_SPOOL_DIR": str(tmp_path / "spool")}))
+        s.prepare()
+        s.start()
+        s.wait()
+        end_run = s.recorder.writer.end_run
+
+        def end_run_then_the_server_dies(*args, **kwargs):
+            stored = end_run(*args, **kwargs)
+            server.stop()  # between the run's end and its report
+            return stored
+
+        s.recorder.writer.end_run = end_run_then_the_server_dies
+        code = s.finish()
+    finally:
+        server.stop()
+        logging.getLogger("radt_ext").removeHandler(handler)
+    assert code == 0
+    assert MlflowClient(backend).get_run(s.run_id).info.status == "FINISHED"
+    assert [ln for ln in handler.lines if "no report for run" in ln], handler.lines
