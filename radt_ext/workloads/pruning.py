@@ -68,6 +68,7 @@ def _chains(model: nn.Module):
     from torchvision.models.mobilenetv2 import InvertedResidual
     from torchvision.models.vision_transformer import MLPBlock
 
+    from .resnet import ResNet18
     from .torch_models import DLRM, MLP, SmallCNN
 
     if isinstance(model, (SmallCNN, tvm.VGG)):
@@ -79,7 +80,7 @@ def _chains(model: nn.Module):
             bn = _Slot(seq, str(i + 1)) if isinstance(seq[i + 1], nn.BatchNorm2d) else None
             consumer = _Slot(seq, str(convs[pos + 1])) if pos + 1 < len(convs) else _Slot(head, str(head_idx))
             yield _Slot(seq, str(i)), bn, [], consumer
-    elif isinstance(model, tvm.ResNet):
+    elif isinstance(model, (tvm.ResNet, ResNet18)):
         for layer in (model.layer1, model.layer2, model.layer3, model.layer4):
             for block in layer:
                 names = ["1", "2", "3"] if isinstance(block, tvm.resnet.Bottleneck) else ["1", "2"]

@@ -207,11 +207,13 @@ def record_fake(gpus: int = 1, samples: int = 6, mem_temp: bool = False, power_s
 
 
 def real_gpu_traces() -> list[str]:
-    """Committed recordings made on a real GPU (not derived, with listener samples)."""
+    """Committed recordings made on one real GPU (not derived, with listener samples); these tests read
+    GPU 0's calls, and the 2-GPU recording is tests/traces.py's."""
     out = []
     for path in sorted(glob.glob(os.path.join(TRACES, "*.json"))):
         meta = json.load(open(path))["meta"]
-        if not meta.get("derived") and meta.get("sample_counts", {}).get("nvml"):
+        gpus = sum(k.startswith("gpu.") and k.endswith(".name") for k in meta.get("tags", {}))
+        if not meta.get("derived") and meta.get("sample_counts", {}).get("nvml") and gpus <= 1:
             out.append(os.path.abspath(path))
     return out
 
