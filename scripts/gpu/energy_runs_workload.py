@@ -12,6 +12,8 @@ import time
 
 import mlflow
 
+from benchmarks.load import matmul
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -19,18 +21,7 @@ def main() -> None:
     ap.add_argument("--run", action="append", default=[], help="name:start_s:length_s")
     args = ap.parse_args()
     plan = sorted((float(s), float(n), name) for name, s, n in (r.split(":") for r in args.run))
-    try:
-        import torch
-        cuda = torch.cuda.is_available()
-    except ImportError:
-        cuda = False
-    if cuda:
-        a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-        mm, sync = (lambda: a @ a), torch.cuda.synchronize
-    else:
-        import numpy as np
-        a = np.random.default_rng(0).standard_normal((384, 384), dtype=np.float32)
-        mm, sync = (lambda: a @ a), (lambda: None)
+    mm, sync, _ = matmul(cpu_size=384)
     mlflow.set_experiment("energy-spans")
     start, active = time.time(), None
     while time.time() - start < args.seconds:
