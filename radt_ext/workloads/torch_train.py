@@ -208,12 +208,13 @@ class Trainer:
 
         from .inference import evaluate
         from .torch_device import grad_scaler, synchronize
+        from .torch_optim import AdamW
 
         cfg, device = self.cfg, self.device
         model = self.step_model
-        optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg["lr"])
+        optimizer = AdamW(self.model.parameters(), lr=cfg["lr"])  # torch's AdamW update, no torch._dynamo import
         scaler = grad_scaler(device, cfg["precision"])
-        if not self.recorded:  # torch.optim imports torch._dynamo on its first call (seconds), eager or not
+        if not self.recorded:
             self.startup.mark("optimizer")
         cudagraphs = cfg["compile_mode"] == "reduce-overhead" and device.type == "cuda"
         for epoch in range(epochs):
