@@ -136,6 +136,16 @@ class Stat:
         """A counter's increase over [a, b]; from_zero: it read 0 at (or before) a."""
         return self.value_at(b) - (0.0 if from_zero else self.value_at(a))
 
+    def reaching(self, level: float, a: float, b: float) -> tuple[float, float] | None:
+        """The first and the last time in [a, b] the value was at least `level` (in a thinned stretch,
+        to its checkpoints); None when it never was."""
+        ts, vs, ms = self.ts, self.vs, self.ms
+        hits = [i for i in range(bisect.bisect_left(ts, a), bisect.bisect_right(ts, b)) if ms[i] >= level]
+        if not hits:
+            return None
+        first = hits[0]
+        return (ts[first] if vs[first] >= level or first == 0 else ts[first - 1]), ts[hits[-1]]
+
     def peak_over(self, a: float, b: float) -> float:
         ts = self.ts
         i0, i1 = bisect.bisect_left(ts, a), bisect.bisect_right(ts, b)
@@ -160,6 +170,7 @@ AVERAGES = (("sm_active_pct", "avg_sm_active_pct", "gpu_mean_avg_sm_active_pct")
             ("dram_active_pct", "avg_dram_active_pct", "gpu_mean_avg_dram_active_pct"),
             ("util_pct", "avg_util_pct", "gpu_mean_avg_util_pct"),
             ("temp_c", None, "gpu_mean_avg_temp_c"))
+BUSY_PCT = 10.0  # a GPU counts as busy from this utilization (SM active where utilization is not read)
 E2E = "e2e_"  # the whole run; unprefixed: the active phase (radt_ext/summary_names.py)
 
 
@@ -284,6 +295,17 @@ class Summaries:
                 out["proc_avg_cpu_pct"] = stat.time_mean_over(a, b)
         return out
 
+    def busy(self, a: float, b: float) -> tuple[float, float] | None:
+        """The first and last time in [a, b] any of the GPUs was busy (BUSY_PCT)."""
+        spans = []
+        with self._lock:
+            for fields in self._gpus().values():
+                stat = fields.get("util_pct") or fields.get("sm_active_pct")
+                hit = stat.reaching(BUSY_PCT, a, b) if stat is not None else None
+                if hit:
+                    spans.append(hit)
+        return (min(x for x, _ in spans), max(y for _, y in spans)) if spans else None
+
     def result(self, start: float, end: float, active=None, active_counts: dict[str, float] | None = None,
                e2e_counts: dict[str, float] | None = None, energy=None) -> dict[str, float]:
         """The `summary/*` values (names without the prefix) of a run spanning [start, end]:
@@ -307,6 +329,9 @@ class Summaries:
         out.update(mine)
         out["active_s"] = b - a
         out["startup_s"] = a - start
+        busy = self.busy(start, end)
+        if busy is not None:
+            out["gpu_busy_from_s"], out["gpu_busy_until_s"] = busy[0] - start, busy[1] - start
         if end > start:
             out["startup_share_pct"] = 100.0 * (a - start) / (end - start)
         return out

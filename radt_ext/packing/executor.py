@@ -57,6 +57,23 @@ def group_of(d: Decision, device: str, uri: str, client, max_slowdown: float, mo
                  child_tags=child_tags, tracking_uri=uri, baselines=baselines)
 
 
+GPU_FIGURES = ("energy_per_sample_j", "gpu_mean_avg_sm_active_pct", "gpu_total_energy_j", "gpu_total_avg_power_w")
+
+
+def job_summary(result, child) -> dict[str, float]:
+    """A job's row in the sweep's results: its own figures, its wall time as its makespan, its own
+    slowdown; the GPU's figures (from the group's run) only where it had the GPU to itself."""
+    out = dict(child.summary)
+    wall = child.summary.get("e2e_duration_s") or ((child.ended - child.started) if child.ended else None)
+    if wall is not None:
+        out["makespan_s"] = wall
+    if child.slowdown is not None:
+        out["avg_slowdown_ratio"] = child.slowdown
+    if len(result.children) == 1:
+        out.update({k: result.summary[k] for k in GPU_FIGURES if k in result.summary and k not in out})
+    return out
+
+
 class PackExecutor:
     name = "pack"
     local = True  # the pool's devices are checked before anything runs (sweep.executor.check_devices)
@@ -156,7 +173,7 @@ class PackExecutor:
             for v, child in zip(variants, result.children):
                 code = exit_code(child.returncode or 0) or (result.exit_code if child.status != "FINISHED" else 0)
                 outcomes[v.index] = Outcome(replace(v, mode=d.mode), child.status, result.parent_run_id,
-                                            dict(child.summary), code, device)
+                                            job_summary(result, child), code, device)
             for _ in variants:
                 progress.advance(task)  # one step a call: rich's and the plain progress alike
             if result.status == "KILLED":

@@ -10,10 +10,11 @@ def _num(value: float | None, fmt: str = "{:.2f}") -> str:
 
 
 def plan_table(plan: Plan):
-    table = out.table("gpu", "#", "mode", "job", "MPS tp %", "outside active s", "active s", "pred. slowdown",
+    table = out.table("gpu", "#", "mode", "job", "MPS tp %", "outside active s", "active s", "overlap %", "pred. slowdown",
                       "pred. wall s", "pred. energy J", "why",
                       title=f"pack plan (max_slowdown {plan.max_slowdown:g} on the active phase; "
-                            "wall = outside active (start-up, wind-down) + active x slowdown; energy over the whole run)")
+                            "wall = outside active (start-up, wind-down) + active x slowdown; overlap: the share of "
+                            "the active phase beside another job's GPU use; energy over the whole run)")
     for gpu, decisions in plan.gpus.items():
         for n, d in enumerate(decisions):
             for i, j in enumerate(d.jobs):
@@ -21,6 +22,8 @@ def plan_table(plan: Plan):
                               d.mode if i == 0 else "", j.name, str(d.thread_pcts[i] or "-"),
                               _num(j.profile.outside_s if j.profile else None, "{:.1f}"),
                               _num(j.profile.duration_s if j.profile else None, "{:.1f}"),
+                              _num(100 * d.overlaps[i] if d.overlaps and len(d.jobs) > 1 else None, "{:.0f}")
+                              if len(d.jobs) > 1 else "-",
                               _num(d.slowdowns[i]), _num(d.wall_s(i), "{:.1f}"), _num(d.energies[i], "{:.0f}"),
                               d.reason if i == 0 else "")
     return table
@@ -60,6 +63,8 @@ def job_tags(d: Decision, i: int) -> dict[str, str]:
         tags["pack.predicted_wall_s"] = f"{d.wall_s(i):.2f}"
     if d.thread_pcts[i]:
         tags["pack.thread_percentage"] = str(d.thread_pcts[i])
+    if len(d.jobs) > 1 and d.overlaps:
+        tags["pack.predicted_overlap_pct"] = f"{100 * d.overlaps[i]:.0f}"
     if d.jobs[i].profile is not None:
         tags["pack.profile_run_id"] = d.jobs[i].profile.run_id
     return tags

@@ -8,6 +8,14 @@ A contention model, small enough to check by hand (docs/collocation.md, "Packing
 - mps: kernels run side by side and contend for SMs and memory bandwidth; each other job takes
   c_j = max(SM active_j, DRAM active_j) of the resource it uses most:
   slowdown_i = max(1 + sum_{j != i} c_j, sum_j SM active_j, sum_j DRAM active_j).
+- when: jobs of a group start together, and a job is slowed only while another one uses the GPU.
+  Each job's active phase and busy span are known from its start (profiles.py); the others' are
+  widened by MARGIN_S + MARGIN_SHARE of their busy start (start-ups vary, more so beside other jobs).
+  Job i's active phase is cut where another job's state changes; in each piece the model above runs
+  over the jobs there, each with its active-phase figures, or its figures outside the active phase
+  when only busy (warm-up epochs, evaluation); s_i = 1 + the pieces' (s - 1) weighted by their
+  length over the active phase. The phases are stretched by the slowdowns and lined up again (a few
+  rounds). Without spans (older runs), everything overlaps: the model above.
 - time: only a job's active phase (d_i) is slowed; the rest of its run u_i (start-up: interpreter,
   imports, data, model; wind-down: final evaluation, exit) barely uses the GPU and overlaps the others'
   for free: wall_i = u_i + d_i s_i.
@@ -16,12 +24,13 @@ A contention model, small enough to check by hand (docs/collocation.md, "Packing
   power is paid over its predicted wall time and shared evenly by the n jobs on the GPU:
   E_i = (P_i - P_idle) d_i + (U_i - P_idle) u_i + P_idle (u_i + d_i s_i) / n. Alone: P_i d_i + U_i u_i.
 
-A measured slowdown of the same group (or of the closest measured pair) replaces the model's
-(see planner.py).
+A measured slowdown of the same group (or of the closest measured pair, scaled to this pair's
+overlap) replaces the model's (see planner.py).
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from radt_ext.packing.profiles import Profile
 
@@ -53,17 +62,80 @@ def slowdowns(profiles: list[Profile], mode: str) -> list[float]:
     raise ValueError(f"no model for mode {mode!r}")
 
 
-def thread_percentages(profiles: list[Profile], setting: str = "auto") -> list[int | None]:
-    """CUDA_MPS_ACTIVE_THREAD_PERCENTAGE per job. auto: none while the SMs' demand fits (a limit would
-    slow a job's bursts); when it is oversubscribed, each job its share of the demand (5 % steps, >= 10)."""
+MARGIN_S = 2.0
+MARGIN_SHARE = 0.1
+ROUNDS = 4
+
+
+@dataclass
+class Timeline:
+    slowdowns: list[float]
+    overlaps: list[float]  # the share of each job's active phase another job keeps the GPU busy in
+    meets: list[list[int]]  # for each job, the others busy beside its active phase
+
+
+def _spans(p: Profile, slowdown: float) -> tuple[tuple[float, float], tuple[float, float]]:
+    """A job's active phase and busy span from its start, widened by how much its start may move."""
+    (a0, a1), (b0, b1) = p.active_window(slowdown), p.busy_window(slowdown)
+    margin = MARGIN_S + MARGIN_SHARE * b0
+    return (a0 - margin, a1 + margin), (b0 - margin, b1 + margin)
+
+
+def _beside(i: int, profiles: list[Profile], s: list[float], mode: str) -> tuple[float, float, list[int]]:
+    """Job i's slowdown, the share of its active phase with another job busy, and those jobs: its
+    active phase cut where another's state changes (active, busy outside its active phase, idle), the
+    model's slowdown in each piece weighted by the piece's length."""
+    a0, a1 = profiles[i].active_window(s[i])
+    if a1 <= a0:
+        return 1.0, 0.0, []
+    spans = {j: _spans(p, s[j]) for j, p in enumerate(profiles) if j != i}
+    cuts = sorted({a0, a1, *(x for span in spans.values() for edge in span for x in edge if a0 < x < a1)})
+    excess = covered = 0.0
+    meets: set[int] = set()
+    for lo, hi in zip(cuts, cuts[1:]):
+        mid, present = (lo + hi) / 2, []
+        for j, ((x0, x1), (y0, y1)) in spans.items():
+            if x0 <= mid < x1:
+                present.append(profiles[j])
+            elif y0 <= mid < y1:
+                present.append(profiles[j].outside())
+            else:
+                continue
+            meets.add(j)
+        if present:
+            excess += (slowdowns([profiles[i], *present], mode)[0] - 1.0) * (hi - lo)
+            covered += hi - lo
+    return 1.0 + excess / (a1 - a0), covered / (a1 - a0), sorted(meets)
+
+
+def timeline(profiles: list[Profile], mode: str) -> Timeline:
+    """Each job's slowdown when the group's jobs start together (see the module's `when`)."""
+    n = len(profiles)
+    if n < 2 or mode == "exclusive":
+        return Timeline([1.0] * n, [0.0] * n, [[] for _ in range(n)])
+    s = [1.0] * n
+    for _ in range(ROUNDS):  # slowed active phases last longer and meet more: find them again
+        found = [_beside(i, profiles, s, mode) for i in range(n)]
+        s = [x for x, _, _ in found]
+    return Timeline(s, [f for _, f, _ in found], [m for _, _, m in found])
+
+
+def thread_percentages(profiles: list[Profile], setting: str = "auto",
+                       meets: list[list[int]] | None = None) -> list[int | None]:
+    """CUDA_MPS_ACTIVE_THREAD_PERCENTAGE per job. auto: none while the SMs' demand of the jobs busy at
+    the same time fits (a limit would slow a job's bursts); when it is oversubscribed, each job its
+    share of that demand (5 % steps, >= 10). meets: for each job, the others busy beside it (default all)."""
+    n = len(profiles)
     if setting == "none":
-        return [None] * len(profiles)
+        return [None] * n
     if setting != "auto":
-        return [int(setting)] * len(profiles)
+        return [int(setting)] * n
     sm = [_frac(p.sm_pct) for p in profiles]
-    if len(profiles) < 2 or sum(sm) <= 1.0:
-        return [None] * len(profiles)
-    return [min(100, max(10, 5 * math.ceil(20 * x / sum(sm)))) for x in sm]
+    meets = meets if meets is not None else [[j for j in range(n) if j != i] for i in range(n)]
+    demand = [sm[i] + sum(sm[j] for j in meets[i]) for i in range(n)]
+    if n < 2 or max(demand) <= 1.0:
+        return [None] * n
+    return [min(100, max(10, 5 * math.ceil(20 * sm[i] / demand[i]))) if demand[i] > 1.0 else None for i in range(n)]
 
 
 def energy(p: Profile, slowdown: float, sharing: int, idle_power_w: float | None) -> float | None:

@@ -16,7 +16,8 @@ holds the active phase's slowdown, the figure a collocated run measures.
    least (then the lowest slowdown); else a group of their own.
 3. A group's prediction in a mode comes from the store where it can: the same jobs measured together
    in that mode (newest run), else for a pair the closest measured pair (profiles within
-   CLOSE_PCT points); else the contention model (model.py). The mode is the allowed one with the
+   CLOSE_PCT points), its slowdowns scaled from the share of its active phases that overlapped to
+   this pair's; else the contention model over the jobs' overlapping phases (model.py). The mode is the allowed one with the
    lowest predicted slowdown (naive on a tie: no daemon).
 4. The groups go to GPUs longest (wall time) first, each to the GPU free soonest (the static plan a dry
    run prints; the executor replans from the store whenever a GPU frees).
@@ -30,6 +31,7 @@ from radt_ext.packing.options import PackOptions
 from radt_ext.packing.profiles import Knowledge, Profile
 
 CLOSE_PCT = 15.0  # a measured pair stands for another when their profiles differ by at most this (pct points)
+MIN_OVERLAP = 0.25  # ... and when their active phases overlapped at least this much
 
 
 @dataclass
@@ -49,6 +51,7 @@ class Decision:
     thread_pcts: list[int | None]
     source: str  # model / measured run / closest measured pair
     reason: str
+    overlaps: list[float] = field(default_factory=list)  # share of each job's active phase the others keep the GPU busy in
 
     @property
     def max_slowdown(self) -> float:
@@ -140,21 +143,28 @@ class Planner:
         d, g, ka, kb = best
         sa = g.slowdowns[ka][0]
         sb = g.slowdowns[kb][-1] if ka == kb else g.slowdowns[kb][0]
-        return [sa, sb], f"closest measured pair, run {g.run_id[:8]} ({d:.0f} pts away)"
+        then = model.timeline([self.k.profiles[ka], self.k.profiles[kb]], mode).overlaps
+        now = model.timeline([j.profile for j in jobs], mode).overlaps
+        if min(then) < MIN_OVERLAP:  # that pair barely met: it says little about a pair that does
+            return None
+        scaled = [1.0 + (x - 1.0) * f / f0 for x, f, f0 in zip((sa, sb), now, then)]
+        return scaled, f"closest measured pair, run {g.run_id[:8]} ({d:.0f} pts away)"
 
     def predict(self, jobs: list[Job], mode: str) -> Decision:
         for j in jobs:
             j.profile = j.profile or self.k.profiles.get(j.key)
         profiles = [j.profile for j in jobs]
+        line = model.timeline(profiles, mode)
         measured = self._measured(jobs, mode) if len(jobs) > 1 else None
         if measured:
             slow, source = measured
         else:
-            slow, source = model.slowdowns(profiles, mode), ("alone" if len(jobs) == 1 else "contention model")
+            slow, source = line.slowdowns, ("alone" if len(jobs) == 1 else "contention model")
         tps = ([None] * len(jobs) if mode != "mps" else
-               model.thread_percentages(profiles, self.opts.mps_thread_percentage))
+               model.thread_percentages(profiles, self.opts.mps_thread_percentage, line.meets))
         energies = [model.energy(p, s, len(jobs), self.idle_power_w) for p, s in zip(profiles, slow)]
-        return Decision(list(jobs), mode if len(jobs) > 1 else "exclusive", slow, energies, tps, source, "")
+        return Decision(list(jobs), mode if len(jobs) > 1 else "exclusive", slow, energies, tps, source, "",
+                        line.overlaps)
 
     def best(self, jobs: list[Job]) -> Decision:
         options = [self.predict(jobs, m) for m in self.modes] or [self.predict(jobs, "naive")]
@@ -217,7 +227,7 @@ class Planner:
             if fits:
                 added, _, i, d, before = min(fits, key=lambda x: x[:3])
                 d.reason = (f"{d.mode}: predicted slowdown {d.max_slowdown:.2f} <= {self.opts.max_slowdown:g} "
-                            f"({d.source}); wall time {before:.1f} -> {d.makespan_s or 0.0:.1f} s, "
+                            f"({d.source}{_overlap_note(d)}); wall time {before:.1f} -> {d.makespan_s or 0.0:.1f} s, "
                             f"{j.name} alone {alone_s[id(j)]:.1f} s{self._memory_note(d.jobs)}")
                 groups[i] = d
             else:
@@ -241,6 +251,13 @@ class Planner:
         if not self.gpu_memory or None in mem:
             return "; memory not checked (GPU memory unknown)" if not self.gpu_memory else ""
         return f"; peak memory {sum(mem) / 1024:.1f} of {self.gpu_memory / 1024:.1f} GiB"
+
+
+def _overlap_note(d: Decision) -> str:
+    """How much of the active phases the group's jobs overlap, where they do not all fully."""
+    if not d.overlaps or min(d.overlaps) >= 0.995:
+        return ""
+    return f", active phases {100 * min(d.overlaps):.0f}-{100 * max(d.overlaps):.0f} % beside another job's GPU use"
 
 
 def _distance(a: Profile, b: Profile) -> float:

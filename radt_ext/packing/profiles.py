@@ -8,13 +8,15 @@ exclusive child run with that hash measured on the pool's GPU model (tag `sweep.
 latest of any, with the device-level figures of its parent when the parent ran that job alone.
 Active-phase summaries are read first, whole-run ones where a run has no others. A job's wall time is
 its time outside the active phase (the whole run less the active phase: start-up and wind-down; else
-`startup_s`) + its active phase: only the active phase is slowed by a GPU's other jobs; the rest
-(interpreter, imports, data, model, the final evaluation and exit) barely uses the GPU.
+`startup_s`) + its active phase: only the active phase is slowed by a GPU's other jobs. Where it uses
+the GPU at all, from its start: the active phase from `startup_s`, and the span the GPU was busy
+(`gpu_busy_from_s`, `gpu_busy_until_s`, read off the exclusive parent's GPUs and moved to the job's own
+start); without them, the whole run (model.py lines these up against the other jobs').
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
@@ -62,6 +64,11 @@ class Profile:
     e2e_duration_s: float | None = None
     e2e_energy_j: float | None = None  # GPU energy over the whole run alone
     outside_s: float = 0.0  # outside the active phase: start-up and wind-down (0 for a whole-run profile)
+    busy_from_s: float | None = None  # from the job's start: the first and last moment the GPU was busy
+    busy_until_s: float | None = None
+    # SM active, DRAM active, utilization (%) in the busy span outside the active phase (warm-up epochs,
+    # evaluation, inference): the whole run's less the active phase's; None: not known
+    outside_figures: tuple[float, float, float] | None = None
 
     def wall_s(self, slowdown: float = 1.0) -> float | None:
         """Predicted wall time: the time outside the active phase as alone + the active phase x its slowdown."""
@@ -75,6 +82,27 @@ class Profile:
         if self.e2e_energy_j is not None and self.power_w is not None and self.duration_s:
             return max(0.0, (self.e2e_energy_j - self.power_w * self.duration_s) / self.outside_s)
         return idle_power_w
+
+    def active_window(self, slowdown: float = 1.0) -> tuple[float, float]:
+        """The active phase from the job's start (a whole-run profile: the whole run)."""
+        start = self.startup_s if self.phase == "active phase" and self.startup_s is not None else 0.0
+        return start, start + (self.duration_s or 0.0) * slowdown
+
+    def busy_window(self, slowdown: float = 1.0) -> tuple[float, float]:
+        """Where the job keeps the GPU busy, from its start, its active phase `slowdown` times longer
+        (unknown: the whole run)."""
+        a0, a1 = self.active_window(slowdown)
+        if self.busy_from_s is None or self.busy_until_s is None:
+            return 0.0, max(a1, self.wall_s(slowdown) or 0.0)
+        return min(self.busy_from_s, a0), max(self.busy_until_s + (a1 - a0) - (self.duration_s or 0.0), a1)
+
+    def outside(self) -> "Profile":
+        """This job as the GPU sees it in its busy span outside the active phase (the active phase's
+        figures where those are not known)."""
+        if self.outside_figures is None:
+            return self
+        sm, dram, util = self.outside_figures
+        return replace(self, sm_pct=sm, dram_pct=dram, busy_pct=util)
 
     @property
     def usable(self) -> bool:
@@ -141,6 +169,8 @@ def profile_of(child, parent=None) -> Profile:
         elif p.startup_s:
             p.outside_s = p.startup_s
     # else a whole-run profile: its duration is the wall time already
+    _busy_span(p, child, parent, sources)
+    _outside_figures(p, sources)
     for run in (child, parent):
         for k, v in (run.data.tags.items() if run is not None else ()):
             if _GPU_MEMORY.search(k):
@@ -149,6 +179,37 @@ def profile_of(child, parent=None) -> Profile:
                 except ValueError:
                     pass
     return p
+
+
+def _busy_span(p: Profile, child, parent, sources: list[dict[str, float]]) -> None:
+    """The GPU's busy span from the job's own start: the child's where it has one, else its exclusive
+    parent's (whose listeners read the GPU), moved by how much later the child started."""
+    for n, s in enumerate(sources):
+        if "gpu_busy_from_s" in s and "gpu_busy_until_s" in s:
+            shift = 0.0
+            if n and child.info.start_time and parent.info.start_time:
+                shift = (child.info.start_time - parent.info.start_time) / 1000.0
+            p.busy_from_s = max(0.0, s["gpu_busy_from_s"] - shift)
+            p.busy_until_s = max(p.busy_from_s, s["gpu_busy_until_s"] - shift)
+            return
+
+
+def _outside_figures(p: Profile, sources: list[dict[str, float]]) -> None:
+    """Average SM active, DRAM active, utilization over the busy span outside the active phase: the
+    whole run's time integral less the active phase's, over that span (outside the busy span the GPU
+    was below the busy level: counted as idle)."""
+    if p.phase != "active phase" or p.busy_from_s is None or not p.duration_s or not p.e2e_duration_s:
+        return
+    span = max(1.0, p.busy_until_s - p.busy_from_s - p.duration_s)
+    out = []
+    for attr, whole_name in (("sm_pct", "e2e_gpu_mean_avg_sm_active_pct"), ("dram_pct", "e2e_gpu_mean_avg_dram_active_pct"),
+                             ("busy_pct", "e2e_gpu_mean_avg_util_pct")):
+        whole, active = next((s[whole_name] for s in sources if whole_name in s), None), getattr(p, attr)
+        if whole is None or active is None:
+            out.append(active if active is not None else 0.0)
+            continue
+        out.append(min(100.0, max(0.0, (whole * p.e2e_duration_s - active * p.duration_s) / span)))
+    p.outside_figures = (out[0], out[1], out[2])
 
 
 def read(client, experiment: str, model: str | None = None) -> Knowledge:

@@ -180,3 +180,23 @@ def test_thinned_log_keeps_memory_bounded_and_windows_close(monkeypatch):
         assert mine["gpu_total_energy_integrated_j"] == pytest.approx(exact["gpu_total_energy_integrated_j"], rel=0.02)
         assert mine["gpu_max_peak_power_w"] == exact["gpu_max_peak_power_w"]
     assert stat.integral == pytest.approx(reference.stat("gpu0_power_w").integral)
+
+
+def test_gpu_busy_span_from_utilization_else_sm_active_even_in_a_thinned_log(monkeypatch):
+    sm = Summaries()
+    for t in range(100, 131):  # GPU0 busy from 105 to 112 s, GPU1 (SM active only) from 108 to 120 s
+        sm.add("gpu0_util_pct", t, 90.0 if 105 <= t <= 112 else 2.0)
+        sm.add("gpu0_sm_active_pct", t, 0.0)  # utilization is read: it decides for GPU0
+        sm.add("gpu1_sm_active_pct", t, 60.0 if 108 <= t <= 120 else 5.0)
+    out = sm.result(100.0, 130.0)
+    assert (out["gpu_busy_from_s"], out["gpu_busy_until_s"]) == (5.0, 20.0)
+    assert sm.busy(113.0, 130.0) == (113.0, 120.0)
+    assert "gpu_busy_from_s" not in Summaries().result(0.0, 1.0)  # no GPU read: no span
+    monkeypatch.setattr(summaries_mod, "CHECKPOINTS", 16)  # thinned: the span widens to the checkpoints around it
+    thin = Stat()
+    for t in range(64):
+        thin.add(float(t), 50.0 if t == 11 else 0.0)
+    first, last = thin.reaching(10.0, 0.0, 63.0)
+    k = list(thin.ts).index(last)
+    assert len(thin.ts) < 64 and thin.ts[k - 1] == first < 11.0 <= last  # the one segment holding the spike
+    assert thin.reaching(60.0, 0.0, 63.0) is None

@@ -6,6 +6,8 @@ collocation_table.json: ResNet-18 32 px at batch 128, ResNet-50 224 px, the DLRM
 utilization, peak memory and idle power were not in that table and are set here."""
 from __future__ import annotations
 
+import time
+
 from mlflow.entities import Metric, RunTag
 from mlflow.tracking import MlflowClient
 
@@ -32,16 +34,19 @@ def _end(client, run_id, metrics: dict[str, float], tags: dict[str, str]) -> Non
 
 def log_profile(uri: str, experiment: str, key: str, figures: tuple, gpu_mib: float = GPU_MIB,
                 model: str | None = None, whole: tuple | None = None, energy_j: float | None = None,
-                startup_s: float | None = None) -> str:
+                startup_s: float | None = None, busy: tuple[float, float] | None = None,
+                child_later_s: float = 0.0) -> str:
     """An exclusive group run of one job with these figures (measured on a GPU `model`, as a pooled
     variant's child says); returns the child run id. Without `whole`, a run recorded under the old
     names (whole-run figures only); with it, today's names: `figures` over the active phase and
     `whole` (the same fields) over the whole run. `energy_j`: the job's attributed GPU energy over its
-    whole run; `startup_s`: its start-up as logged (else whole run less active phase)."""
+    whole run; `startup_s`: its start-up as logged (else whole run less active phase); `busy`: the
+    span the parent's GPU was busy, from the parent's start, the child starting `child_later_s` after it."""
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name(experiment)
     exp_id = exp.experiment_id if exp else client.create_experiment(experiment)
-    parent = client.create_run(exp_id).info.run_id
+    began = int(time.time() * 1000)
+    parent = client.create_run(exp_id, start_time=began).info.run_id
     if whole is None:
         sm, dram, util, mem, power, duration = figures
         device = {"gpu_avg_sm_active_pct": sm, "gpu_avg_dram_active_pct": dram, "gpu_avg_util_pct": util,
@@ -60,9 +65,12 @@ def log_profile(uri: str, experiment: str, key: str, figures: tuple, gpu_mib: fl
         own["gpu_energy_attributed_j"] = energy_j
     if startup_s is not None:
         own["startup_s"] = startup_s
+    if busy is not None:
+        device["gpu_busy_from_s"], device["gpu_busy_until_s"] = busy
     _end(client, parent, {**device, "gpu_idle_power_w": IDLE_W},
          {"collocation.mode": "exclusive", "collocation.size": "1", "machine.gpu.0.memory_total_mib": str(gpu_mib)})
-    child = client.create_run(exp_id, tags={"mlflow.parentRunId": parent}).info.run_id
+    child = client.create_run(exp_id, start_time=began + int(child_later_s * 1000),
+                              tags={"mlflow.parentRunId": parent}).info.run_id
     _end(client, child, own,
          {"collocation.mode": "exclusive", "sweep.workload_hash": key, **({"sweep.gpu_model": model} if model else {})})
     return child

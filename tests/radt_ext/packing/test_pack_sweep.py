@@ -77,6 +77,12 @@ def test_profiled_jobs_share_the_gpus_and_each_group_says_why(tmp_path, two_gpus
     done = radt("sweep", path, env={"COLUMNS": "250"})
     assert done.returncode == 0, done.stdout + done.stderr
     assert finished_jobs(two_gpus) == {h: 1 for h in hashes.values()}
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in (done.stdout + done.stderr).splitlines()
+            if "│ naive" in line and "FINISHED" in line]
+    assert len(rows) == 4
+    for row in rows:  # each job's own wall time and slowdown in the results table
+        makespan, slowdown = float(row[6]), float(row[-1])
+        assert makespan > 0.4 and slowdown > 0
     client = MlflowClient(two_gpus)
     exp = client.get_experiment_by_name("queue").experiment_id
     groups = client.search_runs([exp], "tags.`pack.decision` LIKE 'naive%' and tags.`collocation.size` = '2'")

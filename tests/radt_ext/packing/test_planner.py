@@ -190,3 +190,68 @@ def test_a_job_short_beside_its_startup_is_the_cheap_companion(tracking_uri):
     assert d["r"] is d["s"] and d["l"].jobs == [d["l"].jobs[0]]
     assert d["s"].slowdowns == pytest.approx([1.3, 1.4])  # beside the long job: the same 1.3 and 1.4
     assert "wall time 15.0 -> 15.8 s, r alone 15.0 s" in d["s"].reason  # beside the long one: 35 -> 44 s
+
+
+# A matmul-like load (SM 95 %, DRAM 40 %) whose active phase is seconds 8-14 of a 15 s run, and a
+# recommender whose GPU work waits for 20 s of start-up: alone, each would slow the other about 2x
+FAST = dict(figures=(95.0, 40.0, 98.0, 4000.0, 600.0, 6.0), whole=(40.0, 17.0, 42.0, 4000.0, 300.0, 15.0),
+            startup_s=8.0, busy=(7.5, 14.2))
+LATE = dict(figures=(60.0, 70.0, 90.0, 30000.0, 400.0, 4.0), whole=(10.0, 12.0, 15.0, 30000.0, 150.0, 36.0),
+            startup_s=24.0, busy=(20.0, 34.0))
+
+
+def test_a_profile_says_where_the_job_used_the_gpu_from_its_own_start(tracking_uri):
+    log_profile(tracking_uri, EXP, "late", child_later_s=0.5, **LATE)
+    p = profiles.read(MlflowClient(tracking_uri), EXP).profiles["late"]
+    assert (p.busy_from_s, p.busy_until_s) == pytest.approx((19.5, 33.5))  # the parent's span, from the child's start
+    assert p.active_window() == (24.0, 28.0) and p.active_window(1.5) == (24.0, 30.0)
+    assert p.busy_window(1.5) == pytest.approx((19.5, 35.5))  # what comes after the active phase comes later
+    log_profile(tracking_uri, EXP, "old", (60.0, 70.0, 90.0, 30000.0, 400.0, 4.0))  # no span: the whole run
+    old = profiles.read(MlflowClient(tracking_uri), EXP).profiles["old"]
+    assert old.busy_window() == (0.0, 4.0) and old.active_window() == (0.0, 4.0)
+
+
+def test_jobs_whose_gpu_work_does_not_meet_share_a_gpu_the_contention_model_alone_would_refuse(tracking_uri):
+    log_profile(tracking_uri, EXP, "fast", **FAST)
+    log_profile(tracking_uri, EXP, "late", **LATE)
+    k = profiles.read(MlflowClient(tracking_uri), EXP)
+    full = model.slowdowns([k.profiles["fast"], k.profiles["late"]], "mps")
+    assert min(full) > 1.5  # as if their active phases met
+    plan = Planner(k, PackOptions(max_slowdown=1.5)).plan([Job("f", "fast"), Job("l", "late")], ["0"])
+    [d] = plan.decisions
+    assert d.slowdowns == [1.0, 1.0] and d.overlaps == [0.0, 0.0]  # the late one's span starts 6 s after
+    assert d.mode == "naive" and d.makespan_s == pytest.approx(36.0)  # no daemon needed; 36 s instead of 51
+    assert "active phases 0-0 % beside another job's GPU use" in d.reason
+    assert explain.job_tags(d, 0)["pack.predicted_overlap_pct"] == "0"
+
+
+def test_the_slowdown_is_weighed_over_the_pieces_of_the_active_phase_beside_each_state(tracking_uri):
+    log_profile(tracking_uri, EXP, "fast", **FAST)
+    log_profile(tracking_uri, EXP, "early", **{**LATE, "startup_s": 12.0, "busy": (10.0, 20.0)})
+    log_profile(tracking_uri, EXP, "later", **{**LATE, "startup_s": 20.0, "busy": (14.0, 30.0)})
+    k = profiles.read(MlflowClient(tracking_uri), EXP)
+    fast, early, later = k.profiles["fast"], k.profiles["early"], k.profiles["later"]
+    # outside its active phase the early job's GPU was busy (util) (15 % x 36 s - 90 % x 4 s) / (10 s - 4 s)
+    assert early.outside_figures[2] == pytest.approx(30.0)
+    # the load's active phase [8, 14]: the early job busy outside its active phase until 12 - 3 s (its span
+    # widened by 2 s + 10 % of its busy start), then active: naive 1 + 0.30 for 1 s, 1 + 0.90 for 5 s
+    s0, f0, meets = model._beside(0, [fast, early], [1.0, 1.0], "naive")
+    assert (s0, f0, meets) == (pytest.approx(1 + (0.30 * 1 + 0.90 * 5) / 6), 1.0, [1])
+    # the early job's active phase [12, 16] lies in the load's widened active phase [5.25, 16.75]
+    assert model._beside(1, [fast, early], [1.0, 1.0], "naive") == (pytest.approx(1.98), 1.0, [0])
+    line = model.timeline([fast, early], "naive")
+    assert line.slowdowns[0] > s0  # stretched, the load's active phase meets more of the other's
+    # the later job's span starts at 14 - 3.4 s: 3.4 s of the load's 6 s active phase beside it, busy
+    # outside its active phase at (540 - 360) / (16 - 4) = 15 %
+    s2, f2, _ = model._beside(0, [fast, later], [1.0, 1.0], "naive")
+    assert f2 == pytest.approx(3.4 / 6) and s2 == pytest.approx(1 + 0.15 * 3.4 / 6)
+
+
+def test_thread_percentages_count_only_the_jobs_busy_at_the_same_time():
+    from radt_ext.packing.profiles import Profile
+
+    heavy = [Profile("a", "r", 10.0, sm_pct=80.0), Profile("b", "r", 10.0, sm_pct=40.0),
+             Profile("c", "r", 10.0, sm_pct=90.0)]
+    # a meets b; c meets nobody: only a and b share the SMs
+    assert model.thread_percentages(heavy, "auto", [[1], [0], []]) == [70, 35, None]
+    assert model.thread_percentages(heavy, "auto", [[], [], []]) == [None, None, None]
