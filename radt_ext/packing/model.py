@@ -81,24 +81,40 @@ def _spans(p: Profile, slowdown: float) -> tuple[tuple[float, float], tuple[floa
     return (a0 - margin, a1 + margin), (b0 - margin, b1 + margin)
 
 
+PIECE_S = 0.5  # the active phase is looked at in pieces this long (and wherever another job's state changes)
+
+
 def _beside(i: int, profiles: list[Profile], s: list[float], mode: str) -> tuple[float, float, list[int]]:
     """Job i's slowdown, the share of its active phase with another job busy, and those jobs: its
-    active phase cut where another's state changes (active, busy outside its active phase, idle), the
-    model's slowdown in each piece weighted by the piece's length."""
+    active phase cut into pieces; in each, every other job is active (its active-phase figures), busy
+    outside its active phase (what its exclusive run's GPU did then, profiles.Profile.outside_at), or
+    idle; the model's slowdown in each piece weighted by the piece's length."""
     a0, a1 = profiles[i].active_window(s[i])
     if a1 <= a0:
         return 1.0, 0.0, []
-    spans = {j: _spans(p, s[j]) for j, p in enumerate(profiles) if j != i}
-    cuts = sorted({a0, a1, *(x for span in spans.values() for edge in span for x in edge if a0 < x < a1)})
+    others = {}
+    for j, p in enumerate(profiles):
+        if j != i:
+            (x0, x1), (y0, y1) = _spans(p, s[j])
+            start, end = p.active_window(s[j])
+            others[j] = (x0, x1, y0, y1, start, (end - start) - (p.duration_s or 0.0))
+    edges = {x for o in others.values() for x in o[:4] if a0 < x < a1}
+    steps = int((a1 - a0) // PIECE_S)
+    cuts = sorted({a0, a1, *edges, *(a0 + PIECE_S * k for k in range(1, steps + 1) if a0 + PIECE_S * k < a1)})
     excess = covered = 0.0
     meets: set[int] = set()
     for lo, hi in zip(cuts, cuts[1:]):
         mid, present = (lo + hi) / 2, []
-        for j, ((x0, x1), (y0, y1)) in spans.items():
+        for j, (x0, x1, y0, y1, start, stretch) in others.items():
+            p = profiles[j]
             if x0 <= mid < x1:
-                present.append(profiles[j])
+                present.append(p)
             elif y0 <= mid < y1:
-                present.append(profiles[j].outside())
+                own = mid if mid < start else mid - stretch  # after its active phase, its own clock lags
+                there = p.outside_at(own, start - x0)  # its start may move by the margin: the busiest then
+                if there is None:
+                    continue
+                present.append(there)
             else:
                 continue
             meets.add(j)

@@ -41,6 +41,8 @@ NAMES = {
     "e2e_energy_j": ("gpu_energy_attributed_j", "e2e_gpu_total_energy_j"),
     "throughput": ("throughput_samples_per_s", "e2e_throughput_samples_per_s"),
 }
+TRACE_BIN_S = 0.5
+_TRACE_KEYS = (re.compile(r"^system/gpu\d+_util_pct$"), re.compile(r"^system/gpu\d+_sm_active_pct$"))
 _GPU_MEMORY = re.compile(r"(?:^|\.)gpu\.\d+\.memory_total_mib$")
 
 
@@ -69,6 +71,9 @@ class Profile:
     # SM active, DRAM active, utilization (%) in the busy span outside the active phase (warm-up epochs,
     # evaluation, inference): the whole run's less the active phase's; None: not known
     outside_figures: tuple[float, float, float] | None = None
+    # the GPU's utilization (%, the highest of its GPUs) in TRACE_BIN_S bins from the job's start, as
+    # the exclusive run recorded it; None: not read
+    busy_trace: tuple[float, ...] | None = None
 
     def wall_s(self, slowdown: float = 1.0) -> float | None:
         """Predicted wall time: the time outside the active phase as alone + the active phase x its slowdown."""
@@ -103,6 +108,22 @@ class Profile:
             return self
         sm, dram, util = self.outside_figures
         return replace(self, sm_pct=sm, dram_pct=dram, busy_pct=util)
+
+    def outside_at(self, t: float, margin: float) -> "Profile | None":
+        """This job as the GPU sees it at second t of its own run outside its active phase: the busiest
+        the GPU was within `margin` of t, with SM and DRAM in proportion to the utilization; None: idle
+        then. Without a trace: its average outside the active phase."""
+        if self.busy_trace is None:
+            return self.outside()
+        lo, hi = max(0, int((t - margin) // TRACE_BIN_S)), int((t + margin) // TRACE_BIN_S) + 1
+        util = max(self.busy_trace[lo:hi], default=0.0)
+        if util <= 0.0:
+            return None
+        base = self.outside_figures if self.outside_figures and self.outside_figures[2] > 0 else \
+            (self.sm_pct or 0.0, self.dram_pct or 0.0, self.busy_pct or 0.0)
+        scale = util / base[2] if base[2] else 0.0
+        return replace(self, sm_pct=min(100.0, base[0] * scale) if scale else util,
+                       dram_pct=min(100.0, base[1] * scale), busy_pct=util)
 
     @property
     def usable(self) -> bool:
@@ -212,6 +233,35 @@ def _outside_figures(p: Profile, sources: list[dict[str, float]]) -> None:
     p.outside_figures = (out[0], out[1], out[2])
 
 
+def _busy_trace(client, p: Profile, child, parent) -> None:
+    """The exclusive parent's GPU utilization series, binned from the child's start (each bin the
+    highest reading in it; a bin without one keeps the one before)."""
+    if parent is None or p.phase != "active phase" or not child.info.start_time:
+        return
+    for pattern in _TRACE_KEYS:
+        keys = [k for k in parent.data.metrics if pattern.match(k)]
+        if keys:
+            break
+    else:
+        return
+    t0, bins = child.info.start_time / 1000.0, {}
+    try:
+        for key in keys:
+            for m in client.get_metric_history(parent.info.run_id, key):
+                b = int((m.timestamp / 1000.0 - t0) // TRACE_BIN_S)
+                if b >= 0:
+                    bins[b] = max(bins.get(b, 0.0), float(m.value))
+    except Exception:  # the trace refines the prediction; without it the averages serve
+        return
+    if not bins:
+        return
+    trace, last = [], 0.0
+    for b in range(max(bins) + 1):
+        last = bins.get(b, last)
+        trace.append(last)
+    p.busy_trace = tuple(trace)
+
+
 def read(client, experiment: str, model: str | None = None) -> Knowledge:
     """Everything the planner needs from one experiment; an empty Knowledge when it does not exist.
     `model`: the pool's GPU model, whose profiles come before those of other (or unnamed) GPUs."""
@@ -236,7 +286,10 @@ def read(client, experiment: str, model: str | None = None) -> Knowledge:
             continue
         known = k.profiles.get(tags["sweep.workload_hash"])
         if known is None or (model and known.gpu_model != model and tags.get("sweep.gpu_model") == model):
-            p = profile_of(r, by_id.get(tags.get(MLFLOW_PARENT_RUN_ID, "")))
+            parent = by_id.get(tags.get(MLFLOW_PARENT_RUN_ID, ""))
+            p = profile_of(r, parent)
+            if parent is not None and parent.data.tags.get("collocation.size", "1") == "1":
+                _busy_trace(client, p, r, parent)
             k.profiles[p.key] = p
     if k.profiles:
         k.gpu_memory_mib = next((p.gpu_memory_mib for p in k.profiles.values() if p.gpu_memory_mib), None)

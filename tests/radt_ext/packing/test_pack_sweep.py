@@ -150,7 +150,17 @@ def test_a_job_without_a_profile_runs_alone_first(tmp_path, two_gpus):
     assert set(finished_jobs(two_gpus)) == set(hashes.values()) | {alone[0].data.tags["sweep.hash"]}
     # the run is the new job's profile now: a dry run of the same queue plus a copy of it plans from it
     profiled = queue.job_variants(load(path))[2].workloads[0].key
-    assert profiles.read(client, "queue").profiles[profiled].run_id
+    p = profiles.read(client, "queue").profiles[profiled]
+    assert p.run_id and p.phase == "active phase"
+    # where it used the GPU, from its own start: the parent's utilization series, binned
+    child = client.get_run(p.run_id)
+    parent = alone[0]
+    keys = [k for k in parent.data.metrics if k.startswith("system/gpu") and k.endswith("_util_pct")]
+    readings = [m for k in keys for m in client.get_metric_history(parent.info.run_id, k)
+                if m.timestamp >= child.info.start_time]
+    assert keys and p.busy_trace is not None
+    assert len(p.busy_trace) == int((max(m.timestamp for m in readings) - child.info.start_time) / 1000 // 0.5) + 1
+    assert max(p.busy_trace) == max(m.value for m in readings)
 
 
 def test_an_interrupted_queue_resumes_without_running_a_job_twice(tmp_path, two_gpus):

@@ -255,3 +255,23 @@ def test_thread_percentages_count_only_the_jobs_busy_at_the_same_time():
     # a meets b; c meets nobody: only a and b share the SMs
     assert model.thread_percentages(heavy, "auto", [[1], [0], []]) == [70, 35, None]
     assert model.thread_percentages(heavy, "auto", [[], [], []]) == [None, None, None]
+
+
+def test_beside_a_job_outside_its_active_phase_counts_the_busiest_its_gpu_was_within_the_margin():
+    from radt_ext.packing.profiles import Profile
+
+    # its exclusive run: the GPU idle but for 90 % utilization at seconds 9-10 (a warm-up epoch);
+    # 45 % on average outside its active phase [20, 24], with SM 30 % and DRAM 35 %
+    trace = tuple(90.0 if 18 <= b < 20 else 0.0 for b in range(60))  # 0.5 s bins
+    late = Profile("late", "r", 4.0, sm_pct=60.0, dram_pct=70.0, busy_pct=90.0, phase="active phase",
+                   startup_s=20.0, e2e_duration_s=30.0, outside_s=26.0, busy_from_s=9.0, busy_until_s=25.0,
+                   outside_figures=(30.0, 35.0, 45.0), busy_trace=trace)
+    assert late.outside_at(5.0, 2.0) is None  # idle then, 2 s either side included
+    there = late.outside_at(8.0, 2.0)  # the epoch at 9-10 s lies within 2 s
+    assert (there.busy_pct, there.sm_pct, there.dram_pct) == (90.0, 60.0, 70.0)  # SM, DRAM scaled by 90/45
+    fast = Profile("fast", "r", 6.0, sm_pct=95.0, dram_pct=40.0, busy_pct=98.0, phase="active phase",
+                   startup_s=8.0, e2e_duration_s=15.0, outside_s=9.0, busy_from_s=7.5, busy_until_s=14.2)
+    # the load's active phase [8, 14] against the epoch seen from 2 + 0.9 s away (the late job's margin):
+    # naive 1 + 0.9 from 8 to 13 s (the pieces' middles within reach of the epoch), then alone
+    s, f, meets = model._beside(0, [fast, late], [1.0, 1.0], "naive")
+    assert (s, f, meets) == (pytest.approx(1 + 0.9 * 5 / 6), pytest.approx(5 / 6), [1])
