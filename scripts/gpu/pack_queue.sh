@@ -14,8 +14,8 @@
 #   RESULTS=<dir> BUDGET_S=330 bash scripts/gpu/pack_queue.sh
 # DRY=1: the same flow on the CPU (NVML replayed from the derived 2-GPU trace, tiny CPU jobs); it proves
 # the commands and paths, not any GPU figure (MPS groups get the stand-in nvidia-cuda-mps-control).
-# Expected wall time on 2 H100s: about 3.5 minutes (alone ~100 s, packed ~80 s; each step is capped and
-# the total stays inside BUDGET_S).
+# Expected wall time on 2 H100s: about 3 minutes (alone ~90 s, packed ~50-70 s; each step is capped and
+# the total stays inside BUDGET_S). The store comes back compressed (mlflow.db.xz) when under 15 MB.
 set -u
 export PYTHONUNBUFFERED=1
 REPO=$PWD
@@ -108,6 +108,8 @@ echo "{\"alone\": [$T0, $T1], \"packed\": [$T2, $T3]}" > "$RESULTS/steps.json"
 cd "$REPO"
 timeout 30 python3 -m benchmarks.pack_queue --store "$MLFLOW_TRACKING_URI" --steps "$RESULTS/steps.json" \
   --out "$RESULTS" --max-slowdown "$BOUND" --plan "$RESULTS/plan.txt" > "$RESULTS/analysis.log" 2>&1 || say "analysis exited $?: $(tail -1 "$RESULTS/analysis.log")"
-SIZE=$(du -k "$W/mlflow.db" 2>/dev/null | cut -f1)
-if [ "${SIZE:-0}" -lt 5000 ]; then cp "$W/mlflow.db" "$RESULTS/"; else say "store ${SIZE} KiB: not copied"; fi
+python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(open(sys.argv[1], "rb"), lzma.open(sys.argv[2], "wb"))' \
+  "$W/mlflow.db" "$RESULTS/mlflow.db.xz" 2>/dev/null  # the store compressed, for a later look at the profiles
+SIZE=$(du -k "$RESULTS/mlflow.db.xz" 2>/dev/null | cut -f1)
+if [ "${SIZE:-0}" -gt 15000 ]; then rm -f "$RESULTS/mlflow.db.xz"; say "store ${SIZE} KiB compressed: not kept"; fi
 echo "==== ${SECONDS}s"; cat "$RESULTS/steps.log"; cat "$RESULTS/plan.txt" | grep -v "^    "; cat "$RESULTS/analysis.log"
