@@ -72,6 +72,7 @@ class Timeline:
     slowdowns: list[float]
     overlaps: list[float]  # the share of each job's active phase another job keeps the GPU busy in
     meets: list[list[int]]  # for each job, the others busy beside its active phase
+    sm_demand: list[float]  # for each job, the most SM activity (fraction) of the jobs in their active phases during its own
 
 
 def _spans(p: Profile, slowdown: float) -> tuple[tuple[float, float], tuple[float, float]]:
@@ -84,14 +85,16 @@ def _spans(p: Profile, slowdown: float) -> tuple[tuple[float, float], tuple[floa
 PIECE_S = 0.5  # the active phase is looked at in pieces this long (and wherever another job's state changes)
 
 
-def _beside(i: int, profiles: list[Profile], s: list[float], mode: str) -> tuple[float, float, list[int]]:
-    """Job i's slowdown, the share of its active phase with another job busy, and those jobs: its
+def _beside(i: int, profiles: list[Profile], s: list[float], mode: str) -> tuple[float, float, list[int], float]:
+    """Job i's slowdown, the share of its active phase with another job busy, those jobs, and the most
+    SM activity of the jobs in their active phases at once during it (a fraction of the GPU's SMs): its
     active phase cut into pieces; in each, every other job is active (its active-phase figures), busy
     outside its active phase (what its exclusive run's GPU did then, profiles.Profile.outside_at), or
     idle; the model's slowdown in each piece weighted by the piece's length."""
     a0, a1 = profiles[i].active_window(s[i])
+    own_sm = _frac(profiles[i].sm_pct)
     if a1 <= a0:
-        return 1.0, 0.0, []
+        return 1.0, 0.0, [], own_sm
     others = {}
     for j, p in enumerate(profiles):
         if j != i:
@@ -102,13 +105,16 @@ def _beside(i: int, profiles: list[Profile], s: list[float], mode: str) -> tuple
     steps = int((a1 - a0) // PIECE_S)
     cuts = sorted({a0, a1, *edges, *(a0 + PIECE_S * k for k in range(1, steps + 1) if a0 + PIECE_S * k < a1)})
     excess = covered = 0.0
+    demand = own_sm
     meets: set[int] = set()
     for lo, hi in zip(cuts, cuts[1:]):
         mid, present = (lo + hi) / 2, []
+        active_sm = own_sm
         for j, (x0, x1, y0, y1, start, stretch) in others.items():
             p = profiles[j]
             if x0 <= mid < x1:
                 present.append(p)
+                active_sm += _frac(p.sm_pct)
             elif y0 <= mid < y1:
                 own = mid if mid < start else mid - stretch  # after its active phase, its own clock lags
                 there = p.outside_at(own, start - x0)  # its start may move by the margin: the busiest then
@@ -121,35 +127,37 @@ def _beside(i: int, profiles: list[Profile], s: list[float], mode: str) -> tuple
         if present:
             excess += (slowdowns([profiles[i], *present], mode)[0] - 1.0) * (hi - lo)
             covered += hi - lo
-    return 1.0 + excess / (a1 - a0), covered / (a1 - a0), sorted(meets)
+            demand = max(demand, active_sm)
+    return 1.0 + excess / (a1 - a0), covered / (a1 - a0), sorted(meets), demand
 
 
 def timeline(profiles: list[Profile], mode: str) -> Timeline:
     """Each job's slowdown when the group's jobs start together (see the module's `when`)."""
     n = len(profiles)
     if n < 2 or mode == "exclusive":
-        return Timeline([1.0] * n, [0.0] * n, [[] for _ in range(n)])
+        return Timeline([1.0] * n, [0.0] * n, [[] for _ in range(n)], [_frac(p.sm_pct) for p in profiles])
     s = [1.0] * n
     for _ in range(ROUNDS):  # slowed active phases last longer and meet more: find them again
         found = [_beside(i, profiles, s, mode) for i in range(n)]
-        s = [x for x, _, _ in found]
-    return Timeline(s, [f for _, f, _ in found], [m for _, _, m in found])
+        s = [x[0] for x in found]
+    return Timeline(s, [x[1] for x in found], [x[2] for x in found], [x[3] for x in found])
 
 
 def thread_percentages(profiles: list[Profile], setting: str = "auto",
-                       meets: list[list[int]] | None = None) -> list[int | None]:
-    """CUDA_MPS_ACTIVE_THREAD_PERCENTAGE per job. auto: none while the SMs' demand of the jobs busy at
-    the same time fits (a limit would slow a job's bursts); when it is oversubscribed, each job its
-    share of that demand (5 % steps, >= 10). meets: for each job, the others busy beside it (default all)."""
+                       sm_demand: list[float] | None = None) -> list[int | None]:
+    """CUDA_MPS_ACTIVE_THREAD_PERCENTAGE per job. auto: none while the SM activity of the jobs in their
+    active phases beside its own fits the GPU (a limit would slow its bursts, and it holds for the
+    whole run, so a neighbour's warm-up does not set it); when it is oversubscribed, the job's share
+    of that demand (5 % steps, >= 10).
+    sm_demand: each job's (Timeline.sm_demand; default: all jobs' active phases at once)."""
     n = len(profiles)
     if setting == "none":
         return [None] * n
     if setting != "auto":
         return [int(setting)] * n
     sm = [_frac(p.sm_pct) for p in profiles]
-    meets = meets if meets is not None else [[j for j in range(n) if j != i] for i in range(n)]
-    demand = [sm[i] + sum(sm[j] for j in meets[i]) for i in range(n)]
-    if n < 2 or max(demand) <= 1.0:
+    demand = sm_demand if sm_demand is not None else [sum(sm)] * n
+    if n < 2:
         return [None] * n
     return [min(100, max(10, 5 * math.ceil(20 * sm[i] / demand[i]))) if demand[i] > 1.0 else None for i in range(n)]
 

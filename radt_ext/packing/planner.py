@@ -161,7 +161,7 @@ class Planner:
         else:
             slow, source = line.slowdowns, ("alone" if len(jobs) == 1 else "contention model")
         tps = ([None] * len(jobs) if mode != "mps" else
-               model.thread_percentages(profiles, self.opts.mps_thread_percentage, line.meets))
+               model.thread_percentages(profiles, self.opts.mps_thread_percentage, line.sm_demand))
         energies = [model.energy(p, s, len(jobs), self.idle_power_w) for p, s in zip(profiles, slow)]
         return Decision(list(jobs), mode if len(jobs) > 1 else "exclusive", slow, energies, tps, source, "",
                         line.overlaps)

@@ -235,26 +235,35 @@ def test_the_slowdown_is_weighed_over_the_pieces_of_the_active_phase_beside_each
     assert early.outside_figures[2] == pytest.approx(30.0)
     # the load's active phase [8, 14]: the early job busy outside its active phase until 12 - 3 s (its span
     # widened by 2 s + 10 % of its busy start), then active: naive 1 + 0.30 for 1 s, 1 + 0.90 for 5 s
-    s0, f0, meets = model._beside(0, [fast, early], [1.0, 1.0], "naive")
+    s0, f0, meets, _ = model._beside(0, [fast, early], [1.0, 1.0], "naive")
     assert (s0, f0, meets) == (pytest.approx(1 + (0.30 * 1 + 0.90 * 5) / 6), 1.0, [1])
     # the early job's active phase [12, 16] lies in the load's widened active phase [5.25, 16.75]
-    assert model._beside(1, [fast, early], [1.0, 1.0], "naive") == (pytest.approx(1.98), 1.0, [0])
+    assert model._beside(1, [fast, early], [1.0, 1.0], "naive")[:3] == (pytest.approx(1.98), 1.0, [0])
     line = model.timeline([fast, early], "naive")
     assert line.slowdowns[0] > s0  # stretched, the load's active phase meets more of the other's
     # the later job's span starts at 14 - 3.4 s: 3.4 s of the load's 6 s active phase beside it, busy
     # outside its active phase at (540 - 360) / (16 - 4) = 15 %
-    s2, f2, _ = model._beside(0, [fast, later], [1.0, 1.0], "naive")
+    s2, f2, _, _ = model._beside(0, [fast, later], [1.0, 1.0], "naive")
     assert f2 == pytest.approx(3.4 / 6) and s2 == pytest.approx(1 + 0.15 * 3.4 / 6)
 
 
-def test_thread_percentages_count_only_the_jobs_busy_at_the_same_time():
+def test_thread_percentages_count_the_sms_busy_during_each_jobs_active_phase(tracking_uri):
     from radt_ext.packing.profiles import Profile
 
     heavy = [Profile("a", "r", 10.0, sm_pct=80.0), Profile("b", "r", 10.0, sm_pct=40.0),
              Profile("c", "r", 10.0, sm_pct=90.0)]
-    # a meets b; c meets nobody: only a and b share the SMs
-    assert model.thread_percentages(heavy, "auto", [[1], [0], []]) == [70, 35, None]
-    assert model.thread_percentages(heavy, "auto", [[], [], []]) == [None, None, None]
+    assert model.thread_percentages(heavy, "auto", [1.2, 1.2, 0.9]) == [70, 35, None]
+    # beside the recommender's warm-up, not its active phase, the load keeps every SM
+    log_profile(tracking_uri, EXP, "fast", **FAST)
+    log_profile(tracking_uri, EXP, "early", **{**LATE, "startup_s": 12.0, "busy": (4.0, 20.0)})
+    k = profiles.read(MlflowClient(tracking_uri), EXP)
+    fast, early = k.profiles["fast"], k.profiles["early"]
+    early.startup_s = 30.0  # its active phase long after the load's
+    line = model.timeline([fast, early], "mps")
+    assert early.outside().sm_pct == pytest.approx(10.0)  # (10 % x 36 s - 60 % x 4 s) / (16 s - 4 s): busy, not active
+    assert line.meets[0] == [1] and line.sm_demand[0] == pytest.approx(0.95)
+    assert model.thread_percentages([fast, early], "auto", line.sm_demand) == [None, None]
+    assert model.thread_percentages([fast, early], "auto") == [65, 40]  # as if both active phases met
 
 
 def test_beside_a_job_outside_its_active_phase_counts_the_busiest_its_gpu_was_within_the_margin():
@@ -273,5 +282,5 @@ def test_beside_a_job_outside_its_active_phase_counts_the_busiest_its_gpu_was_wi
                    startup_s=8.0, e2e_duration_s=15.0, outside_s=9.0, busy_from_s=7.5, busy_until_s=14.2)
     # the load's active phase [8, 14] against the epoch seen from 2 + 0.9 s away (the late job's margin):
     # naive 1 + 0.9 from 8 to 13 s (the pieces' middles within reach of the epoch), then alone
-    s, f, meets = model._beside(0, [fast, late], [1.0, 1.0], "naive")
+    s, f, meets, _ = model._beside(0, [fast, late], [1.0, 1.0], "naive")
     assert (s, f, meets) == (pytest.approx(1 + 0.9 * 5 / 6), pytest.approx(5 / 6), [1])
