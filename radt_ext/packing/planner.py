@@ -19,7 +19,9 @@ holds the active phase's slowdown, the figure a collocated run measures.
    CLOSE_PCT points), its slowdowns scaled from the share of its active phases that overlapped to
    this pair's; else the contention model over the jobs' overlapping phases (model.py). The mode is the allowed one with the
    lowest predicted slowdown (naive on a tie: no daemon).
-4. The groups go to GPUs longest (wall time) first, each to the GPU free soonest (the static plan a dry
+4. Then one job at a time moves to another group, or to a group of its own, while that lowers the
+   predicted makespan of the plan (within the same bounds).
+5. The groups go to GPUs longest (wall time) first, each to the GPU free soonest (the static plan a dry
    run prints; the executor replans from the store whenever a GPU frees).
 """
 from __future__ import annotations
@@ -237,6 +239,7 @@ class Planner:
                                         f"fits no group ({'; '.join(refusals[:2])}{more})"
                                         if refusals else "the first job of the queue")
                 groups.append(d)
+        groups = self._regroup(groups, len(gpus))
         groups.sort(key=lambda d: -(d.makespan_s or 0.0))
         plan = Plan(first + groups, {g: [] for g in gpus}, self.opts.max_slowdown, self.gpu_memory)
         loads = {g: 0.0 for g in gpus}
@@ -246,11 +249,68 @@ class Planner:
             loads[gpu] += d.makespan_s or 0.0
         return plan
 
+    def _regroup(self, groups: list[Decision], gpus: int) -> list[Decision]:
+        """Move one job at a time to another group, or to a group of its own, while a move lowers the
+        plan's predicted makespan (the greedy order above cannot see that, e.g., three small jobs
+        together beat each of them beside a large one)."""
+        best = _makespan(groups, gpus)
+        for _ in range(sum(len(g.jobs) for g in groups)):
+            found = None
+            for gi, g in enumerate(groups):
+                for j in g.jobs:
+                    rest = [x for x in g.jobs if x is not j]
+                    if not rest:
+                        left = None
+                    elif len(rest) == 1:
+                        left = self.predict(rest, "exclusive")
+                    else:
+                        left = self.best(rest)
+                        if left.max_slowdown > self.opts.max_slowdown:
+                            continue
+                    for ti in range(len(groups) + 1):
+                        if ti == gi or (ti == len(groups) and not rest):
+                            continue
+                        together = (groups[ti].jobs if ti < len(groups) else []) + [j]
+                        if len(together) == 1:
+                            d = self.predict(together, "exclusive")
+                        elif self.why_not(together):
+                            continue
+                        else:
+                            d = self.best(together)
+                            if d.max_slowdown > self.opts.max_slowdown:
+                                continue
+                        trial = [x for k, x in enumerate(groups) if k not in (gi, ti)] + [d] + ([left] if left else [])
+                        span = _makespan(trial, gpus)
+                        if span < best - 1e-6 and (found is None or span < found[0]):
+                            found = (span, trial, d, left, j)
+            if found is None:
+                return groups
+            span, groups, d, left, j = found
+            note = f"regrouped: predicted makespan {best:.1f} -> {span:.1f} s"
+            d.reason = (f"{d.mode}: predicted slowdown {d.max_slowdown:.2f} <= {self.opts.max_slowdown:g} "
+                        f"({d.source}{_overlap_note(d)}); {note}{self._memory_note(d.jobs)}"
+                        if len(d.jobs) > 1 else f"alone: {note}")
+            if left is not None:
+                left.reason = (f"{left.mode}: predicted slowdown {left.max_slowdown:.2f} <= {self.opts.max_slowdown:g} "
+                               f"({left.source}{_overlap_note(left)}); {j.name} moved out ({note})"
+                               if len(left.jobs) > 1 else f"alone: {j.name} moved out ({note})")
+            best = span
+        return groups
+
     def _memory_note(self, jobs: list[Job]) -> str:
         mem = [j.profile.mem_mib for j in jobs]
         if not self.gpu_memory or None in mem:
             return "; memory not checked (GPU memory unknown)" if not self.gpu_memory else ""
         return f"; peak memory {sum(mem) / 1024:.1f} of {self.gpu_memory / 1024:.1f} GiB"
+
+
+def _makespan(groups: list[Decision], gpus: int) -> float:
+    """The predicted makespan of these groups handed out as the plan does: longest first, each to the
+    GPU free soonest."""
+    loads = [0.0] * max(1, gpus)
+    for t in sorted((d.makespan_s or 0.0 for d in groups), reverse=True):
+        loads[loads.index(min(loads))] += t
+    return max(loads)
 
 
 def _overlap_note(d: Decision) -> str:
