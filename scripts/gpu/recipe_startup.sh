@@ -2,15 +2,15 @@
 # How soon the synthetic cnn_amp recipe (synthetic32, bf16, batch 256) reaches its first training step on one
 # GPU, from its process start, and where the time goes (import, CUDA context, data, model, optimizer, first
 # forward, rest of the first step): small_cnn and resnet18, the workload alone (radt-ext's own start-up is not
-# the recipe's), each model twice (the first process also pays a cold file cache). ~35 s.
-# Run from the repository root: RESULTS=<dir> [BUDGET_S=45] bash scripts/gpu/recipe_startup.sh
+# the recipe's), each model twice (the first process also pays a cold file cache). ~15 s a run.
+# Run from the repository root: RESULTS=<dir> [BUDGET_S=80] bash scripts/gpu/recipe_startup.sh
 # Writes $RESULTS/startup.{json,md}, startup_<model>_<n>.log and the small mlflow.db. Reads the GPU only.
 # DRY=1: the same flow on the CPU with tiny settings (proves arguments and paths only).
 set -u
 export PYTHONUNBUFFERED=1
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
 RESULTS=${RESULTS:-/tmp/recipe-startup-results}
-BUDGET_S=${BUDGET_S:-45}
+BUDGET_S=${BUDGET_S:-80}
 mkdir -p "$RESULTS"
 W=$(mktemp -d /tmp/recipe-startup.XXXXXX)
 source scripts/gpu/batch_lib.sh  # W fresh, its store and spool; part NAME LIMIT cmd...
