@@ -14,6 +14,8 @@ from typing import Any, Iterator
 REPLAY_ENV = "RADT_EXT_NVML_REPLAY"
 
 _lock = threading.Lock()
+_calls = threading.RLock()  # one NVML call at a time in this process (OneCallAtATime)
+_real: Any = None
 _override: Any = None
 _replays: dict[str, Any] = {}
 
@@ -30,9 +32,35 @@ def nvml() -> Any:
 
                 _replays[path] = Replay(path)
             return _replays[path]
-    import pynvml
+    global _real
+    if _real is None:
+        import pynvml
 
-    return pynvml
+        _real = OneCallAtATime(pynvml)
+    return _real
+
+
+class OneCallAtATime:
+    """A module whose `nvml*` functions are called one at a time in this process (everything else passes
+    through). Listeners of several runs open and sample side by side in one process (a sweep runs a
+    group on each GPU at once): NVML's init, shutdown and GPM calls from several threads at once are
+    what a process that crashed with SIGSEGV, each time as two groups began, had in common. The calls
+    take microseconds (the energy counter ~5 ms), so waiting for one another costs little."""
+
+    def __init__(self, module: Any):
+        self._module = module
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._module, name)
+        if name.startswith("nvml") and callable(value):
+            def call(*args, __fn=value, **kwargs):
+                with _calls:
+                    return __fn(*args, **kwargs)
+
+            call.__name__ = name
+            self.__dict__[name] = call  # found by plain lookup from now on
+            return call
+        return value
 
 
 def reset() -> None:

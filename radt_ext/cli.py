@@ -1,6 +1,8 @@
 """The `radt-ext` command line."""
 from __future__ import annotations
 
+import contextlib
+import faulthandler
 import importlib
 import os
 import sys
@@ -45,6 +47,9 @@ class Group(click.Group):
 
     def main(self, *args, **kwargs):
         tolerate()
+        # a crash in native code (a driver library) still says where each thread was, on stderr
+        with contextlib.suppress(Exception):  # a stderr with no file behind it (captured): none
+            faulthandler.enable()
         return super().main(*args, **kwargs)
 
     def invoke(self, ctx):

@@ -62,7 +62,9 @@ def test_replay_rejects_a_file_that_is_not_a_trace(tmp_path):
 
 def test_backend_is_pynvml_unless_the_replay_variable_is_set(tmp_path, monkeypatch):
     monkeypatch.delenv(nvml_backend.REPLAY_ENV, raising=False)
-    assert nvml_backend.nvml() is pynvml and not nvml_backend.is_replay()
+    real = nvml_backend.nvml()
+    assert isinstance(real, nvml_backend.OneCallAtATime) and real is nvml_backend.nvml() and not nvml_backend.is_replay()
+    assert real.NVMLError is pynvml.NVMLError and real.NVML_CLOCK_SM == pynvml.NVML_CLOCK_SM  # pynvml's own
     path = tmp_path / "t.json"
     path.write_text(json.dumps(SMALL))
     monkeypatch.setenv(nvml_backend.REPLAY_ENV, str(path))
@@ -279,3 +281,28 @@ def test_process_utilization_answers_where_the_recording_has_come_since_the_aske
     nv.nvmlDeviceGetComputeRunningProcesses(Ref("dev0"))
     with pytest.raises(pynvml.NVMLError_NoPermission):  # a recorded failure at that moment, as it was
         nv.nvmlDeviceGetProcessUtilization(Ref("dev0"), 4000)
+
+
+def test_the_real_backend_makes_one_nvml_call_at_a_time_across_threads():
+    import threading
+    import time
+    import types
+
+    inside, most = [0], [0]
+
+    def nvmlDeviceGetCount():  # noqa: N802 (pynvml's name)
+        inside[0] += 1
+        most[0] = max(most[0], inside[0])
+        time.sleep(0.002)
+        inside[0] -= 1
+        return 2
+
+    module = types.SimpleNamespace(nvmlDeviceGetCount=nvmlDeviceGetCount, NVML_SUCCESS=0, helper=lambda: "as is")
+    nv = nvml_backend.OneCallAtATime(module)
+    threads = [threading.Thread(target=lambda: [nv.nvmlDeviceGetCount() for _ in range(20)]) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert most[0] == 1 and nv.nvmlDeviceGetCount() == 2
+    assert nv.NVML_SUCCESS == 0 and nv.helper() == "as is"
