@@ -50,6 +50,7 @@ from radt_ext.writer import call_with_deadline
 
 log = logging.getLogger(__name__)
 STORE_READ_TIMEOUT_S = 60.0  # a run's report or its own metrics, read back at its end
+WORKLOAD_RUNS_TIMEOUT_S = 300.0  # the runs a workload opened: ended, their last points and summaries written
 ENV_ACTIVE = ENV_MONITOR_RUN  # set for the workload: the run id already being monitored
 KILL_GRACE_S = 10.0
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"  # MLflow's record of what an experiment is for
@@ -458,7 +459,7 @@ class WorkloadSession:
         else:
             self.recorder.stop()
             self.timings["listeners_closed"] = time.time()
-            self.workload_runs.close(status)
+            self._close_workload_runs(status)
             self.marks = read_marks(self.progress_path)
             self.summary = self.recorder.summary(self.marks, self._logged_span)
             now = int(time.time() * 1000)
@@ -515,16 +516,25 @@ class WorkloadSession:
         except TimeoutError as exc:
             log.warning("radt-ext: no report for run %s (%s); the run itself is recorded", self.run_id, exc)
 
-    def _within_store_deadline(self, fn):
+    def _close_workload_runs(self, status: str) -> None:
+        """End the runs the workload opened and log their summaries; skipped with one line when the
+        server stops answering meanwhile (radt-ext's own run still ends, spooled if need be)."""
+        try:
+            self._within_store_deadline(lambda: self.workload_runs.close(status), WORKLOAD_RUNS_TIMEOUT_S)
+        except TimeoutError as exc:
+            log.warning("radt-ext: the runs the workload opened (%s) were not closed (%s); radt-ext's run %s "
+                        "is recorded", ", ".join(self.workload_runs.runs) or "none found yet", exc, self.run_id)
+
+    def _within_store_deadline(self, fn, timeout: float = STORE_READ_TIMEOUT_S):
         """fn(), which reads the store through MLflow's client: on a tracking server cut short after
-        STORE_READ_TIMEOUT_S (TimeoutError), and not tried when the server does not answer, since a
-        server that died takes MLflow's HTTP retries minutes to give up on."""
+        `timeout` s (TimeoutError), and not tried when the server does not answer, since a server that
+        died takes MLflow's HTTP retries minutes to give up on."""
         writer = self.recorder.writer
         if not writer.remote:
             return fn()
         if not writer.answers():
             raise TimeoutError("the server does not answer")
-        return call_with_deadline(fn, STORE_READ_TIMEOUT_S)
+        return call_with_deadline(fn, timeout)
 
     def run(self, announce=None) -> int:
         """check → start → (run created alongside) → wait → finish, with SIGINT/SIGTERM/SIGHUP

@@ -2,6 +2,7 @@
 import json
 import logging
 import sys
+import time
 
 import pytest
 from mlflow.entities import Metric
@@ -138,3 +139,44 @@ def test_server_dying_once_the_run_ended_does_not_hold_radt_ext(tmp_path):
     assert code == 0
     assert MlflowClient(backend).get_run(s.run_id).info.status == "FINISHED"
     assert [ln for ln in handler.lines if "no report for run" in ln], handler.lines
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(150, method="thread")
+def test_server_dying_before_the_workloads_own_runs_are_closed_does_not_hold_radt_ext(tmp_path):
+    from radt_ext.session import WorkloadSession, WorkloadSpec
+    from tests.radt_ext.faults.scenarios import _Lines
+    from tests.servers import start_mlflow_server
+
+    backend = f"sqlite:///{tmp_path / 'server.db'}"
+    server = start_mlflow_server(backend, tmp_path / "server")
+    handler = _Lines()
+    logging.getLogger("radt_ext").addHandler(handler)
+    script = "import mlflow, time\nwith mlflow.start_run():\n    mlflow.log_metric('loss', 1.0)\n    time.sleep(1.5)\n"
+    try:
+        s = WorkloadSession(WorkloadSpec(command=[sys.executable, "-c", script], listeners="top:0.05",
+                                         tracking_uri=server.url,
+                                         env={"RADT_EXT_SPOOL_DIR": str(tmp_path / "spool")}))
+        s.prepare()
+        s.start()
+        s.wait()
+        stop = s.recorder.stop
+
+        def listeners_stop_then_the_server_dies():
+            stop()
+            server.stop()  # before the runs the workload opened are ended and summarised
+
+        s.recorder.stop = listeners_stop_then_the_server_dies
+        began = time.monotonic()
+        code = s.finish()
+        took = time.monotonic() - began
+    finally:
+        server.stop()
+        logging.getLogger("radt_ext").removeHandler(handler)
+    assert code == 0 and took < 60, took
+    lines = [ln for ln in handler.lines if "the runs the workload opened" in ln]
+    assert len(lines) == 1 and "were not closed (the server does not answer)" in lines[0], handler.lines
+    assert s.workload_runs.runs and next(iter(s.workload_runs.runs)) in lines[0]  # it had found the run
+    spool = s.recorder.writer.spool_path  # radt-ext's own run's end waits there for `radt-ext sync`
+    ends = [json.loads(ln) for ln in open(spool)]
+    assert {"kind": "status", "status": "FINISHED", "run_id": s.run_id}.items() <= ends[-1].items()
