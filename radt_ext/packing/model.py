@@ -11,10 +11,11 @@ A contention model, small enough to check by hand (docs/collocation.md, "Packing
 - when: jobs of a group start together, and a job is slowed only while another one uses the GPU.
   Each job's active phase and busy span are known from its start (profiles.py); the others' are
   widened by MARGIN_S + MARGIN_SHARE of their busy start (start-ups vary, more so beside other jobs).
-  Job i's active phase is cut where another job's state changes; in each piece the model above runs
-  over the jobs there, each with its active-phase figures, or its figures outside the active phase
-  when only busy (warm-up epochs, evaluation); s_i = 1 + the pieces' (s - 1) weighted by their
-  length over the active phase. The phases are stretched by the slowdowns and lined up again (a few
+  Job i's active phase is cut into pieces (PIECE_S, and where another job's state changes); in each
+  the model above runs over the jobs there, each with its active-phase figures, or, when only busy
+  (warm-up epochs, evaluation), with what its exclusive run's GPU did then (the busiest within the
+  margin; its average outside the active phase where no series was read); s_i = 1 + the pieces'
+  (s - 1) weighted by their length over the active phase. The phases are stretched by the slowdowns and lined up again (a few
   rounds). Without spans (older runs), everything overlaps: the model above.
 - time: only a job's active phase (d_i) is slowed; the rest of its run u_i (start-up: interpreter,
   imports, data, model; wind-down: final evaluation, exit) barely uses the GPU and overlaps the others'
@@ -65,6 +66,7 @@ def slowdowns(profiles: list[Profile], mode: str) -> list[float]:
 MARGIN_S = 2.0
 MARGIN_SHARE = 0.1
 ROUNDS = 4
+PIECE_S = 0.5  # the active phase is looked at in pieces this long (and wherever another job's state changes)
 
 
 @dataclass
@@ -80,9 +82,6 @@ def _spans(p: Profile, slowdown: float) -> tuple[tuple[float, float], tuple[floa
     (a0, a1), (b0, b1) = p.active_window(slowdown), p.busy_window(slowdown)
     margin = MARGIN_S + MARGIN_SHARE * b0
     return (a0 - margin, a1 + margin), (b0 - margin, b1 + margin)
-
-
-PIECE_S = 0.5  # the active phase is looked at in pieces this long (and wherever another job's state changes)
 
 
 def _beside(i: int, profiles: list[Profile], s: list[float], mode: str) -> tuple[float, float, list[int], float]:
