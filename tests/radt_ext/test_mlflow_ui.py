@@ -1,7 +1,9 @@
 """MLflow's own UI, in a real headless Chromium, shows what radt-ext recorded.
 
 A real `mlflow server` serves the shared store of real runs (tests/radt_ext/report/store.py);
-Playwright drives Debian's chromium (no browser download). Screenshots go to $RADT_EXT_SCREENSHOTS (docs/screenshots/ to refresh the committed ones).
+Playwright drives Debian's chromium (no browser download). Screenshots go to $RADT_EXT_SCREENSHOTS (docs/screenshots/ to refresh the committed ones:
+`RADT_EXT_SCREENSHOTS=docs/screenshots python -m pytest tests/radt_ext/test_mlflow_ui.py --basetemp=/tmp/radt-ext-docs`,
+so the artifact path the Artifacts tab shows is that neutral one).
 Skipped, with the reason, where chromium or the playwright package is absent.
 """
 from __future__ import annotations
