@@ -26,7 +26,6 @@ import json
 import math
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 KEYS = ["gpu", "model", "batch", "precision", "mode"]

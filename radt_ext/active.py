@@ -21,23 +21,17 @@ TAG = "radt_ext.active_source"
 def tags(window: "Window") -> dict[str, str]:
     """The run's tags for its active phase: the source and the span (s since the epoch)."""
     return {TAG: window.source, "radt_ext.active_start": f"{window.start:.3f}", "radt_ext.active_end": f"{window.end:.3f}"}
-SOURCES = ("phase", "progress", "logged_metrics", "whole_run")
-
-
 @dataclass(frozen=True)
 class Window:
     start: float  # s since the epoch
     end: float
-    source: str
-
-    @property
-    def seconds(self) -> float:
-        return max(0.0, self.end - self.start)
+    source: str  # phase, progress, logged_metrics or whole_run
 
 
 def find(run_start: float, run_end: float, marks: Marks | None = None, logged=None) -> Window:
     """The active window of a run spanning [run_start, run_end]; `logged` = (first, last) time of the
-    run's own logged metrics, or a function returning it (called only when the marks say nothing)."""
+    run's own logged metrics, or a function returning it (called only when the marks say nothing; one
+    that raises, a store away, counts as none)."""
     if marks is not None:
         span = marks.phase_span(run_start, run_end)
         if span is not None:
@@ -46,7 +40,10 @@ def find(run_start: float, run_end: float, marks: Marks | None = None, logged=No
         if times and times[-1] > times[0]:
             return Window(times[0], times[-1], "progress")
     if callable(logged):
-        logged = logged()
+        try:
+            logged = logged()
+        except Exception:  # the store is away: the whole run then
+            logged = None
     if logged is not None:
         first, last = max(logged[0], run_start), min(logged[1], run_end)
         if last > first:

@@ -58,14 +58,7 @@ def _end(recorder: Recorder, client: MlflowClient, args, listeners, skipped: dic
 
     marks = read_marks(args.progress_file)
     now = int(time.time() * 1000)
-
-    def logged():
-        try:
-            return logged_span(client, [args.run_id])
-        except Exception:
-            return None  # the store is away: the whole run then
-
-    summary = recorder.summary(marks, logged)
+    summary = recorder.summary(marks, lambda: logged_span(client, [args.run_id]))
     tags = recorder.listener_tags()
     tags.update({f"radt_ext.listener_skipped.{k}": v[:4000] for k, v in skipped.items()})
     tags["radt_ext.listeners"] = ",".join(f"{lst.name}:{lst.interval:g}" for lst in listeners)

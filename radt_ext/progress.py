@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 
 ENV = "RADT_EXT_PROGRESS_FILE"
 WRITE_EVERY_S = 0.5
-PHASES = ("train", "eval", "inference")  # the usual names; any name made of letters, digits, '_' works
 _lock = threading.Lock()
 _totals: dict[str, float] = {}
 _state = {"written": 0.0, "dirty": False, "atexit": False, "last": 0.0}
@@ -165,7 +164,7 @@ class Marks:
             i = bisect.bisect_right(points, t, key=lambda p: p[0]) - 1
             if i < 0:
                 continue
-            (t0, a), value = points[i], points[i][1].get(key, 0.0)
+            t0, value = points[i][0], points[i][1].get(key, 0.0)
             if i + 1 < len(points) and points[i + 1][0] > t0:
                 t1, b = points[i + 1]
                 value += (b.get(key, 0.0) - value) * (t - t0) / (t1 - t0)

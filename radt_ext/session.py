@@ -46,7 +46,6 @@ from radt_ext.recorder import Recorder, select_listeners
 from radt_ext.signals import STOP_SIGNALS, SignalRelay
 from radt_ext.watchdog import Watchdog, end_orphans, owner_tags
 from radt_ext.workload_runs import WorkloadRuns
-from radt_ext.writer import call_with_deadline
 
 log = logging.getLogger(__name__)
 STORE_READ_TIMEOUT_S = 60.0  # a run's report or its own metrics, read back at its end
@@ -124,20 +123,35 @@ def connect(uri: str):
     return client
 
 
+def experiment_choice(name: str | None) -> tuple[str | None, str | None]:
+    """(name, id): the experiment a run goes to, as MLflow picks it: the name given, else
+    MLFLOW_EXPERIMENT_ID (then the id), else MLFLOW_EXPERIMENT_NAME; (None, None): the default one."""
+    if name is not None:
+        return name, None
+    env_id = os.environ.get("MLFLOW_EXPERIMENT_ID") or None
+    return (None, env_id) if env_id else (os.environ.get("MLFLOW_EXPERIMENT_NAME"), None)
+
+
+def _not_in_store(env_id: str) -> UsageError:
+    return UsageError(f"experiment {env_id!r} (from MLFLOW_EXPERIMENT_ID) is not in this store; "
+                      "unset MLFLOW_EXPERIMENT_ID or pass --experiment-name")
+
+
+def _deleted(name: str) -> UsageError:
+    return UsageError(f"experiment {name!r} is deleted; restore it or choose another --experiment-name")
+
+
 def experiment_id_for(client, name: str | None) -> str:
     """The experiment's id; one that radt-ext makes is tagged as a training experiment."""
     from mlflow.exceptions import MlflowException
 
-    if name is None:
-        env_id = os.environ.get("MLFLOW_EXPERIMENT_ID")
-        if env_id:
-            try:
-                client.get_experiment(env_id)
-            except MlflowException:
-                raise UsageError(f"experiment {env_id!r} (from MLFLOW_EXPERIMENT_ID) is not in this store; "
-                                 "unset MLFLOW_EXPERIMENT_ID or pass --experiment-name") from None
-            return env_id
-        name = os.environ.get("MLFLOW_EXPERIMENT_NAME")
+    name, env_id = experiment_choice(name)
+    if env_id:
+        try:
+            client.get_experiment(env_id)
+        except MlflowException:
+            raise _not_in_store(env_id) from None
+        return env_id
     if name is None:
         return "0"
     experiment = client.get_experiment_by_name(name)
@@ -149,7 +163,7 @@ def experiment_id_for(client, name: str | None) -> str:
             if experiment is None:
                 raise
     if experiment.lifecycle_stage == "deleted":
-        raise UsageError(f"experiment {name!r} is deleted; restore it or choose another --experiment-name")
+        raise _deleted(name)
     return experiment.experiment_id
 
 
@@ -225,19 +239,15 @@ class WorkloadSession:
                 return False
             self.run_id, self.experiment_id, self.joined, self.marker = run_id, run.experiment_id, True, run_id
             return True
-        name, env_id = spec.experiment_name, None
-        if name is None:
-            env_id = os.environ.get("MLFLOW_EXPERIMENT_ID") or None
-            name = None if env_id else os.environ.get("MLFLOW_EXPERIMENT_NAME")
+        name, env_id = experiment_choice(spec.experiment_name)
         if name is None:
             experiment = probe.experiment(experiment_id=env_id or "0")
             if experiment is False and env_id:
-                raise UsageError(f"experiment {env_id!r} (from MLFLOW_EXPERIMENT_ID) is not in this store; "
-                                 "unset MLFLOW_EXPERIMENT_ID or pass --experiment-name")
+                raise _not_in_store(env_id)
         else:
             experiment = probe.experiment(name=name)
             if experiment and experiment.deleted:
-                raise UsageError(f"experiment {name!r} is deleted; restore it or choose another --experiment-name")
+                raise _deleted(name)
         if not experiment:
             return False  # a store or an experiment still to be made: made before the workload starts
         self.experiment_id = experiment.experiment_id
@@ -502,10 +512,7 @@ class WorkloadSession:
         from radt_ext.active import logged_span
 
         ids = [self.run_id, *(self.workload_runs.runs if self.workload_runs else ())]
-        try:
-            return self._within_store_deadline(lambda: logged_span(self.client, ids))
-        except Exception:
-            return None  # the store is away: the whole run then
+        return self._within_store_deadline(lambda: logged_span(self.client, ids))
 
     def _log_report(self) -> None:
         """The run's report; skipped with one line when the server stops answering meanwhile."""
@@ -526,15 +533,8 @@ class WorkloadSession:
                         "is recorded", ", ".join(self.workload_runs.runs) or "none found yet", exc, self.run_id)
 
     def _within_store_deadline(self, fn, timeout: float = STORE_READ_TIMEOUT_S):
-        """fn(), which reads the store through MLflow's client: on a tracking server cut short after
-        `timeout` s (TimeoutError), and not tried when the server does not answer, since a server that
-        died takes MLflow's HTTP retries minutes to give up on."""
-        writer = self.recorder.writer
-        if not writer.remote:
-            return fn()
-        if not writer.answers():
-            raise TimeoutError("the server does not answer")
-        return call_with_deadline(fn, timeout)
+        """fn(), which reads the store through MLflow's client, within the writer's deadline (MetricWriter.call)."""
+        return self.recorder.writer.call(fn, timeout)
 
     def run(self, announce=None) -> int:
         """check → start → (run created alongside) → wait → finish, with SIGINT/SIGTERM/SIGHUP

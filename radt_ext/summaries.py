@@ -41,8 +41,17 @@ class Stat:
     vs: array = field(default_factory=lambda: array("d"))
     cs: array = field(default_factory=lambda: array("d"))
     ms: array = field(default_factory=lambda: array("d"))
+    log: bool = True  # False: a metric no summary reads over a window (the plain figures only, no log)
 
     def add(self, t: float, v: float) -> None:
+        if not self.log:
+            if self.count == 0:
+                self.first_t, self.first_v = t, v
+            self.count += 1
+            self.total += v
+            self.min, self.max = min(self.min, v), max(self.max, v)
+            self.last_t, self.last_v = t, v
+            return
         if self.count == 0:
             self.first_t, self.first_v = t, v
         elif t > self.last_t:
@@ -171,7 +180,20 @@ AVERAGES = (("sm_active_pct", "avg_sm_active_pct", "gpu_mean_avg_sm_active_pct")
             ("util_pct", "avg_util_pct", "gpu_mean_avg_util_pct"),
             ("temp_c", None, "gpu_mean_avg_temp_c"))
 BUSY_PCT = 10.0  # a GPU counts as busy from this utilization (SM active where utilization is not read)
+# what figures() and busy() read over windows; every other metric keeps no checkpoint log
+_WINDOWED_GPU = {"energy_j", *(f for f, _, _ in PEAKS), *(f for f, _, _ in AVERAGES)}
+_WINDOWED_CPU = {"package_energy_j", "dram_energy_j"}
+_WINDOWED = {"proc_rss_mib", "host_mem_used_mib", "proc_cpu_pct"}
 E2E = "e2e_"  # the whole run; unprefixed: the active phase (radt_ext/summary_names.py)
+
+
+def _windowed(name: str) -> bool:
+    """Whether a summary reads this metric over a window (so its Stat keeps the checkpoint log)."""
+    if m := _GPU.match(name):
+        return m.group("field") in _WINDOWED_GPU
+    if m := _CPU.match(name):
+        return m.group("field") in _WINDOWED_CPU
+    return name in _WINDOWED
 
 
 def counts_per_s(out: dict[str, float], counts: dict[str, float] | None, seconds: float) -> None:
@@ -209,7 +231,7 @@ class Summaries:
             for name, value in values:
                 stat = stats.get(name)
                 if stat is None:
-                    stat = stats[name] = Stat()
+                    stat = stats[name] = Stat(log=_windowed(name))
                 stat.add(t, value)
 
     def stat(self, name: str) -> Stat | None:
@@ -231,7 +253,6 @@ class Summaries:
         out: dict[str, float] = {}
         with self._lock:
             gpus = self._gpus()
-            seconds = b - a
             joules_per_gpu, integrated, power = [], [], []
             for i, fields in sorted(gpus.items(), key=lambda kv: int(kv[0])):
                 counter, watts = fields.get("energy_j"), fields.get("power_w")

@@ -247,15 +247,8 @@ class WorkloadRuns:
         run.writer.close()
         end = run.end if run.end is not None else time.time()
         end = max(end, run.start)
-
-        def logged():
-            try:
-                return active.logged_span(self.client, [run.run_id])
-            except Exception:
-                return None  # the store is away: the whole run then
-
-        summary, window = active.summarise(run.summaries, run.start, end, read_marks(self.progress_path), logged,
-                                            energy=self.energy)
+        summary, window = active.summarise(run.summaries, run.start, end, read_marks(self.progress_path),
+                                            lambda: active.logged_span(self.client, [run.run_id]), energy=self.energy)
         metrics = [Metric(f"summary/{k}", float(v), int(end * 1000), 0) for k, v in summary.items()]
         tags = dict(self.tags)
         tags.update(active.tags(window))

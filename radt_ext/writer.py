@@ -214,11 +214,7 @@ class MetricWriter:
         items = [RunTag(k, str(v)) for k, v in tags.items()]
         if self._probe():  # a dead server fails here at once, not after MLflow's retries
             try:
-                end = lambda: self._store_end(metrics, items, status, end_time)  # noqa: E731
-                if self._http:
-                    call_with_deadline(end, self.close_timeout)
-                else:
-                    end()
+                self._bounded(lambda: self._store_end(metrics, items, status, end_time), self.close_timeout)
                 return True
             except Exception as exc:
                 self.errors.append(first_line(exc))
@@ -326,11 +322,7 @@ class MetricWriter:
         locked_since = None
         while True:
             try:
-                call = lambda: self._store_points(batch)  # noqa: E731
-                if self._http:
-                    call_with_deadline(call, self.call_timeout)
-                else:  # a database store: a lock is waited out below, not cut short
-                    call()
+                self._bounded(lambda: self._store_points(batch), self.call_timeout)  # a lock: waited out below
                 return None
             except TimeoutError as exc:  # hung: spool now; sync skips the batch if it lands after all
                 return first_line(exc)
@@ -348,15 +340,21 @@ class MetricWriter:
                 time.sleep(delay)
                 delay *= 2
 
-    # -- outage -----------------------------------------------------------------------
-    @property
-    def remote(self) -> bool:
-        """The store is a tracking server (MLflow's HTTP retries take minutes when it is gone)."""
-        return self._http
+    def call(self, fn, timeout: float):
+        """fn(), which reaches the store through MLflow's client: as it is on a database store; on a
+        tracking server not tried when the server does not answer and cut short after `timeout`
+        (TimeoutError both ways), since MLflow's HTTP retries take minutes to give up on a dead one."""
+        if not self._http:
+            return fn()
+        if not self._probe():
+            raise TimeoutError("the server does not answer")
+        return call_with_deadline(fn, timeout)
 
-    def answers(self) -> bool:
-        """The store answers now (a server's /health; a database store is assumed to)."""
-        return self._probe()
+    def _bounded(self, fn, timeout: float):
+        """fn(), cut short after `timeout` on a tracking server (a database store's lock is waited out)."""
+        return call_with_deadline(fn, timeout) if self._http else fn()
+
+    # -- outage -----------------------------------------------------------------------
 
     def _enter_outage(self, reason: str) -> None:
         if not self.down:

@@ -56,5 +56,17 @@ def tracking_uri(tmp_path, monkeypatch):
 
 
 @pytest.fixture
+def two_gpus(monkeypatch, tracking_uri):
+    """tracking_uri, with NVML replayed from the trace recorded on two H100s (tests/traces.py)."""
+    from listeners import nvml_backend
+    from tests.traces import TWO_GPUS
+
+    monkeypatch.setenv(nvml_backend.REPLAY_ENV, TWO_GPUS)
+    nvml_backend.reset()
+    yield tracking_uri
+    nvml_backend.reset()
+
+
+@pytest.fixture
 def python_exe():
     return sys.executable

@@ -80,16 +80,14 @@ def _visible(device: str) -> str:
     return "" if device == CPU else device
 
 
-def check_devices(devices: list[str]) -> None:
+def check_devices(devices: list[str], where: str = "device") -> None:
     """A one-line UsageError, before anything runs, for a GPU this machine lacks (checked where NVML
-    answers, as for the listeners; elsewhere GPU devices are taken as given)."""
-    for device in devices:
-        if device == CPU:
-            continue
+    answers, as for the listeners; elsewhere GPU devices are taken as given). where: the line's start."""
+    for device in dict.fromkeys(d for d in devices if d != CPU):
         try:
             registry.check_target(Target(pid=None, cuda_visible_devices=device))
         except ListenerError as exc:
-            raise UsageError(f"device {device!r}: {exc}; use one of this machine's GPUs or cpu") from None
+            raise UsageError(f"{where} {device!r}: {exc}; use one of this machine's GPUs or cpu") from None
 
 
 class GroupRunner:
@@ -367,8 +365,7 @@ class GroupRunner:
         active_samples = sum(r.summary.get("samples", 0.0) for r in self.results)
         all_samples = sum(r.summary.get("e2e_samples", 0.0) for r in self.results)
         recorder.stopped = recorder.stopped or time.time()
-        summary, recorder.window = active.summarise(recorder.summaries, recorder.started or t0, recorder.stopped,
-                                                    window=group_window)
+        summary = recorder.summary(window=group_window)
         counts_per_s(summary, {"samples": active_samples} if active_samples else None, summary["active_s"])
         whole = {k[len(E2E):]: v for k, v in summary.items() if k.startswith(E2E)}
         counts_per_s(whole, {"samples": all_samples} if all_samples else None, makespan)

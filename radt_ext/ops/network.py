@@ -90,7 +90,6 @@ def combined(ws: list[Window]) -> dict:
     their energy per call (a round's power moves with the GPU's state even where its time does not)."""
     times = [w.time_ms for w in ws]
     energies = [w.energy_mj for w in ws if not math.isnan(w.energy_mj)]
-    median = statistics.median(times)
     fastest = min(ws, key=lambda w: w.time_ms)
     time_ms, power = fastest.time_ms, fastest.power_w
     span = sum(w.window_s for w in ws)
@@ -98,7 +97,7 @@ def combined(ws: list[Window]) -> dict:
     seen = [w for w in ws if not math.isnan(w.timeline_w)]
     seen_s = sum(w.window_s for w in seen)
     return {"time_ms": time_ms, "energy_mj": power * time_ms, "power_w": power, "reps": sum(w.reps for w in ws),
-            "window_s": span, "spread": (max(times) - min(times)) / median if median > 0 else math.nan,
+            "window_s": span, "spread": _spread(times),
             "busy": min(busy) if busy else math.nan,
             "timeline_w": sum(w.timeline_w * w.window_s for w in seen) / seen_s if seen_s > 0 else math.nan,
             "energy_spread": _spread(energies)}

@@ -10,7 +10,7 @@ import threading
 from dataclasses import replace
 
 from radt_ext.collocation.group import GroupRunner
-from radt_ext.collocation.modes import CPU, Group, Workload
+from radt_ext.collocation.modes import CPU, Group
 from radt_ext.errors import UsageError
 from radt_ext.packing import explain, profiles
 from radt_ext.packing.options import PackOptions
@@ -36,13 +36,9 @@ def group_of(d: Decision, device: str, uri: str, client, max_slowdown: float, mo
     workloads, baselines = [], {}
     for i, (job, v) in enumerate(zip(d.jobs, variants)):
         w = v.workloads[0]
-        tags = {"sweep.workload_hash": w.key, "sweep.workload": w.source, profiles.JOB_TAG: v.hash,
-                **{f"sweep.param.{k}": x for k, x in v.setting.items()}, **explain.job_tags(d, i)}
-        mps = d.mode == "mps"
-        workloads.append(Workload(job.name, list(w.command), device=device, params=dict(w.params), env=dict(w.env),
-                                  tags=tags, cwd=w.cwd,
-                                  mps_thread_percentage=(w.mps_thread_percentage or d.thread_pcts[i]) if mps else None,
-                                  mps_pinned_mem_limit=w.mps_pinned_mem_limit if mps else None))
+        tags = {profiles.JOB_TAG: v.hash, **{f"sweep.param.{k}": x for k, x in v.setting.items()},
+                **explain.job_tags(d, i)}
+        workloads.append(w.workload(d.mode, job.name, device, tags, d.thread_pcts[i]))
         # measured on this GPU model where the store has it, else the profile the planner read
         found = baseline(client, v.experiment, w.key, model) or baseline(client, v.experiment, w.key)
         if found:
@@ -98,16 +94,16 @@ class PackExecutor:
     def _halted(self) -> bool:
         return bool(self.stopping or self._error is not None)
 
-    def planner(self, client, experiment: str, model: str | None = None) -> Planner:
-        return Planner(profiles.read(client, experiment, model), self.options,
-                       gpu_mode_ok=CPU not in self.pool.devices)
+    def planner(self, knowledge: profiles.Knowledge) -> Planner:
+        return Planner(knowledge, self.options, gpu_mode_ok=CPU not in self.pool.devices)
 
     def run(self, todo, ctx) -> list[Outcome]:
         outcomes: dict[int, Outcome] = {}
         experiment = todo[0].experiment
         self.pool = self.pool or pool_of(todo)
         model = self.pool.model(self.pool.devices)  # None on a pool of mixed (or unknown) GPU models
-        done = profiles.read(ctx.client, experiment, model).packed_done
+        known = profiles.read(ctx.client, experiment, model)  # the first plan's too: nothing has run since
+        done = known.packed_done
         remaining = []
         for v in todo:
             if v.hash in done:
@@ -132,9 +128,12 @@ class PackExecutor:
                         break
                     if not planned or self._ended != planned_at:  # the store learned something: plan again
                         planned_at = self._ended
-                        planned = self.planner(ctx.client, experiment, model).plan(
+                        if known is None:
+                            known = profiles.read(ctx.client, experiment, model)
+                        planned = self.planner(known).plan(
                             jobs_of(remaining), self.pool.devices,
                             free=len(self.pool.devices) - len(self._active)).decisions
+                        known = None  # the next plan reads what the store has learned by then
                     d = planned.pop(0)
                     taken = {id(j.ref) for j in d.jobs}
                     remaining = [v for v in remaining if id(v) not in taken]

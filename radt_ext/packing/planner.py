@@ -85,11 +85,10 @@ class Plan:
     decisions: list[Decision]  # in the order they are handed to GPUs
     gpus: dict[str, list[Decision]] = field(default_factory=dict)
     max_slowdown: float = 1.5
-    gpu_memory_mib: float | None = None
 
-    def predicted_makespan_s(self, decisions_by_gpu: dict[str, list[Decision]] | None = None) -> float | None:
+    def predicted_makespan_s(self) -> float | None:
         loads = []
-        for ds in (decisions_by_gpu or self.gpus).values():
+        for ds in self.gpus.values():
             times = [d.makespan_s for d in ds]
             if None in times:
                 return None
@@ -101,10 +100,7 @@ class Plan:
         times = [j.profile.wall_s() if j.profile else None for d in self.decisions for j in d.jobs]
         if None in times:
             return None
-        loads = [0.0] * max(1, len(self.gpus))
-        for t in sorted(times, reverse=True):
-            loads[loads.index(min(loads))] += t
-        return max(loads)
+        return max(_hand_out(sorted(times, reverse=True), len(self.gpus))[1])
 
 
 class Planner:
@@ -117,7 +113,9 @@ class Planner:
         self.idle_power_w = min(idle) if idle else None
 
     # -- predictions ------------------------------------------------------------------
-    def _measured(self, jobs: list[Job], mode: str) -> tuple[list[float], str] | None:
+    def _measured(self, jobs: list[Job], mode: str, overlaps: list[float]) -> tuple[list[float], str] | None:
+        """The slowdowns the store measured for these jobs together, else for the closest measured pair
+        (scaled from its overlaps to these, `overlaps`); None: nothing close was measured."""
         keys = tuple(sorted(j.key for j in jobs))
         for g in self.k.groups:  # newest first
             if g.mode == mode and g.keys == keys:
@@ -146,10 +144,9 @@ class Planner:
         sa = g.slowdowns[ka][0]
         sb = g.slowdowns[kb][-1] if ka == kb else g.slowdowns[kb][0]
         then = model.timeline([self.k.profiles[ka], self.k.profiles[kb]], mode).overlaps
-        now = model.timeline([j.profile for j in jobs], mode).overlaps
         if min(then) < MIN_OVERLAP:  # that pair barely met: it says little about a pair that does
             return None
-        scaled = [1.0 + (x - 1.0) * f / f0 for x, f, f0 in zip((sa, sb), now, then)]
+        scaled = [1.0 + (x - 1.0) * f / f0 for x, f, f0 in zip((sa, sb), overlaps, then)]
         return scaled, f"closest measured pair, run {g.run_id[:8]} ({d:.0f} pts away)"
 
     def predict(self, jobs: list[Job], mode: str) -> Decision:
@@ -157,7 +154,7 @@ class Planner:
             j.profile = j.profile or self.k.profiles.get(j.key)
         profiles = [j.profile for j in jobs]
         line = model.timeline(profiles, mode)
-        measured = self._measured(jobs, mode) if len(jobs) > 1 else None
+        measured = self._measured(jobs, mode, line.overlaps) if len(jobs) > 1 else None
         if measured:
             slow, source = measured
         else:
@@ -228,9 +225,8 @@ class Planner:
                 fits.append((round(added, 6), d.max_slowdown, i, d, g.makespan_s or 0.0))
             if fits:
                 added, _, i, d, before = min(fits, key=lambda x: x[:3])
-                d.reason = (f"{d.mode}: predicted slowdown {d.max_slowdown:.2f} <= {self.opts.max_slowdown:g} "
-                            f"({d.source}{_overlap_note(d)}); wall time {before:.1f} -> {d.makespan_s or 0.0:.1f} s, "
-                            f"{j.name} alone {alone_s[id(j)]:.1f} s{self._memory_note(d.jobs)}")
+                d.reason = self._shared(d, f"wall time {before:.1f} -> {d.makespan_s or 0.0:.1f} s, "
+                                           f"{j.name} alone {alone_s[id(j)]:.1f} s{self._memory_note(d.jobs)}")
                 groups[i] = d
             else:
                 d = self.predict([j], "exclusive")
@@ -241,12 +237,10 @@ class Planner:
                 groups.append(d)
         groups = self._regroup(groups, len(gpus))
         groups.sort(key=lambda d: -(d.makespan_s or 0.0))
-        plan = Plan(first + groups, {g: [] for g in gpus}, self.opts.max_slowdown, self.gpu_memory)
-        loads = {g: 0.0 for g in gpus}
-        for d in plan.decisions:
-            gpu = min(gpus, key=lambda g: loads[g])
-            plan.gpus[gpu].append(d)
-            loads[gpu] += d.makespan_s or 0.0
+        plan = Plan(first + groups, {g: [] for g in gpus}, self.opts.max_slowdown)
+        where, _ = _hand_out([d.makespan_s or 0.0 for d in plan.decisions], len(gpus))
+        for d, k in zip(plan.decisions, where):
+            plan.gpus[gpus[k]].append(d)
         return plan
 
     def _regroup(self, groups: list[Decision], gpus: int) -> list[Decision]:
@@ -287,15 +281,17 @@ class Planner:
                 return groups
             span, groups, d, left, j = found
             note = f"regrouped: predicted makespan {best:.1f} -> {span:.1f} s"
-            d.reason = (f"{d.mode}: predicted slowdown {d.max_slowdown:.2f} <= {self.opts.max_slowdown:g} "
-                        f"({d.source}{_overlap_note(d)}); {note}{self._memory_note(d.jobs)}"
-                        if len(d.jobs) > 1 else f"alone: {note}")
+            d.reason = self._shared(d, f"{note}{self._memory_note(d.jobs)}") if len(d.jobs) > 1 else f"alone: {note}"
             if left is not None:
-                left.reason = (f"{left.mode}: predicted slowdown {left.max_slowdown:.2f} <= {self.opts.max_slowdown:g} "
-                               f"({left.source}{_overlap_note(left)}); {j.name} moved out ({note})"
-                               if len(left.jobs) > 1 else f"alone: {j.name} moved out ({note})")
+                left.reason = (self._shared(left, f"{j.name} moved out ({note})") if len(left.jobs) > 1
+                               else f"alone: {j.name} moved out ({note})")
             best = span
         return groups
+
+    def _shared(self, d: Decision, why: str) -> str:
+        """The reason of a group that shares a GPU: its prediction against the bound, then `why`."""
+        return (f"{d.mode}: predicted slowdown {d.max_slowdown:.2f} <= {self.opts.max_slowdown:g} "
+                f"({d.source}{_overlap_note(d)}); {why}")
 
     def _memory_note(self, jobs: list[Job]) -> str:
         mem = [j.profile.mem_mib for j in jobs]
@@ -304,13 +300,19 @@ class Planner:
         return f"; peak memory {sum(mem) / 1024:.1f} of {self.gpu_memory / 1024:.1f} GiB"
 
 
+def _hand_out(times: list[float], gpus: int) -> tuple[list[int], list[float]]:
+    """Each time, in this order, to the GPU free soonest: the GPU of each, and the GPUs' loads."""
+    loads, where = [0.0] * max(1, gpus), []
+    for t in times:
+        k = loads.index(min(loads))
+        where.append(k)
+        loads[k] += t
+    return where, loads
+
+
 def _makespan(groups: list[Decision], gpus: int) -> float:
-    """The predicted makespan of these groups handed out as the plan does: longest first, each to the
-    GPU free soonest."""
-    loads = [0.0] * max(1, gpus)
-    for t in sorted((d.makespan_s or 0.0 for d in groups), reverse=True):
-        loads[loads.index(min(loads))] += t
-    return max(loads)
+    """The predicted makespan of these groups handed out as the plan does: longest first."""
+    return max(_hand_out(sorted((d.makespan_s or 0.0 for d in groups), reverse=True), gpus)[1])
 
 
 def _overlap_note(d: Decision) -> str:

@@ -84,10 +84,14 @@ def sweep(file, dry_run, executor, status, cancel, **slurm_flags):
         queued = sum(o.status == "QUEUED" for o in outcomes)
         click.echo(f"{queued} variants queued as Slurm jobs; follow them with: radt-ext sweep {file} --status")
         return
-    bad = [o for o in outcomes if o.status not in ("FINISHED", "SKIPPED")]
-    if len(outcomes) < len(variants) or any(o.status == "KILLED" for o in outcomes):
+    _exit(outcomes, len(variants))
+
+
+def _exit(outcomes, expected: int) -> None:
+    """A stopped sweep exits as the signal says (130 where none did); else 1 when anything did not finish."""
+    if len(outcomes) < expected or any(o.status == "KILLED" for o in outcomes):
         sys.exit(next((o.exit_code for o in outcomes if o.status == "KILLED"), 130) or 130)
-    sys.exit(1 if bad else 0)
+    sys.exit(1 if any(o.status not in ("FINISHED", "SKIPPED") for o in outcomes) else 0)
 
 
 def _packed(file: str, executor: str):
@@ -110,16 +114,14 @@ def _run_packed(file, spec, dry_run: bool, console) -> None:
     from radt_ext.packing import queue, run
     from radt_ext.sweep.executor import results_table
 
-    queue.job_variants(spec)  # a group of several workloads: one line before anything runs
+    jobs = queue.job_variants(spec)  # a group of several workloads: one line before anything runs
     outcomes = run.run(spec, dry=dry_run, console=console)
     if dry_run:
         todo = sum(o.status == "PLANNED" for o in outcomes)
         click.echo(f"{len(outcomes)} jobs, {todo} to run, {len(outcomes) - todo} done (dry run: nothing ran)")
         return
     console.print(results_table(outcomes))
-    if any(o.status == "KILLED" for o in outcomes) or len(outcomes) < len(queue.job_variants(spec)):
-        sys.exit(next((o.exit_code for o in outcomes if o.status == "KILLED"), 130) or 130)
-    sys.exit(1 if any(o.status not in ("FINISHED", "SKIPPED") for o in outcomes) else 0)
+    _exit(outcomes, len(jobs))
 
 
 def _status_or_cancel(file, variants, console, cancel: bool, slurm_flags) -> None:

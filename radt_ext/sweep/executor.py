@@ -12,7 +12,7 @@ from radt_ext.errors import UsageError
 from radt_ext.session import connect, experiment_id_for, tracking_uri
 from radt_ext.sweep import console as out
 from radt_ext.sweep import report as sweep_report
-from radt_ext.sweep.plan import CPU, Variant
+from radt_ext.sweep.plan import Variant
 from radt_ext.sweep.variant_run import Outcome, baseline, experiment_ids  # noqa: F401  (imported from here)
 
 
@@ -62,17 +62,10 @@ def resume_state(client, variants: list[Variant]) -> tuple[dict[tuple, str], dic
 
 
 def check_devices(variants: list[Variant]) -> None:
-    """A one-line UsageError, before anything runs, for a GPU that does not exist on this machine
-    (checked where NVML answers, as for the listeners; elsewhere GPU devices are taken as given)."""
-    from listeners import registry
-    from listeners.base import ListenerError, Target
+    """A one-line UsageError, before anything runs, for a GPU of the variants that this machine lacks."""
+    from radt_ext.collocation.group import check_devices as check
 
-    named = [d for v in variants for d in (v.pool or [w.device for w in v.workloads])]
-    for device in dict.fromkeys(d for d in named if d != CPU):
-        try:
-            registry.check_target(Target(pid=None, cuda_visible_devices=device))
-        except ListenerError as exc:
-            raise UsageError(f"devices: {device!r}: {exc}; use one of this machine's GPUs or cpu") from None
+    check([d for v in variants for d in (v.pool or [w.device for w in v.workloads])], where="devices:")
 
 
 def what_changed(client, run_id: str, v: Variant) -> str:

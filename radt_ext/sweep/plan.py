@@ -44,6 +44,17 @@ class PlannedWorkload:
         """What makes two workloads the same job (for exclusive baselines): command, device, env."""
         return digest({"command": self.command, "device": self.device, "env": self.env})[:16]
 
+    def workload(self, mode: str, name: str | None = None, device: str | None = None, tags: dict | None = None,
+                 thread_percentage: int | None = None) -> Workload:
+        """The collocation workload that runs it in `mode` (its own name and device unless given; the
+        MPS thread percentage its own, else `thread_percentage`)."""
+        return Workload(name or self.name, list(self.command), device=device or self.device, params=dict(self.params),
+                        env=dict(self.env), tags={"sweep.workload_hash": self.key, "sweep.workload": self.source,
+                                                  **(tags or {})},
+                        mps_thread_percentage=(self.mps_thread_percentage or thread_percentage) if mode == "mps" else None,
+                        mps_pinned_mem_limit=self.mps_pinned_mem_limit if mode == "mps" else None,
+                        mig=self.mig if mode == "mig" else None, cwd=self.cwd)
+
 
 @dataclass
 class Variant:
@@ -88,12 +99,7 @@ class Variant:
         tags = {"sweep.id": self.sweep_id, "sweep.hash": self.hash, "sweep.group": self.label,
                 "sweep.repeat": str(self.repeat), **self.extra_tags}
         tags.update({f"sweep.param.{k}": v for k, v in self.setting.items()})
-        workloads = [Workload(w.name, list(w.command), device=w.device, params=dict(w.params), env=dict(w.env),
-                              tags={"sweep.workload_hash": w.key, "sweep.workload": w.source},
-                              mps_thread_percentage=w.mps_thread_percentage if self.mode == "mps" else None,
-                              mps_pinned_mem_limit=w.mps_pinned_mem_limit if self.mode == "mps" else None,
-                              mig=w.mig if self.mode == "mig" else None, cwd=w.cwd)
-                     for w in self.workloads]
+        workloads = [w.workload(self.mode) for w in self.workloads]
         return Group(mode=self.mode, workloads=workloads, experiment_name=self.experiment,
                      run_name=f"{self.sweep_id}:{self.title_on(devices)}", listeners=self.listeners,
                      child_listeners=self.child_listeners, interval=self.interval, tags=tags,

@@ -1,5 +1,5 @@
 """AdamW for the torch recipes: torch's own functional AdamW (`torch.optim.adamw.adamw`, the same
-foreach or per-tensor kernels `torch.optim.AdamW` picks) behind the methods a training loop and
+foreach or per-tensor kernels `torch.optim.AdamW` picks: foreach=None leaves torch's default) behind the methods a training loop and
 `torch.amp.GradScaler` call: `param_groups`, `zero_grad`, `step`.
 
 Why not `torch.optim.AdamW` itself: every `torch.optim.Optimizer` imports `torch._dynamo` on its first
@@ -43,11 +43,7 @@ class AdamW:
         states = [self.state[p] for p in params]
         beta1, beta2 = group["betas"]
         adamw(params, [p.grad for p in params], [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
-              [], [s["step"] for s in states], foreach=_foreach(params), has_complex=any(p.is_complex() for p in params),
+              [], [s["step"] for s in states], foreach=None, has_complex=any(p.is_complex() for p in params),
               amsgrad=False, beta1=beta1, beta2=beta2, lr=group["lr"], weight_decay=group["weight_decay"],
               eps=group["eps"], maximize=False)
 
-
-def _foreach(params: list[torch.Tensor]) -> bool:
-    """torch.optim.AdamW's default: the foreach kernels where every parameter is a dense tensor on a GPU."""
-    return all(type(p) in (torch.Tensor, torch.nn.Parameter) and p.device.type == "cuda" for p in params)

@@ -2,7 +2,6 @@
 real SQLite store (the nvml listener replays a real H200 recording, so GPU figures exist)."""
 from __future__ import annotations
 
-import os
 import sys
 import textwrap
 from pathlib import Path

@@ -21,24 +21,30 @@ def _history(client, run_id, key):
     return sorted((m.timestamp / 1000, m.value) for m in client.get_metric_history(run_id, key))
 
 
+def _recorded(uri: str, tmp_path, script: str, trace: str) -> tuple:
+    """`radt-ext run -l nvml` of the script on the trace: the store's client, radt-ext's own run and
+    the runs the script opened, by name."""
+    path = tmp_path / "train.py"
+    path.write_text(script)
+    res = radt("run", "-l", "nvml", "--", sys.executable, str(path), env={nvml_backend.REPLAY_ENV: trace},
+               timeout=180)
+    assert res.returncode == 0, res.stderr[-3000:]
+    client = MlflowClient(uri)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    monitor = next(r for r in runs if TAG_MONITOR_RUN not in r.data.tags)
+    return client, monitor, {r.info.run_name: r for r in runs if TAG_MONITOR_RUN in r.data.tags}
+
+
 def test_short_runs_the_script_opens_get_counter_energy_of_their_own_span(tracking_uri, tmp_path, monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    script = tmp_path / "train.py"
-    script.write_text(textwrap.dedent("""
+    client, monitor, mine = _recorded(tracking_uri, tmp_path, textwrap.dedent("""
         import time, mlflow
         time.sleep(1.0)
         for name, seconds in (("two", 2.0), ("five", 5.0)):   # both shorter than the counter's period
             with mlflow.start_run(run_name=name):
                 time.sleep(seconds)
         time.sleep(0.5)
-    """))
-    res = radt("run", "-l", "nvml", "--", sys.executable, str(script),
-               env={nvml_backend.REPLAY_ENV: str(TRACE)}, timeout=180)
-    assert res.returncode == 0, res.stderr[-3000:]
-    client = MlflowClient(tracking_uri)
-    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
-    monitor = next(r for r in runs if TAG_MONITOR_RUN not in r.data.tags)
-    mine = {r.info.run_name: r for r in runs if TAG_MONITOR_RUN in r.data.tags}
+    """), str(TRACE))
     energy = _history(client, monitor.info.run_id, "system/gpu0_energy_j")
     power = _history(client, monitor.info.run_id, "system/gpu0_power_w")
     times, values = [t for t, _ in energy], [e for _, e in energy]
@@ -64,17 +70,10 @@ def test_a_short_run_on_two_gpus_without_sample_buffers_gets_both_gpus_energy(tr
     """Where the driver keeps no power samples the counter's reads (open and close) are the series; a run
     the script opens between them still gets its share of both GPUs' counters, never 0."""
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    script = tmp_path / "train.py"
-    script.write_text("import time, mlflow\ntime.sleep(0.5)\nwith mlflow.start_run(run_name='short'):\n"
-                      "    time.sleep(2.0)\ntime.sleep(0.5)\n")
-    trace = TRACE.parent / "h200x2_derived.json"
-    res = radt("run", "-l", "nvml", "--", sys.executable, str(script), env={nvml_backend.REPLAY_ENV: str(trace)},
-               timeout=180)
-    assert res.returncode == 0, res.stderr[-3000:]
-    client = MlflowClient(tracking_uri)
-    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
-    monitor = next(r for r in runs if TAG_MONITOR_RUN not in r.data.tags)
-    short = next(r for r in runs if r.info.run_name == "short")
+    client, monitor, opened = _recorded(
+        tracking_uri, tmp_path, "import time, mlflow\ntime.sleep(0.5)\nwith mlflow.start_run(run_name='short'):\n"
+        "    time.sleep(2.0)\ntime.sleep(0.5)\n", str(TRACE.parent / "h200x2_derived.json"))
+    short = opened["short"]
     start, end = short.info.start_time / 1000, short.info.end_time / 1000
     expected = 0.0
     for gpu in (0, 1):
@@ -92,16 +91,10 @@ def test_a_run_the_script_opens_on_two_gpus_gets_each_gpus_energy_and_named_tota
     from tests.traces import TWO_GPUS
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    script = tmp_path / "train.py"
-    script.write_text("import time, mlflow\ntime.sleep(1.0)\nwith mlflow.start_run(run_name='five'):\n"
-                      "    time.sleep(5.0)\ntime.sleep(0.5)\n")
-    res = radt("run", "-l", "nvml", "--", sys.executable, str(script), env={nvml_backend.REPLAY_ENV: TWO_GPUS},
-               timeout=180)
-    assert res.returncode == 0, res.stderr[-3000:]
-    client = MlflowClient(tracking_uri)
-    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
-    monitor = next(r for r in runs if TAG_MONITOR_RUN not in r.data.tags)
-    five = next(r for r in runs if r.info.run_name == "five")
+    client, monitor, opened = _recorded(
+        tracking_uri, tmp_path, "import time, mlflow\ntime.sleep(1.0)\nwith mlflow.start_run(run_name='five'):\n"
+        "    time.sleep(5.0)\ntime.sleep(0.5)\n", TWO_GPUS)
+    five = opened["five"]
     start, end = five.info.start_time / 1000, five.info.end_time / 1000
     got = five.data.metrics
     for gpu in (0, 1):

@@ -13,7 +13,6 @@ import time
 import pytest
 from mlflow.tracking import MlflowClient
 
-from listeners import nvml_backend
 from radt_ext.packing import profiles, queue
 from radt_ext.sweep.spec import load
 from tests.radt_ext.helpers import radt
@@ -23,14 +22,6 @@ from tests.traces import TWO_GPUS, gpu_name
 HERE = os.path.dirname(os.path.abspath(__file__))
 JOB = os.path.join(HERE, "job.py")
 LIGHT = (3.0, 2.0, 8.0, 1500.0, 120.0, 0.5)  # SM, DRAM, util %, peak MiB, W, s: four of them fit a GPU
-
-
-@pytest.fixture
-def two_gpus(monkeypatch, tracking_uri):
-    monkeypatch.setenv(nvml_backend.REPLAY_ENV, TWO_GPUS)
-    nvml_backend.reset()
-    yield tracking_uri
-    nvml_backend.reset()
 
 
 def spec(tmp_path, jobs: dict[str, str], extra: str = "", modes: str = "[naive]", schedule: str = "pack") -> str:

@@ -30,14 +30,6 @@ TRACES = os.path.join(HERE, "..", "..", "..", "listeners", "traces")
 NO_DRIVER = os.path.join(TRACES, "no_driver.json")
 
 
-@pytest.fixture
-def two_gpus(monkeypatch, tracking_uri):
-    monkeypatch.setenv(nvml_backend.REPLAY_ENV, TWO_GPUS)
-    nvml_backend.reset()
-    yield tracking_uri
-    nvml_backend.reset()
-
-
 def rendezvous_spec(tmp_path, hold: bool = False, devices='["0", "1"]'):
     marks = tmp_path / "marks"
     marks.mkdir(exist_ok=True)

@@ -1,5 +1,5 @@
 """The device pool (`devices:` by default): each variant runs once, on the next free device, with a
-2-GPU machine replayed from a trace (TWO_GPUS below; real child processes, a real SQLite store)."""
+2-GPU machine replayed from a trace (TWO_GPUS of tests/traces.py, the `two_gpus` fixture; real child processes, a real SQLite store)."""
 from __future__ import annotations
 
 import os
@@ -16,21 +16,12 @@ from mlflow.tracking import MlflowClient
 from listeners import nvml_backend
 from radt_ext import sweep
 from radt_ext.sweep.pool import DevicePool
-from radt_ext.sweep.spec import SpecError
 from tests.radt_ext.collocation.support import WORKLOAD
 from tests.radt_ext.helpers import radt
 from tests.traces import TWO_GPUS, gpu_name
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RENDEZVOUS = os.path.join(HERE, "rendezvous.py")
-
-
-@pytest.fixture
-def two_gpus(monkeypatch, tracking_uri):
-    monkeypatch.setenv(nvml_backend.REPLAY_ENV, TWO_GPUS)
-    nvml_backend.reset()
-    yield tracking_uri
-    nvml_backend.reset()
 
 
 def parents(uri):
