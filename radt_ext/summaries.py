@@ -1,8 +1,10 @@
 """Streaming summaries: each sample updates a few numbers; nothing is read back from MLflow.
 
-`Summaries.add(name, t, value)` keeps, per metric name, count, mean, min, max, first/last value
-and the time integral (trapezoid rule), and a bounded log of cumulative checkpoints (time, value,
-integral so far, largest value since the previous checkpoint). Any window's figures are then
+`Summaries.add(name, t, value)` keeps, per metric name, count, mean, min, max and first/last value;
+for the metrics a summary reads over a window (power, energy, temperatures, memory, SM/tensor/DRAM
+activity, utilization; CPU energy, the process's memory and CPU) also the time integral (trapezoid
+rule) and a bounded log of cumulative checkpoints (time, value, integral so far, largest value since
+the previous checkpoint). Any window's figures are then
 differences of cumulative values at its edges, interpolated between checkpoints: the active phase,
 the whole run, a collocation group's overlap, all from the same numbers.
 
