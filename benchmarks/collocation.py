@@ -17,7 +17,7 @@ import statistics
 
 from mlflow.tracking import MlflowClient
 
-from radt_ext.summary_names import upgrade
+from radt_ext.figures.summary_names import upgrade
 
 
 def steady_throughput(client: MlflowClient, run_id: str) -> float | None:

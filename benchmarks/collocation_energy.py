@@ -25,7 +25,7 @@ from mlflow.tracking import MlflowClient
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from radt_ext.collocation.attribution import WorkloadActivity, attribute  # noqa: E402
-from radt_ext.summary_names import upgrade  # noqa: E402
+from radt_ext.figures.summary_names import upgrade  # noqa: E402
 
 EXPERIMENT = "collocation-energy"
 

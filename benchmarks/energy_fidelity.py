@@ -12,7 +12,7 @@ The timeline is integrated between the first and last counter reads of the load 
 compared with the counter's difference.
 For reference, for each interval (0.02, 0.1, 0.5, 1 s) the 20 ms point-read series is thinned to that interval at
 every possible phase; power is integrated with the trapezoid rule of radt-ext's own
-summaries (`radt_ext.summaries.Stat`) and compared with the counter's difference over the
+summaries (`radt_ext.figures.summaries.Stat`) and compared with the counter's difference over the
 same span (the load window the child reports). Reported: median and worst error over phases.
 """
 from __future__ import annotations
@@ -150,8 +150,8 @@ class ListenerTimeline(threading.Thread):
 
 def integrate(points: list[tuple[float, float]], a: float, b: float) -> float:
     """Trapezoid integral of (time, value) points over [a, b], linearly interpolated at both ends,
-    with radt-ext's own summaries (`radt_ext.summaries.Stat`)."""
-    from radt_ext.summaries import Stat
+    with radt-ext's own summaries (`radt_ext.figures.summaries.Stat`)."""
+    from radt_ext.figures.summaries import Stat
 
     def at(t: float) -> float:
         for (t0, v0), (t1, v1) in zip(points, points[1:]):
@@ -185,7 +185,7 @@ def compare_timeline(timeline: list[tuple[float, float]], samples: list[tuple], 
 
 def compare(samples: list[tuple], t0: float, t1: float, interval: float, column: int = 1) -> dict:
     """Integrated power (samples' `column`: 1 instantaneous, 3 NVML's average) vs the counter."""
-    from radt_ext.summaries import Stat
+    from radt_ext.figures.summaries import Stat
 
     window = [s for s in samples if t0 <= s[0] <= t1 and s[column] == s[column]]
     stride = max(1, round(interval / BASE))
@@ -282,7 +282,7 @@ def main(argv=None) -> int:
         table(["load", "power source", "points", "spacing s (median)", "spacing s (max)", "counter J",
                "integrated J", "error %", "error"], timeline_rows), "",
         "Integrated between the first and last counter reads inside the load window (trapezoid, "
-        "`radt_ext.summaries.Stat`, interpolated at both ends): what `summary/e2e_gpu_total_energy_integrated_j` "
+        "`radt_ext.figures.summaries.Stat`, interpolated at both ends): what `summary/e2e_gpu_total_energy_integrated_j` "
         "computes from the logged `gpu0_power_w` points.", "",
         "### Energy fidelity: point reads of power, thinned to each interval, vs the energy counter (GPU 0)", "",
         table(["load", "interval s", "phases", "counter J (median)", "error % (median over phases)",

@@ -149,8 +149,8 @@ def listener_rows(names: list[str], n: int, spacing: float) -> list[dict]:
 def sink_row(n: int, spacing: float) -> dict:
     """One tick of the nvml listener's cheap readings (20 values) through the recorder's path to the queue."""
     from listeners.base import Reading
-    from radt_ext.point_filter import PointFilter
-    from radt_ext.summaries import Summaries
+    from radt_ext.store.point_filter import PointFilter
+    from radt_ext.figures.summaries import Summaries
 
     summaries, sent = Summaries(), []
     points = PointFilter(lambda *p: sent.append(p))

@@ -6,10 +6,10 @@ Stores: a local SQLite file, and a local `mlflow server` (on SQLite, 127.0.0.1, 
 started by `tests/servers.py`. For each store:
   - ceiling: `MlflowClient.log_batch` with 1000 metrics per call, back to back (what the store
     takes without radt-ext in the way);
-  - writer: N points handed to the real `radt_ext.writer.MetricWriter` as fast as possible,
+  - writer: N points handed to the real `radt_ext.store.writer.MetricWriter` as fast as possible,
     timed until `close()` returned (every point stored), with the writer's CPU (the process's
     CPU less the producing main thread's: the writer's own threads and `close()`). Into SQLite the
-    writer inserts directly into MLflow's tables (`radt_ext/bulk_metrics.py`); it is measured again
+    writer inserts directly into MLflow's tables (`radt_ext/store/bulk_metrics.py`); it is measured again
     with `bulk=False`, i.e. through `log_batch` as into a server.
   - SQLite only, for reference (not a radt-ext path): the same number of rows inserted straight into
     MLflow's `metrics` table with sqlite3 `executemany`, to show what the file takes without MLflow's ORM.
@@ -94,7 +94,7 @@ def raw_sqlite_reference(db_path: str, run_id: str, points: int) -> dict:
 
 def writer_flood(client, uri: str, experiment_id: str, points: int, name: str, bulk: bool = True) -> dict:
     """`points` points into a real MetricWriter as fast as they can be added; timed until close()."""
-    from radt_ext.writer import MetricWriter
+    from radt_ext.store.writer import MetricWriter
 
     run_id = client.create_run(experiment_id, run_name=name).info.run_id
     writer = MetricWriter(client, run_id, uri, bulk=bulk).start()
@@ -134,7 +134,7 @@ def read_back(client, run_id: str, points: int) -> dict:
 
 def paced(client, uri: str, experiment_id: str, seconds: float) -> dict:
     """30 metrics every 0.1 s in real time; CPU of the writer thread while it flushes every second."""
-    from radt_ext.writer import MetricWriter
+    from radt_ext.store.writer import MetricWriter
 
     run_id = client.create_run(experiment_id, run_name="paced").info.run_id
     writer = MetricWriter(client, run_id, uri).start()

@@ -2,7 +2,7 @@
 
     python -m benchmarks.monitor_cost --seconds 10 --out docs/benchmarks/gpu/power_sampling
 
-The real monitor process behind `radt_ext.track()` (`python -m radt_ext.monitor_process`, writing
+The real monitor process behind `radt_ext.track()` (`python -m radt_ext.run.monitor_process`, writing
 into a SQLite store) runs with the listeners asked for at the rate asked for; its CPU and its
 children's (nvidia-smi for `smi`) are measured over `--seconds` after it reported ready and
 settled, with the GPU idle and under a bf16 matmul load (`benchmarks.load`). Then the `nvml`

@@ -5,7 +5,7 @@
 For each configuration one process runs for `--seconds` after `--settle`, and the CPU of each of its
 threads (psutil's per-thread user + system time) is read before and after: a Python that only sleeps,
 a Python that has initialised NVML and opened GPU 0 and then sleeps, and the monitor process behind
-`track()` (`python -m radt_ext.monitor_process`, into SQLite) with each listener set at `--rate`.
+`track()` (`python -m radt_ext.run.monitor_process`, into SQLite) with each listener set at `--rate`.
 Threads are named by `py-spy dump` where py-spy is installed (Python threads by their names; a thread
 py-spy does not list is native, e.g. a library's own); otherwise by their native id only.
 """
@@ -93,7 +93,7 @@ def main(argv=None) -> int:
     for listeners in args.sets.split(","):
         run = client.create_run(experiment, run_name=f"threads-{listeners}")
         configs.append((f"monitor process, {listeners}",
-                        [sys.executable, "-m", "radt_ext.monitor_process", "--run-id", run.info.run_id,
+                        [sys.executable, "-m", "radt_ext.run.monitor_process", "--run-id", run.info.run_id,
                          "--tracking-uri", uri, "--pid", str(os.getpid()), "--interval", str(1.0 / args.rate)]
                         + ([] if listeners == "all" else ["--listeners", listeners]), True))
     rows = []

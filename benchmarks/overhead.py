@@ -101,7 +101,7 @@ class Trainer:
                  image_size: int | None = None):
         import torch
 
-        from radt_ext.progress import log_progress
+        from radt_ext.workload_api.progress import log_progress
 
         self.torch, self.log_progress, self.batch, self.device = torch, log_progress, batch, device
         torch.manual_seed(0)
@@ -147,7 +147,7 @@ class Trainer:
 
 def log_progress_cost(calls: int = 2000) -> dict:
     """µs per `log_progress` call without a session, and with a progress file as under radt-ext."""
-    from radt_ext import progress
+    from radt_ext.workload_api import progress
 
     out = {}
     previous = os.environ.pop(progress.ENV, None)

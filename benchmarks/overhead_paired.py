@@ -39,7 +39,7 @@ class MonitorTree:
 
     def __init__(self):
         found = [p for p in psutil.Process().children()
-                 if "radt_ext.monitor_process" in " ".join(_cmdline(p))]
+                 if "radt_ext.run.monitor_process" in " ".join(_cmdline(p))]
         if len(found) != 1:
             raise RuntimeError(f"expected one radt-ext monitor process under this process, found {len(found)} "
                                "(under `radt-ext run` track() starts none: run this script on its own)")

@@ -17,7 +17,7 @@ import re
 
 from mlflow.tracking import MlflowClient
 
-from radt_ext.summary_names import value
+from radt_ext.figures.summary_names import value
 
 EXPERIMENT = "pack-queue"
 

@@ -11,7 +11,7 @@ Part B, CPU at 1, 10 and 20 Hz (and faster, to find the sustained limit):
   - `nvml` power+energy (1–100 Hz) and `gpm` (20, 50 Hz) through the real Recorder (monitor
     thread + MetricWriter into a SQLite store) in this process; CPU of the process less its idle
     main thread, and per thread from psutil (sampling thread, writer thread);
-  - the real monitor process behind `radt_ext.track()` (`python -m radt_ext.monitor_process`)
+  - the real monitor process behind `radt_ext.track()` (`python -m radt_ext.run.monitor_process`)
     with `nvml`, with `gpm`, and with every available listener; CPU of that process and its
     children (nvidia-smi for `smi`), measured after it reported ready.
 The achieved rate (samples logged / seconds) shows whether the rate was sustained.
@@ -111,7 +111,7 @@ def recorder_cpu(kind: str, rate: float, seconds: float, settle: float, client, 
     or, for a `+`-joined set such as `nvml+gpm+top` (`all`: every available one), those listeners as
     `--listeners` selects them, watching this process."""
     from listeners.base import Target
-    from radt_ext.recorder import Recorder, select_listeners
+    from radt_ext.sampling.recorder import Recorder, select_listeners
 
     run = client.create_run(experiment_id, run_name=f"{kind}-{rate:g}hz")
     if kind not in SINGLE:
@@ -160,7 +160,7 @@ def monitor_process_cpu(listeners: str | None, rate: float, seconds: float, sett
                         experiment_id: str) -> dict:
     """The monitor process behind track(): CPU of it and its children while it samples at `rate`."""
     run = client.create_run(experiment_id, run_name=f"monitor-{listeners or 'all'}-{rate:g}hz")
-    cmd = [sys.executable, "-m", "radt_ext.monitor_process", "--run-id", run.info.run_id, "--tracking-uri", uri,
+    cmd = [sys.executable, "-m", "radt_ext.run.monitor_process", "--run-id", run.info.run_id, "--tracking-uri", uri,
            "--pid", str(os.getpid()), "--interval", str(1.0 / rate)]
     if listeners:
         cmd += ["--listeners", listeners]

@@ -83,14 +83,14 @@ def return_overhead(store: str, tmp: Path, seconds: float, listeners: str) -> di
 SPLIT_CHILD = """
 import json, sys, time
 t0 = time.time()
-from radt_ext.session import WorkloadSession, WorkloadSpec
+from radt_ext.run.session import WorkloadSession, WorkloadSpec
 imported = time.time()
 session = WorkloadSession(WorkloadSpec(command=sys.argv[2:], listeners=sys.argv[1]))
 session.run()
 t = dict(session.timings, process_started=t0, imported=imported, ended=time.time())
 print(json.dumps(t))
 """
-STEPS = [("imported", "imports (radt_ext.session)"), ("checked", "checks without MLflow (listeners, store probe)"),
+STEPS = [("imported", "imports (radt_ext.run.session)"), ("checked", "checks without MLflow (listeners, store probe)"),
          ("workload_started", "workload started"), ("listeners_started", "listeners and writer started"),
          ("store_connected", "store reached (MLflow imported, client connected)"),
          ("run_created", "run created and described"), ("workload_ended", "workload ran"),

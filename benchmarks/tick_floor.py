@@ -61,9 +61,9 @@ def _recorder_path():
     """`Recorder._sink` itself without a writer: summaries and the store filter, points kept in a list."""
     from types import SimpleNamespace
 
-    from radt_ext.point_filter import PointFilter
-    from radt_ext.recorder import Recorder
-    from radt_ext.summaries import Summaries
+    from radt_ext.store.point_filter import PointFilter
+    from radt_ext.sampling.recorder import Recorder
+    from radt_ext.figures.summaries import Summaries
 
     points: list = []
     state = SimpleNamespace(t0=time.time(), summaries=Summaries(), points=PointFilter(lambda *p: points.append(p)),
@@ -111,7 +111,7 @@ def child(variant: str, seconds: float, settle: float, interval: float) -> dict:
     elif base == "monitor":
         from listeners.base import Target
         from listeners.nvml import NvmlListener
-        from radt_ext.monitor import Monitor
+        from radt_ext.sampling.monitor import Monitor
 
         sink, points = _recorder_path()
         monitor = Monitor([NvmlListener(Target(pid=os.getpid()), interval)], sink)

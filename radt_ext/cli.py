@@ -10,12 +10,12 @@ import sys
 import click
 
 from radt_ext.errors import UsageError
-from radt_ext.streams import say, tolerate
+from radt_ext.run.streams import say, tolerate
 
 
 # Commands that live in their own modules, imported only when named (MLflow alone takes seconds to import)
 LAZY_COMMANDS = {
-    "sync": ("radt_ext.sync", "sync"),
+    "sync": ("radt_ext.store.sync", "sync"),
     "sweep": ("radt_ext.sweep.cli", "sweep"),
     "compare": ("radt_ext.compare.cli", "compare"),
     "collocate": ("radt_ext.collocation.cli", "collocate"),
@@ -87,7 +87,7 @@ def run(listeners, interval, experiment_name, run_name, run_id, tags, command):
 
     radt-ext run [OPTIONS] -- COMMAND [ARGS]...
     """
-    from radt_ext.session import ENV_ACTIVE, Interrupted, WorkloadSession, WorkloadSpec
+    from radt_ext.run.session import ENV_ACTIVE, Interrupted, WorkloadSession, WorkloadSpec
 
     command = list(command)
     if not command:

@@ -18,18 +18,20 @@ from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
 from listeners import registry
 from listeners.base import ListenerError, Target
 from listeners.devices import identities as device_identities
-from radt_ext import active, machine
+from radt_ext.figures import active
+from radt_ext.sampling import machine
 from radt_ext.collocation import energy_split
 from radt_ext.collocation import mig as mig_mod
 from radt_ext.collocation.modes import CPU, Group, Workload, check, metric_name
 from radt_ext.collocation.mps import MpsDaemon
 from radt_ext.errors import UsageError
-from radt_ext.recorder import Recorder, select_listeners
+from radt_ext.sampling.recorder import Recorder, select_listeners
 from radt_ext.report import log_report
-from radt_ext.session import WorkloadSession, WorkloadSpec, connect, experiment_id_for, exit_code, tracking_uri
-from radt_ext.signals import SignalRelay
-from radt_ext.summaries import E2E, counts_per_s
-from radt_ext.watchdog import owner_tags
+from radt_ext.run.session import WorkloadSession, WorkloadSpec, exit_code
+from radt_ext.store.client import connect, experiment_id_for, tracking_uri
+from radt_ext.run.signals import SignalRelay
+from radt_ext.figures.summaries import E2E, counts_per_s
+from radt_ext.run.watchdog import owner_tags
 
 DEVICE_LISTENERS = ("nvml", "gpm", "smi", "dcgm", "rapl")
 CHILD_LISTENERS = ("top", "gpu_procs")

@@ -24,7 +24,7 @@ def compare(run_ids, experiment, filter_string, baseline, metrics, html_file):
     from radt_ext.compare.render import caption, html_report, rich_table
     from radt_ext.compare.select import pick_baseline, select_runs
     from radt_ext.compare.table import compare_runs
-    from radt_ext.session import connect, tracking_uri
+    from radt_ext.store.client import connect, tracking_uri
 
     uri = tracking_uri()
     client = connect(uri)

@@ -5,7 +5,7 @@ import math
 from dataclasses import dataclass
 
 from radt_ext.report.data import run_name
-from radt_ext.summary_names import HEADLINE, OLD_NAMES, upgrade
+from radt_ext.figures.summary_names import HEADLINE, OLD_NAMES, upgrade
 
 SUMMARY = "summary/"
 # the order metrics are shown in when present (active phase first); the rest of summary/* follows alphabetically

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from radt_ext.progress import Marks
+from radt_ext.workload_api.progress import Marks
 
 TAG = "radt_ext.active_source"
 
@@ -74,7 +74,7 @@ def summarise(summaries, start: float, end: float, marks: Marks | None = None, l
               window: Window | None = None, owns_workload: bool = False, energy=None) -> tuple[dict[str, float], Window]:
     """A run's `summary/*` values over its active phase and its whole span [start, end], and the
     window used (found here unless given). owns_workload: the run spans the whole workload (radt-ext's
-    own run), so everything it counted is the run's. energy: a radt_ext.energy.EnergySeries holding the
+    own run), so everything it counted is the run's. energy: a radt_ext.figures.energy.EnergySeries holding the
     session's energy series beyond the run's own points (a run the script opens)."""
     window = window or find(start, end, marks, logged)
     whole = counts(marks, float("-inf") if owns_workload else start, end)

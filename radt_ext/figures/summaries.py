@@ -186,7 +186,7 @@ BUSY_PCT = 10.0  # a GPU counts as busy from this utilization (SM active where u
 _WINDOWED_GPU = {"energy_j", *(f for f, _, _ in PEAKS), *(f for f, _, _ in AVERAGES)}
 _WINDOWED_CPU = {"package_energy_j", "dram_energy_j"}
 _WINDOWED = {"proc_rss_mib", "host_mem_used_mib", "proc_cpu_pct"}
-E2E = "e2e_"  # the whole run; unprefixed: the active phase (radt_ext/summary_names.py)
+E2E = "e2e_"  # the whole run; unprefixed: the active phase (radt_ext/figures/summary_names.py)
 
 
 def _windowed(name: str) -> bool:
@@ -251,7 +251,7 @@ class Summaries:
     def figures(self, a: float, b: float, from_zero: bool = False, energy=None) -> dict[str, float]:
         """The hardware's figures over [a, b] (s since the epoch), names without a prefix; absent
         sources give absent keys. from_zero: energy counters read 0 at a (the whole run). energy: a
-        radt_ext.energy.EnergySeries whose `gpu{i}_energy_j` series reach beyond these points."""
+        radt_ext.figures.energy.EnergySeries whose `gpu{i}_energy_j` series reach beyond these points."""
         out: dict[str, float] = {}
         with self._lock:
             gpus = self._gpus()
@@ -332,7 +332,7 @@ class Summaries:
     def result(self, start: float, end: float, active=None, active_counts: dict[str, float] | None = None,
                e2e_counts: dict[str, float] | None = None, energy=None) -> dict[str, float]:
         """The `summary/*` values (names without the prefix) of a run spanning [start, end]:
-        `e2e_*` over the whole run, unprefixed over `active` (a radt_ext.active.Window; the whole run
+        `e2e_*` over the whole run, unprefixed over `active` (a radt_ext.figures.active.Window; the whole run
         when None); counts = the workload's {samples, flops} over each."""
         whole = self.figures(start, end, from_zero=self.counters_from_zero, energy=energy)
         counts_per_s(whole, e2e_counts, end - start)

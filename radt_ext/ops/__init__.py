@@ -2,6 +2,8 @@
 a dataset, fit per-op-type models on it, and predict a workload's time and energy on other GPUs.
 
 profile (capture → measure → cost) → store (MLflow runs, CSV) → dataset → predict → best-gpu.
+
+May import `radt_ext.store`, `radt_ext.workloads`, `radt_ext.errors` and `listeners`.
 """
 
 WINDOW_S = 0.1  # an operation's window: one update period of a Hopper GPU's energy counter

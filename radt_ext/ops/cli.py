@@ -31,7 +31,7 @@ def _shape(value: str | None) -> tuple[int, ...] | None:
 
 
 def _client(experiment_name: str | None):
-    from radt_ext.session import connect, experiment_id_for, tracking_uri
+    from radt_ext.store.client import connect, experiment_id_for, tracking_uri
 
     client = connect(tracking_uri())
     return client, experiment_id_for(client, experiment_name)

@@ -9,4 +9,8 @@ exclusive profiles and measured group slowdowns (docs/collocation.md, "Packing a
     queue.py     a sweep spec as a queue of jobs
     executor.py  runs the plan, replanning whenever a device of the pool frees
     run.py       the sweep command's entry (dry run or run)
+    scheduler.py what the sweep calls: the spec's packing keys, the jobs, the run
+
+May import `radt_ext.sweep` (whose scheduler it is, registered in setup.cfg), `radt_ext.collocation` and
+everything below them; nothing imports it but its entry point.
 """

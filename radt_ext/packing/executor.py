@@ -16,8 +16,8 @@ from radt_ext.packing import explain, profiles
 from radt_ext.packing.options import PackOptions
 from radt_ext.packing.planner import Decision, Planner
 from radt_ext.packing.queue import jobs_of
-from radt_ext.session import exit_code
-from radt_ext.signals import SignalRelay
+from radt_ext.run.session import exit_code
+from radt_ext.run.signals import SignalRelay
 from radt_ext.sweep import console as out
 from radt_ext.sweep.lanes import pool_of
 from radt_ext.sweep.variant_run import Outcome, baseline, group_for, result_line

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
-from radt_ext.summary_names import SUMMARY, upgrade
+from radt_ext.figures.summary_names import SUMMARY, upgrade
 
 JOB_TAG = "pack.job"  # a packed group's child: the hash of the sweep variant (job) it ran
 

@@ -9,7 +9,7 @@ from radt_ext.packing.executor import PackExecutor
 from radt_ext.packing.options import PackOptions, sharing_modes
 from radt_ext.packing.planner import Planner
 from radt_ext.packing.queue import job_variants, jobs_of
-from radt_ext.session import connect, tracking_uri
+from radt_ext.store.client import connect, tracking_uri
 from radt_ext.sweep.executor import execute, key, resume_state
 from radt_ext.sweep.lanes import pool_of
 from radt_ext.sweep.spec import Sweep

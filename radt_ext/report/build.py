@@ -5,7 +5,7 @@ import html as _html
 
 from radt_ext.report import data, figures
 from radt_ext.report.html import document, table
-from radt_ext.summary_names import HEADLINE
+from radt_ext.figures.summary_names import HEADLINE
 
 SUMMARY_ROWS = HEADLINE  # the active phase and its share of the run first, then the whole run
 

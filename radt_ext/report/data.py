@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
-from radt_ext.summary_names import upgrade
+from radt_ext.figures.summary_names import upgrade
 
 SYSTEM = "system/"
 SUMMARY = "summary/"

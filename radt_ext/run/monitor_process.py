@@ -17,10 +17,10 @@ from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from listeners.base import Target
-from radt_ext.progress import read_marks
-from radt_ext.recorder import Recorder, select_listeners
-from radt_ext.signals import SignalRelay
-from radt_ext.streams import say, tolerate
+from radt_ext.workload_api.progress import read_marks
+from radt_ext.sampling.recorder import Recorder, select_listeners
+from radt_ext.run.signals import SignalRelay
+from radt_ext.run.streams import say, tolerate
 
 
 def main(argv=None) -> int:
@@ -54,7 +54,7 @@ def main(argv=None) -> int:
 def _end(recorder: Recorder, client: MlflowClient, args, listeners, skipped: dict[str, str]) -> None:
     """Flush the samples, then log the summaries, tags and report; print the summary for the parent."""
     recorder.stop()
-    from radt_ext.active import logged_span
+    from radt_ext.figures.active import logged_span
 
     marks = read_marks(args.progress_file)
     now = int(time.time() * 1000)

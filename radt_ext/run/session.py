@@ -21,7 +21,6 @@ ends everything as KILLED if radt-ext itself is killed outright (watchdog.py).
 """
 from __future__ import annotations
 
-import http.client
 import logging
 import os
 import shlex
@@ -30,30 +29,28 @@ import subprocess
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from dataclasses import dataclass, field
 
 from listeners.base import Target
-from radt_ext import machine, store_probe
+from radt_ext.sampling import machine
+from radt_ext.store import store_probe
+from radt_ext.store.client import connect, experiment_choice, experiment_id_for, tracking_uri
 from radt_ext.errors import UsageError
-from radt_ext.markers import ENV_MONITOR_RUN, ENV_RUN_ID_FILE, ENV_STARTS_FILE, write_run_id
-from radt_ext.progress import ENV as PROGRESS_ENV
-from radt_ext.progress import read_marks
-from radt_ext.reaper import ProcessTree
-from radt_ext.recorder import Recorder, select_listeners
-from radt_ext.signals import STOP_SIGNALS, SignalRelay
-from radt_ext.watchdog import Watchdog, end_orphans, owner_tags
-from radt_ext.workload_runs import WorkloadRuns
+from radt_ext.workload_api.markers import ENV_MONITOR_RUN, ENV_RUN_ID_FILE, ENV_STARTS_FILE, write_run_id
+from radt_ext.workload_api.progress import ENV as PROGRESS_ENV
+from radt_ext.workload_api.progress import read_marks
+from radt_ext.run.reaper import ProcessTree
+from radt_ext.sampling.recorder import Recorder, select_listeners
+from radt_ext.run.signals import STOP_SIGNALS, SignalRelay
+from radt_ext.run.watchdog import Watchdog, end_orphans, owner_tags
+from radt_ext.run.workload_runs import WorkloadRuns
 
 log = logging.getLogger(__name__)
 STORE_READ_TIMEOUT_S = 60.0  # a run's report or its own metrics, read back at its end
 WORKLOAD_RUNS_TIMEOUT_S = 300.0  # the runs a workload opened: ended, their last points and summaries written
 ENV_ACTIVE = ENV_MONITOR_RUN  # set for the workload: the run id already being monitored
 KILL_GRACE_S = 10.0
-EXPERIMENT_KIND_TAG = "mlflow.experimentKind"  # MLflow's record of what an experiment is for
-TRAINING_KIND = "custom_model_development"
 RUN_SIGNALS = (*STOP_SIGNALS, signal.SIGHUP)  # a closed terminal stops the workload too
 
 
@@ -82,91 +79,6 @@ class WorkloadSpec:
     t0: float | None = None  # common time origin of a collocation group
 
 
-def tracking_uri(explicit: str | None = None) -> str:
-    import mlflow
-
-    return explicit or mlflow.get_tracking_uri()
-
-
-def unreachable(uri: str, timeout: float = 5.0) -> str | None:
-    """Why an http(s) tracking server does not answer at all, in seconds rather than after MLflow's minutes
-    of retries; None when something answers (any HTTP status) or the store is not a server."""
-    if not uri.startswith(("http://", "https://")):
-        return None
-    try:
-        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout):
-            return None
-    except urllib.error.HTTPError:
-        return None  # it answered; what it thinks of us the first real call says
-    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
-        return str(getattr(exc, "reason", None) or exc or type(exc).__name__)
-
-
-def connect(uri: str):
-    """A client whose store answered once; a one-line UsageError when it does not."""
-    store_probe.check_uri(uri)  # an unknown scheme or a malformed URI: one line, not MLflow's traceback
-    down = unreachable(uri)
-    if down:
-        raise UsageError(f"cannot use the tracking store {uri}: the server does not answer ({down}); "
-                         "start it or check MLFLOW_TRACKING_URI")
-    from mlflow.tracking import MlflowClient
-
-    try:
-        client = MlflowClient(tracking_uri=uri)
-        client.search_experiments(max_results=1)
-    except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        hint = "check MLFLOW_TRACKING_URI"
-        if "401" in first or "403" in first or "credential" in first.lower() or "unauthorized" in first.lower():
-            hint = "check MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"
-        raise UsageError(f"cannot use the tracking store {uri}: {first[:300]}; {hint}") from None
-    return client
-
-
-def experiment_choice(name: str | None) -> tuple[str | None, str | None]:
-    """(name, id): the experiment a run goes to, as MLflow picks it: the name given, else
-    MLFLOW_EXPERIMENT_ID (then the id), else MLFLOW_EXPERIMENT_NAME; (None, None): the default one."""
-    if name is not None:
-        return name, None
-    env_id = os.environ.get("MLFLOW_EXPERIMENT_ID") or None
-    return (None, env_id) if env_id else (os.environ.get("MLFLOW_EXPERIMENT_NAME"), None)
-
-
-def _not_in_store(env_id: str) -> UsageError:
-    return UsageError(f"experiment {env_id!r} (from MLFLOW_EXPERIMENT_ID) is not in this store; "
-                      "unset MLFLOW_EXPERIMENT_ID or pass --experiment-name")
-
-
-def _deleted(name: str) -> UsageError:
-    return UsageError(f"experiment {name!r} is deleted; restore it or choose another --experiment-name")
-
-
-def experiment_id_for(client, name: str | None) -> str:
-    """The experiment's id; one that radt-ext makes is tagged as a training experiment."""
-    from mlflow.exceptions import MlflowException
-
-    name, env_id = experiment_choice(name)
-    if env_id:
-        try:
-            client.get_experiment(env_id)
-        except MlflowException:
-            raise _not_in_store(env_id) from None
-        return env_id
-    if name is None:
-        return "0"
-    experiment = client.get_experiment_by_name(name)
-    if experiment is None:
-        try:
-            return client.create_experiment(name, tags={EXPERIMENT_KIND_TAG: TRAINING_KIND})
-        except MlflowException:  # made meanwhile by another process
-            experiment = client.get_experiment_by_name(name)
-            if experiment is None:
-                raise
-    if experiment.lifecycle_stage == "deleted":
-        raise _deleted(name)
-    return experiment.experiment_id
-
-
 def _import_for_threads() -> None:
     """What the writer and run-following threads import lazily, imported here in the main thread first:
     two threads importing MLflow's modules at once can deadlock on Python's import locks."""
@@ -174,7 +86,7 @@ def _import_for_threads() -> None:
     import mlflow.utils.search_utils  # noqa: F401
 
     try:
-        import radt_ext.bulk_metrics  # noqa: F401
+        import radt_ext.store.bulk_metrics  # noqa: F401
     except Exception:
         pass  # the writer then says why, and uses log_batch
 
@@ -202,7 +114,7 @@ class WorkloadSession:
         self.summary: dict[str, float] = {}
         self._workdir = tempfile.mkdtemp(prefix="radt-ext-")
         self.progress_path = os.path.join(self._workdir, "progress.jsonl")
-        self.marks = None  # what the workload reported (radt_ext.progress.Marks), read at the end
+        self.marks = None  # what the workload reported (radt_ext.workload_api.progress.Marks), read at the end
         self.starts_path = os.path.join(self._workdir, "starts.jsonl")
         self.run_id_path = os.path.join(self._workdir, "run_id")
         self.marker: str | None = None  # the workload's RADT_EXT_ACTIVE: the run id, or a key while there is none
@@ -364,7 +276,7 @@ class WorkloadSession:
                                          start_new_session=True,
                                          stderr=subprocess.PIPE if self.keep_stderr_tail else None)
             if self.proc.stderr is not None:
-                from radt_ext.stderr_tail import StderrTail
+                from radt_ext.run.stderr_tail import StderrTail
 
                 self.stderr_tail = StderrTail(os.dup(self.proc.stderr.fileno()))
                 self.proc.stderr.close()
@@ -509,7 +421,7 @@ class WorkloadSession:
     def _logged_span(self):
         """When the workload reported neither phases nor progress: the span of the metrics it logged
         itself, into this run or into the runs it started."""
-        from radt_ext.active import logged_span
+        from radt_ext.figures.active import logged_span
 
         ids = [self.run_id, *(self.workload_runs.runs if self.workload_runs else ())]
         return self._within_store_deadline(lambda: logged_span(self.client, ids))

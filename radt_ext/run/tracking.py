@@ -10,12 +10,13 @@ import tempfile
 import mlflow
 
 from listeners.base import Target
-from radt_ext import machine
+from radt_ext.sampling import machine
 from radt_ext.errors import UsageError
-from radt_ext.progress import ENV as PROGRESS_ENV
-from radt_ext.progress import flush as flush_progress
-from radt_ext.recorder import select_listeners
-from radt_ext.session import ENV_ACTIVE, connect, tracking_uri
+from radt_ext.workload_api.progress import ENV as PROGRESS_ENV
+from radt_ext.workload_api.progress import flush as flush_progress
+from radt_ext.sampling.recorder import select_listeners
+from radt_ext.run.session import ENV_ACTIVE
+from radt_ext.store.client import connect, tracking_uri
 
 READY_TIMEOUT_S = 120
 
@@ -61,7 +62,7 @@ def track(listeners: str | None = None, interval: float | None = None, run_name:
     progress = os.path.join(tempfile.mkdtemp(prefix="radt-ext-"), "progress.jsonl")
     previous_progress = os.environ.get(PROGRESS_ENV)
     os.environ[PROGRESS_ENV] = progress
-    cmd = [sys.executable, "-m", "radt_ext.monitor_process", "--run-id", run.info.run_id,
+    cmd = [sys.executable, "-m", "radt_ext.run.monitor_process", "--run-id", run.info.run_id,
            "--tracking-uri", uri, "--pid", str(os.getpid()), "--progress-file", progress]
     if listeners:
         cmd += ["--listeners", listeners]

@@ -24,9 +24,9 @@ import time
 
 import psutil
 
-from radt_ext.reaper import ProcessTree
-from radt_ext.streams import say
-from radt_ext.markers import ENV_MONITOR_RUN, ENV_RUN_ID_FILE, ENV_STARTS_FILE, TAG_MONITOR_RUN
+from radt_ext.run.reaper import ProcessTree
+from radt_ext.run.streams import say
+from radt_ext.workload_api.markers import ENV_MONITOR_RUN, ENV_RUN_ID_FILE, ENV_STARTS_FILE, TAG_MONITOR_RUN
 
 TAG_HOST = "radt_ext.host"
 TAG_PID = "radt_ext.pid"
@@ -65,7 +65,7 @@ class Watchdog:
     def __init__(self, run_id: str | None, tracking_uri: str, marker: str | None = None):
         """`marker`: the workload's RADT_EXT_ACTIVE (default: the run id); `run_id` None: told by `run()`."""
         env = {k: v for k, v in os.environ.items() if k not in (ENV_MONITOR_RUN, ENV_STARTS_FILE, ENV_RUN_ID_FILE)}
-        argv = [sys.executable, "-m", "radt_ext.watchdog", "--tracking-uri", tracking_uri,
+        argv = [sys.executable, "-m", "radt_ext.run.watchdog", "--tracking-uri", tracking_uri,
                 "--marker", marker or run_id]
         if run_id:
             argv += ["--run-id", run_id]

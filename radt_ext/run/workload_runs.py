@@ -6,7 +6,7 @@ in a file and tags it (run_context.py). This tracker reads the announcements, fi
 store by their tag, follows them until they end, and hands every point to each run whose span
 [start, end] holds it: a nested run and its parent both get the points of the child's span. Each
 run gets `system/*` points (step = ms since that run started) and `summary/*` over its own span and
-its own active phase (radt_ext/active.py: the workload's phase marks or progress inside the run's span,
+its own active phase (radt_ext/figures/active.py: the workload's phase marks or progress inside the run's span,
 else the metrics the run logged itself), logged when it ends; its status stays the workload's, unless the workload dies with the run still
 RUNNING, when the run gets the command's status.
 
@@ -24,13 +24,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from radt_ext import active
-from radt_ext.energy import ENERGY, EnergySeries
-from radt_ext.markers import TAG_MONITOR_RUN, TAG_START_ID
-from radt_ext.point_filter import PointFilter
-from radt_ext.progress import read_marks
-from radt_ext.summaries import Summaries
-from radt_ext.writer import MetricWriter, first_line
+from radt_ext.figures import active
+from radt_ext.figures.energy import ENERGY, EnergySeries
+from radt_ext.workload_api.markers import TAG_MONITOR_RUN, TAG_START_ID
+from radt_ext.store.point_filter import PointFilter
+from radt_ext.workload_api.progress import read_marks
+from radt_ext.figures.summaries import Summaries
+from radt_ext.store.writer import MetricWriter, first_line
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class WorkloadRuns:
         self.tags = dict(tags or {})  # logged on each run when it ends (machine description, listeners)
         self.poll = poll
         self.lag = lag
-        self.progress_path = progress_path  # the workload's progress and phase marks (radt_ext.progress)
+        self.progress_path = progress_path  # the workload's progress and phase marks (radt_ext.workload_api.progress)
         self.runs: dict[str, WorkloadRun] = {}  # every run found, in order of start
         self.errors: list[str] = []
         self._open: list[WorkloadRun] = []  # found and not yet finalised

@@ -12,10 +12,10 @@ from array import array
 from listeners import registry
 from listeners.base import Listener, ListenerError, Reading, Target
 from radt_ext.errors import UsageError
-from radt_ext.monitor import Monitor
-from radt_ext.point_filter import PointFilter
-from radt_ext.summaries import Summaries
-from radt_ext.writer import MetricWriter
+from radt_ext.sampling.monitor import Monitor
+from radt_ext.store.point_filter import PointFilter
+from radt_ext.figures.summaries import Summaries
+from radt_ext.store.writer import MetricWriter
 
 PREFIX = "system/"
 
@@ -71,7 +71,7 @@ class Recorder:
         self.points = PointFilter(self.writer.add)  # the store gets the points that say something new
         self.monitor = Monitor(listeners, self._sink)
         self.started = self.stopped = None
-        self.window = None  # the active phase the summary used (radt_ext.active.Window)
+        self.window = None  # the active phase the summary used (radt_ext.figures.active.Window)
 
     def _sink(self, listener: str, reading: Reading) -> None:
         t = reading.time
@@ -123,7 +123,7 @@ class Recorder:
     def summary(self, marks=None, logged=None, window=None) -> dict[str, float]:
         """The run's summaries over its active phase (found from the workload's marks, else its logged
         metrics' span `logged`, else the whole run; or the `window` given) and over the whole run."""
-        from radt_ext.active import summarise
+        from radt_ext.figures.active import summarise
 
         end = self.stopped or time.time()
         summary, self.window = summarise(self.summaries, self.started or self.t0, end, marks, logged, window,
@@ -133,7 +133,7 @@ class Recorder:
     def listener_tags(self) -> dict[str, str]:
         tags = {}
         if self.window is not None:
-            from radt_ext.active import tags as active_tags
+            from radt_ext.figures.active import tags as active_tags
 
             tags.update(active_tags(self.window))
         for name, state in self.monitor.states.items():

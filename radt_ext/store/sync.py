@@ -18,8 +18,8 @@ import click
 from mlflow.entities import Metric, RunTag
 from mlflow.tracking import MlflowClient
 
-from radt_ext.session import unreachable
-from radt_ext.writer import MAX_BATCH, MAX_TAGS, first_line, spool_dir
+from radt_ext.store.client import unreachable
+from radt_ext.store.writer import MAX_BATCH, MAX_TAGS, first_line, spool_dir
 
 REPLAYING = ".replaying"
 

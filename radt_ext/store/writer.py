@@ -291,7 +291,7 @@ class MetricWriter:
 
     def _bulk_inserter(self):
         try:  # imported here: it uses MLflow internals, and without them log_batch still works
-            from radt_ext.bulk_metrics import BulkMetricInserter
+            from radt_ext.store.bulk_metrics import BulkMetricInserter
 
             return BulkMetricInserter.for_client(self.client, self.run_id)
         except Exception as exc:  # no such internals, or the store cannot be opened: log_batch will say why

@@ -6,6 +6,9 @@ resumes where it stopped.
     outcomes = sweep.run(variants)                               # skips variants FINISHED before;
                                                                  # each on the next free device
     variants = sweep.plan_from_dict({...}, source="my-script")
+
+May import `radt_ext.collocation` and everything below it; never `radt_ext.packing`: schedulers that take
+the whole spec (packing) plug in through `schedulers.py`'s entry-point group.
 """
 from __future__ import annotations
 

@@ -111,11 +111,12 @@ def _packed(file: str, executor: str):
 
 
 def _run_packed(file, spec, dry_run: bool, console) -> None:
-    from radt_ext.packing import queue, run
     from radt_ext.sweep.executor import results_table
+    from radt_ext.sweep.schedulers import scheduler
 
-    jobs = queue.job_variants(spec)  # a group of several workloads: one line before anything runs
-    outcomes = run.run(spec, dry=dry_run, console=console)
+    packing = scheduler("pack")
+    jobs = packing.jobs(spec)  # a group of several workloads: one line before anything runs
+    outcomes = packing.run(spec, dry=dry_run, console=console)
     if dry_run:
         todo = sum(o.status == "PLANNED" for o in outcomes)
         click.echo(f"{len(outcomes)} jobs, {todo} to run, {len(outcomes) - todo} done (dry run: nothing ran)")
@@ -128,7 +129,7 @@ def _status_or_cancel(file, variants, console, cancel: bool, slurm_flags) -> Non
     from radt_ext.sweep import console as out
     from radt_ext.sweep import slurm
     from radt_ext.sweep.executor import resume_state
-    from radt_ext.session import connect, tracking_uri
+    from radt_ext.store.client import connect, tracking_uri
 
     folder = _slurm_options(file, slurm_flags).folder
     if cancel:

@@ -9,7 +9,7 @@ import shlex
 from dataclasses import dataclass
 
 from radt_ext.errors import UsageError
-from radt_ext.session import connect, experiment_id_for, tracking_uri
+from radt_ext.store.client import connect, experiment_id_for, tracking_uri
 from radt_ext.sweep import console as out
 from radt_ext.sweep import report as sweep_report
 from radt_ext.sweep.plan import Variant

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 
-from radt_ext.signals import SignalRelay
+from radt_ext.run.signals import SignalRelay
 from radt_ext.sweep import console as out
 from radt_ext.sweep.plan import CPU, Variant
 from radt_ext.sweep.pool import DevicePool

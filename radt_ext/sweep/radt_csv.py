@@ -38,7 +38,7 @@ def _experiment(value: str) -> str:
     """An existing experiment id → its name; anything else is the name itself."""
     if value.isdigit():
         try:
-            from radt_ext.session import connect, tracking_uri
+            from radt_ext.store.client import connect, tracking_uri
 
             uri = tracking_uri()
             if not (uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).exists()):

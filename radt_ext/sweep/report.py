@@ -8,7 +8,7 @@ from __future__ import annotations
 from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
 
 from radt_ext.report import log_sweep_report
-from radt_ext.session import experiment_id_for
+from radt_ext.store.client import experiment_id_for
 
 ROLE_TAG = "sweep.role"
 ROLE = "report"

@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 
 from radt_ext.errors import UsageError
-from radt_ext.signals import SignalRelay
-from radt_ext.summary_names import upgrade
+from radt_ext.run.signals import SignalRelay
+from radt_ext.figures.summary_names import upgrade
 from radt_ext.sweep import console as out
 from radt_ext.sweep.plan import Variant
 from radt_ext.sweep.slurm_options import SlurmOptions

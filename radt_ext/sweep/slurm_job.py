@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 import signal
 
-from radt_ext.session import connect
-from radt_ext.signals import SignalRelay
+from radt_ext.store.client import connect
+from radt_ext.run.signals import SignalRelay
 from radt_ext.sweep.plan import CPU, Variant
 from radt_ext.sweep.variant_run import run_variant
 

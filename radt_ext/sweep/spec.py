@@ -302,10 +302,12 @@ def parse(data: Any, source: str = "<spec>", default_name: str = "sweep", base: 
 
 
 def _pack(data: dict, groups: list[GroupDef], source: str):
-    from radt_ext.packing import options
+    if data.get("schedule") is None and data.get("pack") is None and "max_slowdown" not in data:
+        return None
+    from radt_ext.sweep.schedulers import scheduler
 
     try:
-        return options.parse(data, list(dict.fromkeys(m for g in groups for m in g.modes)), source)
+        return scheduler("pack").parse(data, list(dict.fromkeys(m for g in groups for m in g.modes)), source)
     except UsageError as exc:
         raise SpecError(one_line(str(exc))) from None
 

@@ -22,7 +22,7 @@ import uuid
 
 from mlflow.tracking.context.abstract_context import RunContextProvider
 
-from radt_ext.markers import ENV_MONITOR_RUN, ENV_STARTS_FILE, TAG_MONITOR_RUN, TAG_START_ID, monitor_run_id
+from radt_ext.workload_api.markers import ENV_MONITOR_RUN, ENV_STARTS_FILE, TAG_MONITOR_RUN, TAG_START_ID, monitor_run_id
 
 _NOT_RUNS = ("mlflow.data", "mlflow.tracing", "mlflow.genai", "mlflow.tracking._tracking_service")
 

@@ -46,7 +46,7 @@ def main(argv=None) -> None:
     if rank == 0:
         import mlflow
 
-        from radt_ext.progress import log_progress
+        from radt_ext.workload_api.progress import log_progress
 
         if args.experiment:
             mlflow.set_experiment(args.experiment)

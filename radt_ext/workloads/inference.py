@@ -6,7 +6,7 @@ import time
 
 import torch
 
-from radt_ext.progress import log_progress
+from radt_ext.workload_api.progress import log_progress
 
 from .records import latency_summary
 

@@ -13,8 +13,8 @@ import time
 
 import mlflow
 
-from radt_ext.markers import monitor_run_id
-from radt_ext.progress import log_progress
+from radt_ext.workload_api.markers import monitor_run_id
+from radt_ext.workload_api.progress import log_progress
 
 
 def _torch_cuda():

@@ -1,7 +1,7 @@
 """What every recipe run records, independent of the framework that trains.
 
 The workload writes to the run it is handed (MLFLOW_RUN_ID from `mlflow run`, else the
-run `radt-ext run` records the command into, `radt_ext.markers.monitor_run_id()`) through `MlflowClient`, never
+run `radt-ext run` records the command into, `radt_ext.workload_api.markers.monitor_run_id()`) through `MlflowClient`, never
 through the fluent API: the fluent API ends the active run at interpreter exit, and the
 run's status belongs to whoever created it. Without either the workload creates a run and
 finishes it itself.
@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from radt_ext.markers import monitor_run_id
+from radt_ext.workload_api.markers import monitor_run_id
 
 # Dense peak TFLOP/s per precision, from vendor data sheets (SXM parts), used only when a
 # measured peak is not available. Keys are matched as substrings of the device name.

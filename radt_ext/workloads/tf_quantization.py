@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from radt_ext.progress import log_progress
+from radt_ext.workload_api.progress import log_progress
 
 from .records import latency_summary
 

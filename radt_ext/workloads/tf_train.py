@@ -93,7 +93,7 @@ def settle(opts: dict) -> dict:
 def progress_callback(samples_per_step: int, flops_per_sample: float):
     """Keras callback: `log_progress` every step (samples, steps, FLOPs) for the session.
     Built here because the Callback base class exists only once TensorFlow has loaded."""
-    from radt_ext.progress import log_progress
+    from radt_ext.workload_api.progress import log_progress
 
     from .tf_models import keras
 
@@ -195,7 +195,7 @@ class Trainer:
     def _measure(self, model, prefix: str = "inference") -> dict:
         import tensorflow as tf
 
-        from radt_ext.progress import log_progress
+        from radt_ext.workload_api.progress import log_progress
 
         from .records import latency_summary
 

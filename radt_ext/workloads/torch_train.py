@@ -203,8 +203,8 @@ class Trainer:
     def _train(self, epochs: int, phase: str = "train") -> None:
         import torch
 
-        from radt_ext.progress import log_progress
-        from radt_ext.progress import phase as mark_phase
+        from radt_ext.workload_api.progress import log_progress
+        from radt_ext.workload_api.progress import phase as mark_phase
 
         from .inference import evaluate
         from .torch_device import grad_scaler, synchronize

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from radt_ext.summary_names import upgrade
+from radt_ext.figures.summary_names import upgrade
 
 
 def epochs(client, run_id: str) -> list[float]:

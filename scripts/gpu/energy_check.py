@@ -15,8 +15,8 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from radt_ext.energy import power_integral_j
-from radt_ext.markers import TAG_MONITOR_RUN
+from radt_ext.figures.energy import power_integral_j
+from radt_ext.workload_api.markers import TAG_MONITOR_RUN
 
 
 def history(client, run_id, key):

@@ -23,7 +23,7 @@ if ! $PY -c "import sys; from importlib.metadata import entry_points
 sys.exit(not any(e.value.startswith('radt_ext.') for e in entry_points(group='mlflow.run_context_provider')))" 2>/dev/null; then
   mkdir -p "$W/site/radt_ext-0.dist-info"
   printf 'Metadata-Version: 2.1\nName: radt-ext\nVersion: 0\n' > "$W/site/radt_ext-0.dist-info/METADATA"
-  printf '[mlflow.run_context_provider]\nradt-ext = radt_ext.run_context:MonitoredRunContext\n' \
+  printf '[mlflow.run_context_provider]\nradt-ext = radt_ext.workload_api.run_context:MonitoredRunContext\n' \
     > "$W/site/radt_ext-0.dist-info/entry_points.txt"
   export PYTHONPATH=$W/site:$PYTHONPATH
   echo "== registered radt-ext's MLflow run context provider from $W/site (the package is not installed)"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from listeners.energy_timeline import EnergyTimeline
-from radt_ext.energy import power_integral_j, span_energy_j
+from radt_ext.figures.energy import power_integral_j, span_energy_j
 
 TRACE = Path(__file__).resolve().parents[2] / "listeners" / "traces" / "h100_power_samples.json"
 

@@ -167,7 +167,7 @@ def test_real_gpu_gpm_reads_sm_activity(monkeypatch):
 
 
 def test_a_global_interval_leaves_gpm_at_its_floor_and_its_own_interval_goes_below(trace):
-    from radt_ext.recorder import select_listeners
+    from radt_ext.sampling.recorder import select_listeners
 
     chosen, _ = select_listeners("nvml,gpm", 0.1, Target())
     assert {lst.name: lst.interval for lst in chosen} == {"nvml": 0.1, "gpm": GpmListener.min_interval}

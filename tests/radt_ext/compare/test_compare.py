@@ -44,7 +44,7 @@ def test_runs_recorded_with_the_old_names_compare_with_new_ones(store, tmp_path)
     old = client.create_run(exp, run_name="recorded-before", tags={"variant": "old"}).info.run_id
     from mlflow.entities import Metric
 
-    from radt_ext.summary_names import OLD_NAMES
+    from radt_ext.figures.summary_names import OLD_NAMES
     renamed = {v: k for k, v in OLD_NAMES.items()}
     values = {f"summary/{renamed[k[len('summary/'):]]}": 2 * v for k, v in new.items()
               if k.startswith("summary/") and k[len("summary/"):] in renamed}

@@ -228,7 +228,7 @@ def signal_run(workdir: Path, sig: int) -> Outcome:
 def listener_raises(workdir: Path) -> Outcome:
     """A test-only listener registered in the registry starts raising mid-run."""
     from listeners import registry
-    from radt_ext.session import WorkloadSession, WorkloadSpec
+    from radt_ext.run.session import WorkloadSession, WorkloadSpec
 
     uri = f"sqlite:///{workdir / 'mlflow.db'}"
     marker = workdir / "done"
@@ -395,7 +395,7 @@ class _Lines(logging.Handler):
 
 def spool_unwritable(workdir: Path) -> Outcome:
     """Server killed mid-run and the spool directory cannot be written."""
-    from radt_ext.session import WorkloadSession, WorkloadSpec
+    from radt_ext.run.session import WorkloadSession, WorkloadSpec
     from tests.servers import start_mlflow_server
 
     backend = f"sqlite:///{workdir / 'server.db'}"
@@ -438,7 +438,7 @@ def sqlite_lock_held(workdir: Path, hold_s: float = 24.0, points: int = 50) -> O
     import sqlite3
     import threading
 
-    from radt_ext.writer import MetricWriter
+    from radt_ext.store.writer import MetricWriter
 
     uri = f"sqlite:///{workdir / 'mlflow.db'}"
     client = MlflowClient(uri)

@@ -109,7 +109,7 @@ def test_unwritable_spool_is_one_error_and_the_workload_carries_on(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(150, method="thread")  # what this guards against: MLflow's HTTP retries holding the run for minutes
 def test_server_dying_once_the_run_ended_does_not_hold_radt_ext(tmp_path):
-    from radt_ext.session import WorkloadSession, WorkloadSpec
+    from radt_ext.run.session import WorkloadSession, WorkloadSpec
     from tests.radt_ext.faults.scenarios import _Lines
     from tests.servers import start_mlflow_server
 
@@ -144,7 +144,7 @@ def test_server_dying_once_the_run_ended_does_not_hold_radt_ext(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(150, method="thread")
 def test_server_dying_before_the_workloads_own_runs_are_closed_does_not_hold_radt_ext(tmp_path):
-    from radt_ext.session import WorkloadSession, WorkloadSpec
+    from radt_ext.run.session import WorkloadSession, WorkloadSpec
     from tests.radt_ext.faults.scenarios import _Lines
     from tests.servers import start_mlflow_server
 

@@ -11,7 +11,7 @@ from mlflow.tracking import MlflowClient
 
 from tests.radt_ext.helpers import radt
 
-TRACE = str(Path(__file__).resolve().parents[2] / "listeners" / "traces" / "h200_matmul.json")
+TRACE = str(Path(__file__).resolve().parents[3] / "listeners" / "traces" / "h200_matmul.json")
 START_UP_S = 1.5  # what each script sleeps before its work: the start-up the summaries leave out
 
 WORK = """

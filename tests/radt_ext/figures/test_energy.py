@@ -2,7 +2,7 @@
 where the series was recorded."""
 from __future__ import annotations
 
-from radt_ext.energy import EnergySeries, span_energy_j
+from radt_ext.figures.energy import EnergySeries, span_energy_j
 
 
 def test_span_energy_interpolates_and_clamps_to_what_was_recorded():

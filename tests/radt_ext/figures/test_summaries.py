@@ -3,9 +3,9 @@ from pathlib import Path
 
 import pytest
 
-from radt_ext import summaries as summaries_mod
-from radt_ext.active import Window
-from radt_ext.summaries import Stat, Summaries
+from radt_ext.figures import summaries as summaries_mod
+from radt_ext.figures.active import Window
+from radt_ext.figures.summaries import Stat, Summaries
 
 
 def test_stat_trapezoid_integral_and_time_mean():
@@ -103,7 +103,7 @@ def test_summaries_of_the_nvml_listeners_50_hz_power_timeline(tmp_path):
     from listeners.nvml import NvmlListener
     from listeners.replay import Replay
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "listeners"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "listeners"))
     from nvml_fake import record_fake
 
     with nvml_backend.use(Replay(json.loads(json.dumps(record_fake(samples=3))))):

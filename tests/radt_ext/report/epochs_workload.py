@@ -10,8 +10,8 @@ import numpy as np
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
-from radt_ext.markers import monitor_run_id
-from radt_ext.progress import log_progress
+from radt_ext.workload_api.markers import monitor_run_id
+from radt_ext.workload_api.progress import log_progress
 
 
 def main() -> None:

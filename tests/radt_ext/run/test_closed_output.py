@@ -56,7 +56,7 @@ def test_listeners_with_stdout_closed_from_the_start():
 def test_monitor_process_summarises_when_its_reader_closed_the_pipe(tracking_uri):
     client = MlflowClient(tracking_uri)
     run_id = client.create_run("0").info.run_id
-    monitor = subprocess.Popen([sys.executable, "-m", "radt_ext.monitor_process", "--run-id", run_id,
+    monitor = subprocess.Popen([sys.executable, "-m", "radt_ext.run.monitor_process", "--run-id", run_id,
                                 "--tracking-uri", tracking_uri, "--pid", str(os.getpid()), "--listeners", "top",
                                 "--interval", "0.05"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)

@@ -14,8 +14,8 @@ import psutil
 import pytest
 from mlflow.tracking import MlflowClient
 
-from radt_ext.markers import TAG_MONITOR_RUN
-from radt_ext.watchdog import TAG_ENDED_BY
+from radt_ext.workload_api.markers import TAG_MONITOR_RUN
+from radt_ext.run.watchdog import TAG_ENDED_BY
 from tests.radt_ext.helpers import radt
 
 # a workload that starts a run of its own and a child process, then waits to be stopped
@@ -139,7 +139,7 @@ def _running_workload(tmp_path, tracking_uri):
 
 
 def _watchdog(proc) -> psutil.Process:
-    kids = [p for p in psutil.Process(proc.pid).children() if "radt_ext.watchdog" in " ".join(p.cmdline())]
+    kids = [p for p in psutil.Process(proc.pid).children() if "radt_ext.run.watchdog" in " ".join(p.cmdline())]
     assert len(kids) == 1
     return kids[0]
 

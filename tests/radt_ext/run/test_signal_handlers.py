@@ -1,4 +1,4 @@
-"""SIGINT/SIGTERM reach radt-ext's stopping code through a relay thread (radt_ext/signals.py).
+"""SIGINT/SIGTERM reach radt-ext's stopping code through a relay thread (radt_ext/run/signals.py).
 
 A handler interrupts the main thread anywhere, also while it holds a lock that stopping needs (a
 process tree's, while a workload starts). Stopping in the handler itself once deadlocked
@@ -15,8 +15,8 @@ import psutil
 from mlflow.tracking import MlflowClient
 
 from radt_ext.collocation import Group, Workload, run_group
-from radt_ext.session import WorkloadSession, WorkloadSpec
-from radt_ext.signals import SignalRelay
+from radt_ext.run.session import WorkloadSession, WorkloadSpec
+from radt_ext.run.signals import SignalRelay
 from tests.radt_ext.collocation.support import cpu_command
 
 

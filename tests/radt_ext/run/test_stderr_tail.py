@@ -6,7 +6,7 @@ import io
 import os
 import sys
 
-from radt_ext.stderr_tail import StderrTail
+from radt_ext.run.stderr_tail import StderrTail
 
 
 def test_the_tail_is_kept_where_sys_stderr_has_no_descriptor(monkeypatch):

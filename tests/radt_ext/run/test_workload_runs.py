@@ -9,7 +9,7 @@ import textwrap
 import pytest
 from mlflow.tracking import MlflowClient
 
-from radt_ext.markers import TAG_MONITOR_RUN
+from radt_ext.workload_api.markers import TAG_MONITOR_RUN
 from tests.radt_ext.helpers import radt
 
 BUSY = textwrap.dedent("""

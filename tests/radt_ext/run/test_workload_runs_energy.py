@@ -10,11 +10,11 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from listeners import nvml_backend
-from radt_ext.energy import power_integral_j, span_energy_j
-from radt_ext.markers import TAG_MONITOR_RUN
+from radt_ext.figures.energy import power_integral_j, span_energy_j
+from radt_ext.workload_api.markers import TAG_MONITOR_RUN
 from tests.radt_ext.helpers import radt
 
-TRACE = Path(__file__).resolve().parents[2] / "listeners" / "traces" / "h100_power_samples.json"
+TRACE = Path(__file__).resolve().parents[3] / "listeners" / "traces" / "h100_power_samples.json"
 
 
 def _history(client, run_id, key):

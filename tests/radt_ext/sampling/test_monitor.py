@@ -6,7 +6,7 @@ import threading
 import time
 
 from listeners.base import Listener, Reading, Target
-from radt_ext.monitor import Monitor
+from radt_ext.sampling.monitor import Monitor
 
 
 class Clock(Listener):
@@ -96,7 +96,7 @@ class Stuck(Listener):
 def test_a_reading_that_returns_after_stop_gave_up_on_it_is_not_lost_silently(tracking_uri):
     from mlflow.tracking import MlflowClient
 
-    from radt_ext.writer import MetricWriter
+    from radt_ext.store.writer import MetricWriter
 
     client = MlflowClient(tracking_uri)
     run_id = client.create_run("0").info.run_id
@@ -149,7 +149,7 @@ def test_a_listener_whose_open_fails_is_closed_and_reported():
 def test_a_value_that_is_no_number_is_the_listeners_failure_and_others_go_on(tracking_uri):
     from mlflow.tracking import MlflowClient
 
-    from radt_ext.recorder import Recorder
+    from radt_ext.sampling.recorder import Recorder
 
     client = MlflowClient(tracking_uri)
     run_id = client.create_run("0").info.run_id
@@ -207,7 +207,7 @@ def test_a_listener_still_opening_at_stop_is_closed_once_open():
 
 
 def test_doorbell_keeps_a_ring_until_heard_and_otherwise_waits_its_timeout():
-    from radt_ext.monitor import Doorbell
+    from radt_ext.sampling.monitor import Doorbell
 
     bell = Doorbell()
     bell.ring()

@@ -14,8 +14,8 @@ import pytest
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from radt_ext.bulk_metrics import BulkMetricInserter
-from radt_ext.writer import MAX_BATCH, MetricWriter, Point
+from radt_ext.store.bulk_metrics import BulkMetricInserter
+from radt_ext.store.writer import MAX_BATCH, MetricWriter, Point
 from tests.servers import postgres  # noqa: F401
 
 

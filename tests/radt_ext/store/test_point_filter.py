@@ -9,9 +9,9 @@ import time
 from mlflow.tracking import MlflowClient
 
 from listeners.base import Listener, Reading, Target
-from radt_ext.point_filter import PointFilter
-from radt_ext.recorder import Recorder
-from radt_ext.summaries import Summaries
+from radt_ext.store.point_filter import PointFilter
+from radt_ext.sampling.recorder import Recorder
+from radt_ext.figures.summaries import Summaries
 
 
 def thinned(points, keepalive_s=5.0, key="gpu0_temp_c"):

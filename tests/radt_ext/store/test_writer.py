@@ -3,7 +3,7 @@ import time
 
 from mlflow.tracking import MlflowClient
 
-from radt_ext.writer import MAX_BATCH, MetricWriter
+from radt_ext.store.writer import MAX_BATCH, MetricWriter
 
 
 def test_writer_stores_every_point_with_its_own_timestamp_and_step(tracking_uri):

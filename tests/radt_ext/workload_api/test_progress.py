@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from radt_ext.progress import read_marks, read_progress
+from radt_ext.workload_api.progress import read_marks, read_progress
 
 ENV = {"PATH": "/usr/bin:/bin"}
 

@@ -8,8 +8,8 @@ import mlflow
 import numpy as np
 from mlflow.tracking.context import registry
 
-from radt_ext.markers import ENV_MONITOR_RUN, ENV_STARTS_FILE, TAG_MONITOR_RUN, TAG_START_ID
-from radt_ext.run_context import MonitoredRunContext
+from radt_ext.workload_api.markers import ENV_MONITOR_RUN, ENV_STARTS_FILE, TAG_MONITOR_RUN, TAG_START_ID
+from radt_ext.workload_api.run_context import MonitoredRunContext
 
 
 def test_the_provider_is_registered_through_its_entry_point():

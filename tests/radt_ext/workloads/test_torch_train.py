@@ -123,8 +123,8 @@ def test_a_model_of_its_own_builds_without_importing_torchvision():
 
 def test_epochs_after_the_first_are_the_marked_phase(tracking_uri, tmp_path):
     """Epoch 1 (warm-up) is left outside the `train` phase: the active phase is the steady epochs'."""
-    from radt_ext import active
-    from radt_ext.progress import ENV, read_marks
+    from radt_ext.figures import active
+    from radt_ext.workload_api.progress import ENV, read_marks
 
     progress = tmp_path / "progress.jsonl"
     done = subprocess.run([sys.executable, "-m", "radt_ext.workloads.torch_train", *TINY, "--epochs", "3"],

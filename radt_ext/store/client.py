@@ -1,0 +1,99 @@
+"""The tracking store as the commands reach it: its URI, a client whose store answered, and the experiment
+a run goes into (one that radt-ext makes is tagged as a training experiment)."""
+from __future__ import annotations
+
+import http.client
+import os
+import urllib.error
+import urllib.request
+
+from radt_ext.errors import UsageError
+from radt_ext.store import store_probe
+
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"  # MLflow's record of what an experiment is for
+TRAINING_KIND = "custom_model_development"
+
+
+def tracking_uri(explicit: str | None = None) -> str:
+    import mlflow
+
+    return explicit or mlflow.get_tracking_uri()
+
+
+def unreachable(uri: str, timeout: float = 5.0) -> str | None:
+    """Why an http(s) tracking server does not answer at all, in seconds rather than after MLflow's minutes
+    of retries; None when something answers (any HTTP status) or the store is not a server."""
+    if not uri.startswith(("http://", "https://")):
+        return None
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout):
+            return None
+    except urllib.error.HTTPError:
+        return None  # it answered; what it thinks of us the first real call says
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
+        return str(getattr(exc, "reason", None) or exc or type(exc).__name__)
+
+
+def connect(uri: str):
+    """A client whose store answered once; a one-line UsageError when it does not."""
+    store_probe.check_uri(uri)  # an unknown scheme or a malformed URI: one line, not MLflow's traceback
+    down = unreachable(uri)
+    if down:
+        raise UsageError(f"cannot use the tracking store {uri}: the server does not answer ({down}); "
+                         "start it or check MLFLOW_TRACKING_URI")
+    from mlflow.tracking import MlflowClient
+
+    try:
+        client = MlflowClient(tracking_uri=uri)
+        client.search_experiments(max_results=1)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        hint = "check MLFLOW_TRACKING_URI"
+        if "401" in first or "403" in first or "credential" in first.lower() or "unauthorized" in first.lower():
+            hint = "check MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"
+        raise UsageError(f"cannot use the tracking store {uri}: {first[:300]}; {hint}") from None
+    return client
+
+
+def experiment_choice(name: str | None) -> tuple[str | None, str | None]:
+    """(name, id): the experiment a run goes to, as MLflow picks it: the name given, else
+    MLFLOW_EXPERIMENT_ID (then the id), else MLFLOW_EXPERIMENT_NAME; (None, None): the default one."""
+    if name is not None:
+        return name, None
+    env_id = os.environ.get("MLFLOW_EXPERIMENT_ID") or None
+    return (None, env_id) if env_id else (os.environ.get("MLFLOW_EXPERIMENT_NAME"), None)
+
+
+def _not_in_store(env_id: str) -> UsageError:
+    return UsageError(f"experiment {env_id!r} (from MLFLOW_EXPERIMENT_ID) is not in this store; "
+                      "unset MLFLOW_EXPERIMENT_ID or pass --experiment-name")
+
+
+def _deleted(name: str) -> UsageError:
+    return UsageError(f"experiment {name!r} is deleted; restore it or choose another --experiment-name")
+
+
+def experiment_id_for(client, name: str | None) -> str:
+    """The experiment's id; one that radt-ext makes is tagged as a training experiment."""
+    from mlflow.exceptions import MlflowException
+
+    name, env_id = experiment_choice(name)
+    if env_id:
+        try:
+            client.get_experiment(env_id)
+        except MlflowException:
+            raise _not_in_store(env_id) from None
+        return env_id
+    if name is None:
+        return "0"
+    experiment = client.get_experiment_by_name(name)
+    if experiment is None:
+        try:
+            return client.create_experiment(name, tags={EXPERIMENT_KIND_TAG: TRAINING_KIND})
+        except MlflowException:  # made meanwhile by another process
+            experiment = client.get_experiment_by_name(name)
+            if experiment is None:
+                raise
+    if experiment.lifecycle_stage == "deleted":
+        raise _deleted(name)
+    return experiment.experiment_id
