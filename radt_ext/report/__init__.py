@@ -3,7 +3,8 @@
 `log_report(client, run_id)` is what the session calls at the end of every run; it
 logs `radt_ext_report.html` as an artifact and never raises.
 
-May import `radt_ext.figures` and `listeners` (metric names) only: the run's end calls it.
+May import `radt_ext.figures`, `radt_ext.store` (the run's timeline artifact) and `listeners` (metric
+names) only: the run's end calls it.
 """
 from __future__ import annotations
 

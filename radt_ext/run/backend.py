@@ -2,7 +2,9 @@
 
 Runs the project's entry point exactly as MLflow's local backend would, but
 under `radt-ext run`, so the hardware metrics land in the project's run.
-backend-config keys: `listeners` ("nvml,gpm,top"), `interval` (seconds).
+backend-config keys: `listeners` ("nvml,gpm,top"), `interval` (seconds), `full_rate_store` (true: every
+point into the store, as `radt-ext run --full-rate-store`; default false: the store's bounded shape, the
+full rate in the run's timeline artifact).
 Environment managers: `local` (default) and `virtualenv`/`uv`, whose activation
 runs inside the monitored command.
 """
@@ -41,8 +43,23 @@ def _activation(project, work_dir: str, env_manager: str) -> str | None:
                               env_manager=env_manager)
 
 
+def _flag(config: dict, key: str) -> bool:
+    """A yes/no backend-config value: true/false (JSON), or the words true/false/yes/no/1/0."""
+    value = config.get(key, False)
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "1", "on"):
+        return True
+    if text in ("false", "no", "0", "off", ""):
+        return False
+    raise UsageError(f"backend-config {key}={value!r} is not true or false; write e.g. "
+                     f"--backend-config '{{\"{key}\": true}}'")
+
+
 class RadtBackend(AbstractBackend):
     def run(self, project_uri, entry_point, params, version, backend_config, tracking_uri, experiment_id):
+        full_rate = _flag(backend_config, "full_rate_store")  # bad input before anything runs
         work_dir = fetch_and_validate_project(project_uri, version, entry_point, params)
         project = load_project(work_dir)
         run = get_or_create_run(backend_config.get(MLFLOW_LOCAL_BACKEND_RUN_ID_CONFIG), project_uri,
@@ -56,5 +73,7 @@ class RadtBackend(AbstractBackend):
             radt += ["--listeners", str(backend_config["listeners"])]
         if backend_config.get("interval") is not None:
             radt += ["--interval", str(backend_config["interval"])]
+        if full_rate:
+            radt.append("--full-rate-store")
         wrapped = f"{shlex.join(radt)} -- bash -c {shlex.quote(command)}"
         return _run_entry_point(wrapped, work_dir, experiment_id, run.info.run_id)

@@ -13,7 +13,7 @@ ALLOWED = {
     "figures": {"workload_api"},
     "store": set(),
     "sampling": {"listeners", "store", "figures"},
-    "report": {"listeners", "figures"},
+    "report": {"listeners", "figures", "store"},
     "run": {"listeners", "workload_api", "figures", "store", "sampling", "report"},
     "collocation": {"listeners", "workload_api", "figures", "store", "sampling", "report", "run"},
     "sweep": {"listeners", "workload_api", "figures", "store", "sampling", "report", "run", "collocation"},
