@@ -23,8 +23,9 @@ from benchmarks.common import fmt, spread, table, write_results
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-DRAWN = ".js-plotly-plot .scatterlayer .trace path.js-line"
+LINE = ".scatterlayer .trace path.js-line"
 PANEL = ".js-plotly-plot"
+DRAWN = f"{PANEL} {LINE}"
 
 
 def record(pg, dbname: str, client, experiment_id: str, name: str, full_rate: bool, hours: float, gpus: int) -> dict:
@@ -80,21 +81,30 @@ def record(pg, dbname: str, client, experiment_id: str, name: str, full_rate: bo
 
 
 def open_tab(context, url: str, timeout_ms: int) -> dict:
+    """One load of the tab: seconds to the first chart with its line, to every chart of the first screen,
+    and the metric-history requests the page made meanwhile (MLflow's get-history-bulk-interval: count,
+    median and largest time to the response's end, bytes)."""
     page = context.new_page()
+    history = []
+    page.on("requestfinished", lambda req: history.append(req) if "get-history-bulk-interval" in req.url else None)
     start = time.perf_counter()
     page.goto(url)
     page.wait_for_selector(DRAWN, state="attached", timeout=timeout_ms)
     first = time.perf_counter() - start
     # every chart panel the first screen holds, each with its line
     page.wait_for_function(
-        """([panel, drawn]) => {
+        """([panel, line]) => {
              const visible = [...document.querySelectorAll(panel)].filter(p => {
                const r = p.getBoundingClientRect(); return r.bottom > 0 && r.top < window.innerHeight; });
-             return visible.length > 0 && visible.every(p => p.querySelector(drawn.split(' ').slice(1).join(' ')));
-           }""", arg=[PANEL, DRAWN], timeout=timeout_ms)
+             return visible.length > 0 && visible.every(p => p.querySelector(line));
+           }""", arg=[PANEL, LINE], timeout=timeout_ms)
     screen = time.perf_counter() - start
     charts = page.locator(PANEL).count()
-    return {"first_chart_s": first, "first_screen_s": screen, "charts_in_dom": charts, "page": page}
+    times = sorted(req.timing["responseEnd"] for req in history)
+    size = sum(req.sizes()["responseBodySize"] for req in history)
+    return {"first_chart_s": first, "first_screen_s": screen, "charts_in_dom": charts,
+            "history_requests": len(times), "history_median_ms": times[len(times) // 2] if times else None,
+            "history_max_ms": times[-1] if times else None, "history_bytes": size, "page": page}
 
 
 def main(argv=None) -> None:
@@ -165,14 +175,19 @@ def main(argv=None) -> None:
     for shape, run in results["runs"].items():
         ok = [x for x in run.get("loads", []) if "error" not in x]
         first, screen = spread([x["first_chart_s"] for x in ok]), spread([x["first_screen_s"] for x in ok])
-        run["first_chart_s"], run["first_screen_s"] = first, screen
+        request = spread([x["history_median_ms"] for x in ok if x.get("history_median_ms") is not None])
+        slowest = spread([x["history_max_ms"] for x in ok if x.get("history_max_ms") is not None])
+        size = spread([x["history_bytes"] / max(1, x["history_requests"]) for x in ok if x.get("history_requests")])
+        run["first_chart_s"], run["first_screen_s"], run["history_ms"] = first, screen, request
         fails = len(run.get("loads", [])) - len(ok)
         rows.append([shape, f"{run['rows']:,}", fmt(run["rows"] / (args.hours * 3600) / args.gpus),
-                     fmt(first["median"]), fmt(screen["median"]), f"{len(ok)}/{len(run.get('loads', []))}"
+                     fmt(first["median"]), fmt(screen["median"]), fmt(request["median"], 0), fmt(slowest["median"], 0),
+                     fmt(size["median"] / 1000, 1), f"{len(ok)}/{len(run.get('loads', []))}"
                      + (f" ({fails} past {args.timeout_s:g} s)" if fails else "")])
     md = [f"The System metrics tab of a synthetic {args.gpus}-GPU, {args.hours:g}-hour run on PostgreSQL, opened in "
           "headless Chromium through `mlflow server` (median of the loads):", "",
           table(["store shape", "system rows", "rows/s per GPU", "first chart (s)", "first screen of charts (s)",
+                 "history request, median (ms)", "slowest history request (ms)", "KB per history request",
                  "loads"], rows)]
     write_results(args.out, "store_ui", results, "\n".join(md))
 
