@@ -15,6 +15,7 @@ from listeners.replay import Replay
 from radt_ext.collocation import Group, Workload, run_group
 from radt_ext.report import ARTIFACT
 from tests.radt_ext.collocation.support import cpu_command
+from tests.radt_ext.helpers import full_rate
 
 TRACE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "listeners", "traces", "h200_matmul.json")
 BUSY_BATCH = 8  # the stand-in that is answered as the recorded matmul process
@@ -114,10 +115,12 @@ def test_children_get_their_share_and_the_parts_add_up(tracking_uri, recorded_gp
         assert m["summary/energy_per_sample_attributed_j"] == pytest.approx(
             m["summary/gpu_energy_attributed_j"] / m["summary/e2e_samples"])
     assert p["summary/busy_gpu_energy_attributed_j"] == pytest.approx(busy["summary/gpu_energy_attributed_j"])
-    for c in result.children:
-        history = client.get_metric_history(c.run_id, "system/gpu0_power_attributed_w")
+    for c in result.children:  # the timeline at its full rate in the child's artifact, its shape in the store
+        history = full_rate(tracking_uri, c.run_id, "system/gpu0_power_attributed_w")
+        stored = client.get_metric_history(c.run_id, "system/gpu0_power_attributed_w")
         assert len(history) > 3 and all(h.value >= 0 for h in history)
-    timeline = [h.value for h in client.get_metric_history(result.children[0].run_id, "system/gpu0_power_attributed_w")]
+        assert 0 < len(stored) <= len(history) and max(h.value for h in stored) == max(h.value for h in history)
+    timeline = [h.value for h in full_rate(tracking_uri, result.children[0].run_id, "system/gpu0_power_attributed_w")]
     assert max(timeline) > p["summary/gpu_idle_power_w"]  # the busy child draws more than an idle share
     with open(client.download_artifacts(result.parent_run_id, ARTIFACT), encoding="utf-8") as fh:
         assert "GPU energy by workload" in fh.read()  # the report shows the split
@@ -136,7 +139,7 @@ def test_without_activity_the_split_is_even_and_still_adds_up(tracking_uri, reco
     assert p["summary/attribution_even_split_s"] > 1.0
     assert long["summary/gpu_energy_attributed_j"] > short["summary/gpu_energy_attributed_j"]
     ended = float(kids["short"].data.tags["collocation.ended_s"])
-    after = [h for h in client.get_metric_history(kids["short"].info.run_id, "system/gpu0_power_attributed_w")
+    after = [h for h in full_rate(tracking_uri, kids["short"].info.run_id, "system/gpu0_power_attributed_w")
              if h.timestamp / 1000.0 > ended + 0.5]
     assert all(h.value == 0.0 for h in after)
 
