@@ -191,7 +191,8 @@ def main(argv=None) -> None:
             pg.stop()
     results["energy"] = energy_check(run, full, after_rows)
 
-    lines = [f"One run of {seconds:.0f} s on {gpus} GPU(s) at default settings ({run.info.run_id[:8]}): "
+    lines = ["### Store growth: one run, before (every point) and after (the shape)", "",
+             f"One run of {seconds:.0f} s on {gpus} GPU(s) at default settings ({run.info.run_id[:8]}): "
              f"{len(full):,} full-rate system points in its timeline artifact, {len(stored_system):,} system rows "
              f"in its store ({len(stored_rows):,} rows in all).", ""]
     rows = []
@@ -250,10 +251,11 @@ def synthetic(args) -> None:
                 r["bytes_per_row"] = r["bytes"] / r["rows"] if r["rows"] else float("nan")
                 rows.append([backend, name, f"{r['rows']:,}", fmt(r["rows_per_s_per_gpu"]), fmt(r["mb_per_gpu_hour"]),
                              fmt(r["bytes_per_row"], 0)])
-    md = [f"A synthetic training run of {seconds:g} s on {gpus} GPU(s) (benchmarks/synthetic_run.py: the default "
+    md = ["### Store growth: a synthetic run, before (every point) and after (the shape)", "",
+          f"A synthetic training run of {seconds:g} s on {gpus} GPU(s) (benchmarks/synthetic_run.py: the default "
           f"listeners' metrics and rates, every metric noisy), {len(full):,} full-rate system points:", "",
           table(["store", "shape", "rows", "rows/s per GPU", "MB per GPU-hour", "bytes/row"], rows)]
-    write_results(args.out, "store_growth_synthetic", results, "\n".join(md))
+    write_results(args.out, "store_growth", results, "\n".join(md))
 
 
 if __name__ == "__main__":

@@ -204,7 +204,8 @@ def main(argv=None) -> None:
                      fmt(size["median"] / 1000, 1), fmt(power["median"]), fmt(power_ms["median"], 0),
                      f"{len(ok)}/{len(run.get('loads', []))}"
                      + (f" ({fails} past {args.timeout_s:g} s)" if fails else "")])
-    md = [f"The System metrics tab of a synthetic {args.gpus}-GPU, {args.hours:g}-hour run on PostgreSQL, opened in "
+    md = ["### The System metrics tab of a long multi-GPU run on PostgreSQL", "",
+          f"The System metrics tab of a synthetic {args.gpus}-GPU, {args.hours:g}-hour run on PostgreSQL, opened in "
           "headless Chromium through `mlflow server` (median of the loads):", "",
           table(["store shape", "system rows", "rows/s per GPU", "first chart (s)", "first screen of charts (s)",
                  "history request, median (ms)", "slowest history request (ms)", "KB per history request",
