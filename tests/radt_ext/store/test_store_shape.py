@@ -5,6 +5,7 @@ store holds a bounded number of rows."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 import pytest
@@ -91,3 +92,43 @@ def test_energy_of_the_old_and_the_new_path_agree(trace, visible, tracking_uri, 
     tags = recorder.listener_tags()
     assert tags["radt_ext.store_shape"].startswith("minmax")
     assert int(tags["radt_ext.metrics_full_rate"]) == sum(len(p) for p in full.values())
+
+
+def test_the_full_rate_option_keeps_every_point_in_the_store(tracking_uri, tmp_path):
+    """`radt-ext run` at default settings stores the shape and logs the artifact; `--full-rate-store`
+    stores every point the artifact holds."""
+    from tests.radt_ext.helpers import radt
+
+    runs = {}
+    for label, flags in (("shaped", []), ("full", ["--full-rate-store"])):
+        res = radt("run", "-l", "top", "-i", "0.05", "--run-name", label, *flags, "--", sys.executable, "-c",
+                   "import time; t = time.time()\nwhile time.time() - t < 2: sum(range(1000))", cwd=tmp_path)
+        assert res.returncode == 0, res.stderr[-2000:]
+    client = MlflowClient(tracking_uri)
+    for run in client.search_runs([e.experiment_id for e in client.search_experiments()]):
+        runs[run.info.run_name] = run
+    for label, run in runs.items():
+        tags = run.data.tags
+        full = timelines.read(client, run.info.run_id)
+        points = sum(len(p) for p in full.values())
+        stored = sum(len(client.get_metric_history(run.info.run_id, k)) for k in full)
+        assert points == int(tags["radt_ext.metrics_full_rate"]) > 0
+        if label == "full":
+            assert tags["radt_ext.store_shape"] == "full_rate" and stored == points
+        else:
+            assert tags["radt_ext.store_shape"].startswith("minmax") and stored < points
+        assert stored == int(tags["radt_ext.metrics_stored"])
+
+
+def test_the_full_rate_option_refuses_what_is_not_yes_or_no():
+    from radt_ext.errors import UsageError
+    from radt_ext.run.backend import _flag
+
+    assert _flag({"full_rate_store": "true"}, "full_rate_store") and not _flag({}, "full_rate_store")
+    with pytest.raises(UsageError, match="not true or false"):
+        _flag({"full_rate_store": "sometimes"}, "full_rate_store")
+    import radt_ext
+
+    with pytest.raises(UsageError, match="not True or False"):
+        with radt_ext.track(full_rate_store="yes"):
+            pass
