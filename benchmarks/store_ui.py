@@ -158,6 +158,9 @@ def main(argv=None) -> None:
             with sync_playwright() as p:
                 context = p.chromium.launch_persistent_context(profile, executable_path=exe, headless=True, args=FLAGS,
                                                                viewport={"width": 1400, "height": 1000})
+                # the UI keeps its view state (the search box's text among it) in the browser's storage: cleared
+                # before every page, so each load starts from the same tab
+                context.add_init_script("try { localStorage.clear(); sessionStorage.clear(); } catch (e) {}")
                 warm = context.new_page()  # the UI's scripts into the browser's cache: not counted
                 warm.goto(f"{server.url}/#/experiments/{exp}")
                 warm.wait_for_timeout(3000)
