@@ -130,7 +130,8 @@ def test_children_get_their_share_and_the_parts_add_up(tracking_uri, recorded_gp
     timeline = [h.value for h in client.get_metric_history(result.children[0].run_id, "system/gpu0_power_attributed_w")]
     assert max(timeline) > p["summary/gpu_idle_power_w"]  # the busy child draws more than an idle share
     with open(client.download_artifacts(result.parent_run_id, ARTIFACT), encoding="utf-8") as fh:
-        assert "GPU energy by workload" in fh.read()  # the report shows the split
+        page = fh.read()
+    assert "GPU energy by workload" in page and "interval the samples allow" in page  # the split and its intervals
 
 
 def test_without_activity_the_split_is_even_and_still_adds_up(tracking_uri, recorded_gpu):
