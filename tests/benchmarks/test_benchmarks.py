@@ -331,3 +331,20 @@ def test_startup_times_every_step_of_a_run(tmp_path, tracking_uri):
     assert list(steps)[:4] == ["imported", "checked", "workload_started", "listeners_started"]
     assert "store_connected" in steps and "report_logged" in steps  # the store was reached after the start
     assert "under_radt_ext_s" in result["matmul"]
+
+
+def test_attribution_pairs_reads_the_driver_ticks_of_the_h100_recording(tmp_path):
+    """The tick table of the recording docs/collocation.md quotes: one process a tick, every 200 ms."""
+    raw = os.path.join(REPO, "docs", "validation", "collocation", "energy_attribution_logs", "proc_samples.jsonl.gz")
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.attribution_pairs", "--raw", raw, "--out", str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", "")))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ticks = json.loads((tmp_path / "attribution_pairs.json").read_text())["ticks"]["proc_samples.jsonl.gz"]
+    assert ticks["tick_ms"] == pytest.approx(200, abs=5) and ticks["most_processes_in_one_tick"] == 1
+    stretches = ticks["shared_stretches"]
+    assert len(stretches) == 3  # the three naive groups
+    for s in stretches:
+        assert sum(s["named"].values()) == s["busy_ticks_while_all_busy"]
+        assert sum(int(k) * v for k, v in s["run_lengths"].items()) == s["busy_ticks_while_all_busy"]
+    assert "at most 1 process(es) named in one tick" in (tmp_path / "attribution_pairs.md").read_text()
