@@ -89,9 +89,14 @@ def fastest_round(df: pd.DataFrame, rounds: pd.DataFrame, label: str) -> pd.Data
     """`df` with every network row restated as its fastest round (time, energy and power) and with its
     rounds' energy spread, as the profiler now combines rounds; rows of profiles without recorded rounds
     stay as they are."""
+    from radt_ext.ops.network import at_pace
+
     r = rounds[rounds.set == label]
-    best = r.loc[r.groupby(CONFIG + ["phase"]).time_ms.idxmin(), CONFIG + ["phase", "time_ms", "energy_mj", "power_w"]]
+    best = r.loc[r.groupby(CONFIG + ["phase"]).time_ms.idxmin(), CONFIG + ["phase", "time_ms"]]
     energy = r.groupby(CONFIG + ["phase"]).energy_mj
+    pace = r.groupby(CONFIG + ["phase"]).apply(lambda g: at_pace(list(g.time_ms), list(g.energy_mj)),
+                                               include_groups=False).rename("energy_mj").reset_index()
+    best = best.merge(pace, on=CONFIG + ["phase"]).assign(power_w=lambda b: b.energy_mj / b.time_ms)
     best = best.merge(((energy.max() - energy.min()) / energy.median()).rename("energy_spread").reset_index(),
                       on=CONFIG + ["phase"])
     out = df.copy()

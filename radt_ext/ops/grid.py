@@ -112,7 +112,7 @@ def run(args) -> int:
             try:
                 net = catalog.build(model, batch, precision, device, tiny=args.tiny)
                 prof = profiler.profile(net, mode, device, meter, window_s=args.window_s, net_window_s=args.net_window_s,
-                                        net_rounds=args.net_rounds)
+                                        net_rounds=args.net_rounds, pin=not args.no_pin)
                 prof.meta.update(facts, batch=batch, precision=precision, energy_unavailable=reason,
                                  command="python -m radt_ext.ops.grid " + " ".join(sys.argv[1:]))
                 store.write(out, name, prof)
@@ -156,6 +156,8 @@ def main(argv=None) -> int:
     p.add_argument("--device", default=None)
     p.add_argument("--tiny", action="store_true", help="small inputs and batches (a dry run on the CPU)")
     p.add_argument("--no-energy", action="store_true")
+    p.add_argument("--no-pin", action="store_true",
+                   help="leave the launching and meter threads where the OS puts them (on a GPU they are pinned)")
     args = p.parse_args(argv)
     named = args.models.split(",") + [e for e in args.extra.split(",") if e]
     try:
