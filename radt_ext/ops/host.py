@@ -290,7 +290,11 @@ def pinned(device: torch.device, enabled: bool = True) -> Iterator[dict]:
         yield {}
         return
     launch, meter = chosen
-    os.sched_setaffinity(0, {launch})  # 0: the calling thread; threads it starts from now on inherit it
+    try:
+        os.sched_setaffinity(0, {launch})  # 0: the calling thread; threads it starts from now on inherit it
+    except OSError as exc:  # a container that forbids it: measure unpinned, and say so
+        yield {"not_pinned": f"{type(exc).__name__}: {exc}"}
+        return
     _meter_cpu = meter
     try:
         yield {"launch_cpu": launch, "meter_cpu": meter, "cpus_allowed": len(before)}
