@@ -131,6 +131,10 @@ def test_a_networks_rounds_combine_as_the_fastest_one():
     assert row["window_s"] == pytest.approx(0.9)
     assert row["energy_spread"] == pytest.approx((1600.0 - 1000.0) / 1050.0)
     assert math.isnan(combined([Window(1.0, math.nan, math.nan, 10, 0.3)] * 2)["energy_spread"])  # no meter
+    # a round at the fastest one's pace (within 3 %) shares in its energy: one round's power alone may be off
+    paced = combined([*rounds, Window(2.05, 1100.0, 536.6, 97, 0.3, host_ms=1.2)])
+    assert paced["time_ms"] == 2.0 and paced["energy_mj"] == pytest.approx(1050.0)
+    assert paced["power_w"] == pytest.approx(525.0) and paced["host_ms"] == 1.2  # the host's fastest issue
 
 
 def test_cudnn_setting_is_restored_after_a_profile():
