@@ -290,7 +290,8 @@ def report(out: Path) -> None:
               "H200, then its suite, repeat, dataset and rounds .csv.gz into docs/ops/heldout/h200/)")
 
 
-def suite_errors(out: Path, h100: pd.DataFrame, h100_rounds: pd.DataFrame) -> pd.DataFrame:
+def suite_errors(out: Path, h100: pd.DataFrame, h100_rounds: pd.DataFrame,
+                 title: str = "== 5. The suite measured on both GPUs: the held-out errors ==") -> pd.DataFrame:
     """The held-out errors proper: the suite measured on both GPUs, moved each way by the predictor."""
     from radt_ext.ops import dataset as ds, predict
 
@@ -318,7 +319,7 @@ def suite_errors(out: Path, h100: pd.DataFrame, h100_rounds: pd.DataFrame) -> pd
     if res.empty:
         print("the suite on an H200: no configuration measured on both GPUs")
         return res
-    print("\n== 5. The suite measured on both GPUs: the held-out errors ==")
+    print("\n" + title)
     for d, e in _errors(res).items():
         print(f"{d} ({e['cases']} cases): time median {_pct(e['time']['median'])}, p90 {_pct(e['time']['p90'])}, "
               f"max {_pct(e['time']['max'])}; energy median {_pct(e['energy']['median'])}, p90 "

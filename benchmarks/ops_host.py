@@ -208,7 +208,7 @@ def report(out: Path, folders: dict[str, Path]) -> dict:
     if (heldout / "h200" / "suite.csv.gz").is_file():
         rounds = pd.read_csv(heldout / "h100" / "rounds.csv.gz")
         h100 = fastest_round(ds.load(heldout / "h100" / "suite.csv.gz"), rounds, "suite")
-        first = suite_errors(out, h100, rounds)
+        first = suite_errors(out, h100, rounds, title="the first suite (examples/heldout), host-blind:")
     print(f"second suite, host-aware: {goals(summary['suite2_aware'])}")
     if first is not None and not first.empty:
         summary["suite1"] = _errors(first) | {"inside": _inside(first, {"time": error[0], "energy": error[1]})}
