@@ -188,20 +188,25 @@ def measured(device: torch.device | str) -> dict:
     return _measured[key]
 
 
-def cost(host: dict | None, phase: str) -> float:
+def _has(host: dict | None, key: str) -> bool:
+    return bool(host) and _finite(host.get(key)) and float(host[key]) > 0
+
+
+def cost(host: dict | None, phase: str, keys: tuple[str, ...] | None = None) -> float:
     """One operation's host cost in a phase (µs): inference the geometric mean of the launch, dispatch and
     module figures the host has; a training phase (forward under autograd, backward) the autograd figure."""
-    if not host:
-        return math.nan
-    keys = INFERENCE if phase == "inference" else TRAINING
-    values = [float(host[k]) for k in keys if _finite(host.get(k)) and float(host[k]) > 0]
+    keys = [k for k in (keys or (INFERENCE if phase == "inference" else TRAINING)) if _has(host, k)]
+    values = [float(host[k]) for k in keys]
     return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
 
 
 def ratio(source: dict | None, target: dict | None, phase: str) -> float:
-    """Target's host cost over the source's for one operation of `phase`; NaN when either is unknown."""
-    a, b = cost(source, phase), cost(target, phase)
-    return b / a if _finite(a) and _finite(b) and a > 0 else math.nan
+    """Target's host cost over the source's for one operation of `phase`, over the figures both hosts have
+    (a host benchmarked without a GPU has no launch figure); NaN when they share none."""
+    keys = tuple(k for k in (INFERENCE if phase == "inference" else TRAINING) if _has(source, k) and _has(target, k))
+    if not keys:
+        return math.nan
+    return cost(target, phase, keys) / cost(source, phase, keys)
 
 
 def _finite(v) -> bool:

@@ -31,6 +31,8 @@ def test_benchmark_measures_this_hosts_costs(bench):
     for phase in ("inference", "forward", "backward"):
         assert host.ratio(bench, slower, phase) == pytest.approx(1.2)
     assert math.isnan(host.ratio(bench, None, "forward"))
+    gpu_host = {**slower, "launch_us": 3.0}  # a GPU machine's host has a launch figure the CPU's lacks
+    assert host.ratio(bench, gpu_host, "inference") == pytest.approx(1.2)  # compared on the figures both have
     assert host.measured("cpu") is host.measured("cpu")  # once per process
 
 
