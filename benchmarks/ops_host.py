@@ -133,6 +133,29 @@ def repeatability(m: dict, gpu: str) -> dict:
     return out
 
 
+STATISTICS = {  # a network phase's time per step from its rounds, as the profiler might take it
+    "fastest round (as profiled)": lambda g: g.time_ms.min(),
+    "median round": lambda g: g.time_ms.median(),
+    "fastest 10th-percentile chunk": lambda g: g.time_fast_ms.min(),
+}
+
+
+def statistics_repeat(m: dict, gpu: str) -> None:
+    """How well each way of taking a step's time from its rounds repeats across the two processes."""
+    r = m["rounds"]
+    if r.empty or "time_fast_ms" not in r.columns:
+        return
+    r = r[r.set.isin(["repeat1", "repeat2"])]
+    for name, stat in STATISTICS.items():
+        per = r.groupby(["set", *CONFIG, "phase"]).apply(stat, include_groups=False).groupby(["set", *CONFIG]).sum()
+        wide = per.unstack("set").dropna()
+        if wide.empty or wide.shape[1] < 2:
+            continue
+        d = (wide["repeat1"] / wide["repeat2"] - 1).abs()
+        print(f"{gpu}: repeat set, time per step by the {name}: |difference| median {_pct(d.median())}, "
+              f"max {_pct(d.max())}")
+
+
 def round_account(m: dict, gpu: str) -> None:
     """What the rounds' host record says about the rounds that ran slower than their profile's fastest."""
     r = m["rounds"]
@@ -221,6 +244,7 @@ def report(out: Path, folders: dict[str, Path]) -> dict:
     print("\n== 4. Repeatability: the repeat set in two fresh processes on each machine ==")
     for g, m in machines.items():
         summary[f"repeat_{g}"] = repeatability(m, g)
+        statistics_repeat(m, g)
         round_account(m, g)
     return summary
 

@@ -2,11 +2,11 @@
 
 A small eager network is bound by how fast the host launches its kernels, so one window of it
 reads whatever the host was doing then. The network is instead measured in several rounds (each
-its own window) taken before, between and after the operations' windows. The time per call is the fastest
-round's: a slower round is the GPU waiting on the host (in the held-out suite, rounds up to 2.3x slower at
-full SM clock, no throttle reason and lower power). The energy per call is the median of the rounds that ran
-within `NEAR` of the fastest one's time (rounds at the same pace; one round's power alone moved by up to
-20 % on an H200). `spread` (largest minus smallest round, over the median) records how far the rounds
+its own window) taken before, between and after the operations' windows. The time per call is that of the
+fastest tenth of all the rounds' chunks (`pace_ms`): a slower round, or a slower stretch of one, is the GPU
+waiting on the host (in the held-out suite, rounds up to 2.3x slower at full SM clock, no throttle reason and
+lower power). The energy per call is the median of the rounds that ran within `NEAR` of the fastest round's
+time (rounds at the same pace; one round's power alone moved by up to 20 % on an H200). `spread` (largest minus smallest round, over the median) records how far the rounds
 disagreed in time and `energy_spread` in energy, and a prediction carries them as an interval. `host_ms` is
 the host's time to issue one step on an idle device (the fastest round's host pace), the part of a step a
 slower host would lengthen.
@@ -98,16 +98,16 @@ class NetworkRounds:
 
 
 def combined(ws: list[Window]) -> dict:
-    """One row's values from several windows of the same call: the fastest window's time, the median energy
-    of the windows within `NEAR` of that time (`at_pace`) and the power they imply; `spread` (largest -
-    smallest time) / median over all of them, and `energy_spread` the same of their energy per call (a
-    round's power moves with the GPU's state even where its time does not); `host_ms` the fastest host pace."""
+    """One row's values from several windows of the same call: the time per call of the fastest tenth of
+    their chunks (`pace_ms`), the median energy and power of the windows within `NEAR` of the fastest
+    window's time (`at_pace`); `spread` (largest - smallest window time) / median over all of them, and
+    `energy_spread` the same of their energy per call (a round's power moves with the GPU's state even where
+    its time does not); `host_ms` the fastest host pace."""
     times = [w.time_ms for w in ws]
     energies = [w.energy_mj for w in ws if not math.isnan(w.energy_mj)]
-    fastest = min(ws, key=lambda w: w.time_ms)
-    time_ms = fastest.time_ms
-    energy = at_pace([w.time_ms for w in ws], [w.energy_mj for w in ws])
-    power = energy / time_ms if time_ms > 0 else math.nan
+    time_ms = pace_ms(ws)
+    energy = at_pace(times, [w.energy_mj for w in ws])
+    power = at_pace(times, [w.power_w for w in ws])
     hosts = [w.host_ms for w in ws if not math.isnan(w.host_ms)]
     span = sum(w.window_s for w in ws)
     busy = [w.busy for w in ws if not math.isnan(w.busy)]
@@ -118,6 +118,14 @@ def combined(ws: list[Window]) -> dict:
             "busy": min(busy) if busy else math.nan,
             "timeline_w": sum(w.timeline_w * w.window_s for w in seen) / seen_s if seen_s > 0 else math.nan,
             "energy_spread": _spread(energies), "host_ms": min(hosts) if hosts else math.nan}
+
+
+def pace_ms(ws: list[Window]) -> float:
+    """The step's time at the host's best pace: over all the windows' chunks, the fastest tenth's time per
+    call (each window's 10th percentile, the smallest of them; a window's median where it kept no chunks).
+    A chunk is about 10 ms of steps: where the host slows down for part of a window, the chunks it did not
+    slow still say what the GPU and a steady host do."""
+    return min(w.time_ms if math.isnan(w.time_fast_ms) else w.time_fast_ms for w in ws)
 
 
 def at_pace(times: list[float], energies: list[float], near: float = NEAR) -> float:

@@ -175,7 +175,8 @@ def profile(net: Network, mode: str, device: torch.device, meter: Meter | None, 
             "net_rounds": net_rounds, "cudnn_benchmark": CUDNN_BENCHMARK, "metering": asdict(METERING),
             "torch": torch.__version__, "python": platform.python_version(),
             "warmup_steps": WARMUP_STEPS, "warmup_s": round(rounds.warmup_s, 4),
-            "net_time": "fastest round", "net_energy": f"median of the rounds within {NEAR:.0%} of the fastest",
+            "net_time": "fastest tenth of the rounds' chunks",
+            "net_energy": f"median of the rounds within {NEAR:.0%} of the fastest",
             "host": machine, "placement": placement, "round_details": rounds.details,
             "profile_s": round(time.perf_counter() - started, 3)}
     if idle_state:
