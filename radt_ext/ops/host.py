@@ -259,13 +259,28 @@ def _siblings(cpu: int) -> set[int]:
     """CPUs sharing `cpu`'s core (hyperthreads), from sysfs; {cpu} where it does not say."""
     path = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list")
     try:
-        out: set[int] = set()
-        for part in path.read_text().strip().split(","):
-            lo, _, hi = part.partition("-")
-            out.update(range(int(lo), int(hi or lo) + 1))
-        return out or {cpu}
+        return _cpulist(path.read_text()) or {cpu}
     except (OSError, ValueError):
         return {cpu}
+
+
+def _cpulist(text: str) -> set[int]:
+    out: set[int] = set()
+    for part in text.strip().split(","):
+        if part:
+            lo, _, hi = part.partition("-")
+            out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def gpu_local_cpus(device: torch.device) -> set[int]:
+    """The CPUs on the GPU's own NUMA node (its PCI device's `local_cpulist`); empty where unknown."""
+    try:
+        props = torch.cuda.get_device_properties(device.index or 0)
+        bus = f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+        return _cpulist(Path(f"/sys/bus/pci/devices/{bus}/local_cpulist").read_text())
+    except (AttributeError, OSError, RuntimeError, ValueError, AssertionError):
+        return set()
 
 
 def choose_cpus(allowed: set[int]) -> tuple[int, int] | None:
@@ -283,14 +298,15 @@ def choose_cpus(allowed: set[int]) -> tuple[int, int] | None:
 @contextlib.contextmanager
 def pinned(device: torch.device, enabled: bool = True) -> Iterator[dict]:
     """On a GPU: the calling (launching) thread on one CPU and the energy counter's reading threads on
-    another for the duration; yields where they are ({} where nothing was pinned: the CPU, a system without
+    another (both on the GPU's NUMA node where the system says which it is) for the duration; yields where they are ({} where nothing was pinned: the CPU, a system without
     CPU affinity, a single CPU, or `enabled` off). The previous affinity is restored afterwards."""
     global _meter_cpu
     if not enabled or device.type != "cuda" or not hasattr(os, "sched_setaffinity"):
         yield {}
         return
     before = os.sched_getaffinity(0)
-    chosen = choose_cpus(before)
+    local = before & gpu_local_cpus(device)  # launching from the GPU's own NUMA node where it has two CPUs
+    chosen = choose_cpus(local if len(local) >= 2 else before)
     if chosen is None:
         yield {}
         return
