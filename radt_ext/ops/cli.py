@@ -85,7 +85,13 @@ def profile(model, batch, precision, mode, device, window_s, net_window_s, input
     click.echo(f"radt-ext: ops profile run {run_id}: {net.name} b{batch} {precision} {mode}: "
                f"{prof.meta['ops_distinct']} distinct of {prof.meta['ops_total']} operations; "
                f"network {t['network_ms']:.4g} ms/step{energy}; operations sum to "
-               f"{t.get('ops_over_network_ms', math.nan):.0%} of the network time", err=True)
+               f"{t.get('ops_over_network_ms', math.nan):.0%} of the network time; the host issues a step in "
+               f"{_host_ms(t):.3g} ms", err=True)
+
+
+def _host_ms(totals: dict) -> float:
+    issued = [v for k, v in totals.items() if k.startswith("network_") and k.endswith("_host_ms")]
+    return sum(issued) if issued else math.nan
 
 
 @ops.command()
