@@ -89,9 +89,14 @@ def fastest_round(df: pd.DataFrame, rounds: pd.DataFrame, label: str) -> pd.Data
     """`df` with every network row restated as its fastest round (time, energy and power) and with its
     rounds' energy spread, as the profiler now combines rounds; rows of profiles without recorded rounds
     stay as they are."""
+    from radt_ext.ops.network import at_pace
+
     r = rounds[rounds.set == label]
-    best = r.loc[r.groupby(CONFIG + ["phase"]).time_ms.idxmin(), CONFIG + ["phase", "time_ms", "energy_mj", "power_w"]]
+    best = r.loc[r.groupby(CONFIG + ["phase"]).time_ms.idxmin(), CONFIG + ["phase", "time_ms"]]
     energy = r.groupby(CONFIG + ["phase"]).energy_mj
+    pace = r.groupby(CONFIG + ["phase"]).apply(lambda g: at_pace(list(g.time_ms), list(g.energy_mj)),
+                                               include_groups=False).rename("energy_mj").reset_index()
+    best = best.merge(pace, on=CONFIG + ["phase"]).assign(power_w=lambda b: b.energy_mj / b.time_ms)
     best = best.merge(((energy.max() - energy.min()) / energy.median()).rename("energy_spread").reset_index(),
                       on=CONFIG + ["phase"])
     out = df.copy()
@@ -269,7 +274,7 @@ def report(out: Path) -> None:
           f"{_pct(v['energy']['median_error'])}; best GPU by time right in {v['best_gpu']['time']['right']} of "
           f"{v['best_gpu']['time']['cases']}")
 
-    print("\n== 4. The suite moved from the H100 to the H200 (predictions, not yet measured) ==")
+    print("\n== 4. The suite moved from the H100 to the H200 (predicted before the H200 measured it; errors in section 5) ==")
     p = pd.read_csv(heldout / "suite_predictions.csv")
     p["model"] = p.model.map(short)
     p["change"] = p.pred_time_ms / p.source_time_ms - 1
@@ -285,7 +290,8 @@ def report(out: Path) -> None:
               "H200, then its suite, repeat, dataset and rounds .csv.gz into docs/ops/heldout/h200/)")
 
 
-def suite_errors(out: Path, h100: pd.DataFrame, h100_rounds: pd.DataFrame) -> pd.DataFrame:
+def suite_errors(out: Path, h100: pd.DataFrame, h100_rounds: pd.DataFrame,
+                 title: str = "== 5. The suite measured on both GPUs: the held-out errors ==") -> pd.DataFrame:
     """The held-out errors proper: the suite measured on both GPUs, moved each way by the predictor."""
     from radt_ext.ops import dataset as ds, predict
 
@@ -313,7 +319,7 @@ def suite_errors(out: Path, h100: pd.DataFrame, h100_rounds: pd.DataFrame) -> pd
     if res.empty:
         print("the suite on an H200: no configuration measured on both GPUs")
         return res
-    print("\n== 5. The suite measured on both GPUs: the held-out errors ==")
+    print("\n" + title)
     for d, e in _errors(res).items():
         print(f"{d} ({e['cases']} cases): time median {_pct(e['time']['median'])}, p90 {_pct(e['time']['p90'])}, "
               f"max {_pct(e['time']['max'])}; energy median {_pct(e['energy']['median'])}, p90 "
@@ -321,6 +327,12 @@ def suite_errors(out: Path, h100: pd.DataFrame, h100_rounds: pd.DataFrame) -> pd
     inside = _inside(res, {"time": error[0], "energy": error[1]})
     print(f"measured inside the interval: time {inside['time']}, energy {inside['energy']}; ranked against what "
           f"both measured beyond the interval: time {inside['time_misranked']}, energy {inside['energy_misranked']}")
+    there = res[(res.source == "H100") & (res.target == "H200")]
+    power = (there.energy_mj / there.time_ms) / (there.source_energy_mj / there.source_time_ms)
+    signed = there.pred_energy_mj / there.energy_mj - 1
+    print(f"the H200 machine's network power over the H100 machine's, measured: median {power.median():.3f} (the "
+          f"predictor's factor, from the dataset's machines: {models.power.get(('H100', 'H200'), math.nan):.3f}); "
+          f"H100->H200 energy predicted a median {_pct(signed.median())} high")
     return res
 
 

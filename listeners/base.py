@@ -43,13 +43,17 @@ class Target:
 
     `pid` may be None until the workload is spawned; listeners that need it read
     it at `open()`/`sample()` time. `cuda_visible_devices` is the workload's
-    CUDA_VISIBLE_DEVICES (None: every GPU).
+    CUDA_VISIBLE_DEVICES (None: every GPU). `time_sliced`: other workloads share its GPUs by
+    time-slicing (no MPS, no MIG).
     """
 
     pid: int | None = None
     cuda_visible_devices: str | None = field(
         default_factory=lambda: os.environ.get("CUDA_VISIBLE_DEVICES")
     )
+    # the workload shares its GPU by time-slicing with others (a naive collocation group): per-process
+    # listeners read what tells them apart at the driver's own rate
+    time_sliced: bool = False
 
 
 class Listener:

@@ -8,18 +8,24 @@ Pure functions: no NVML, no MLflow. Inputs are (time s, value) series:
 - per workload, its activity on that GPU (`gpu{i}_proc_sm_pct` of its child run, or under
   MIG its instance's GPM `sm_active_pct` times the instance's fraction of the GPU). A value
   logged at time t describes the period before t (NVML's per-process samples do). NVML names
-  one process per sampling tick (~200 ms on an H100), so with per-process samples an interval
-  goes to the workloads whose sample covers it (`one_per_tick`).
+  one process per sampling tick (~200 ms on an H100): with per-process samples (`one_per_tick`,
+  a time-sliced GPU) who was busy when, and each one's share while several were, come from
+  `time_slicing.TimeSlices`; concurrent samples (MIG instances' GPM) weigh the workloads directly.
 
 Each interval between two samples is split in two parts:
 
 - idle: the GPU's floor power x the interval. It is the price of holding the GPU, which
   every workload present pays: it is split evenly among the workloads running then
   (a workload alone pays all of it, as in an exclusive run, so the two compare like for like);
-- active: the rest, split in proportion to the workloads' activity in that interval. When no
+- active: the rest, split among the workloads busy in that interval: on a time-sliced GPU by
+  their time shares (equal while the ticks agree), else in proportion to their activity. When no
   workload reports any activity (samples missing, start-up, copies only, MPS clients that
   NVML does not sample) it is split evenly among the workloads running then, and counted in
   `even_split_s`.
+
+Each share also gets the interval the samples allow (`Share.low_j` / `high_j`): where the active part
+was split evenly for want of samples, anything from none of it to all of it; on a time-sliced GPU, the
+time share's interval from the ticks (see `time_slicing`); MIG instances' concurrent activity, none.
 
 Energy in intervals where no workload runs (before the first starts, after the last ends)
 is the group's, `unattributed_j`. Workloads' shares plus `unattributed_j` add up to the
@@ -31,8 +37,9 @@ import bisect
 import math
 from dataclasses import dataclass, field
 
+from radt_ext.collocation.time_slicing import TimeSlices
+
 IDLE_QUANTILE = 0.05  # the GPU's floor power: this time-weighted quantile of the group's power
-TICK_SLACK = 1.5  # one_per_tick: a sample covers this x the median spacing of all workloads' samples
 MIN_GAP_S = 1.0  # an activity sample counts for at most max(this, 3 x its median spacing)
 
 Points = list[tuple[float, float]]
@@ -45,6 +52,7 @@ class WorkloadActivity:
     end: float | None  # when it ended (None: still running at the group's end)
     activity: Points  # (t, SM %) samples
     scale: float = 1.0  # MIG: its instance's fraction of the GPU's SMs
+    window: tuple[float, float] | None = None  # its first and last progress mark, where it has them
 
 
 @dataclass
@@ -52,6 +60,8 @@ class Share:
     energy_j: float = 0.0  # active + idle
     active_j: float = 0.0
     idle_j: float = 0.0
+    low_j: float = 0.0  # the lowest energy_j the samples allow
+    high_j: float = 0.0  # the highest
     timeline: Points = field(default_factory=list)  # (interval end, attributed W)
 
 
@@ -161,13 +171,6 @@ class _Lookup:
         gaps = sorted(b - a for a, b in zip(self.times, self.times[1:]) if b > a)
         self.max_gap = max(MIN_GAP_S, 3 * gaps[len(gaps) // 2]) if gaps else MIN_GAP_S
 
-    def fresh(self, t: float, tick: float) -> float | None:
-        """The sample that covers t: the first one at or after t, within one tick."""
-        i = bisect.bisect_left(self.times, t)
-        if i < len(self.times) and self.times[i] - t <= tick:
-            return max(0.0, self.points[i][1])
-        return None
-
     def at(self, t: float) -> float | None:
         i = bisect.bisect_left(self.times, t)
         if i < len(self.times) and self.times[i] - t <= self.max_gap:
@@ -181,19 +184,20 @@ def attribute(power: Points, workloads: list[WorkloadActivity], energy: Points |
               idle_power_w: float | None = None, one_per_tick: bool = False) -> Attribution:
     """Split one GPU's energy among the workloads that shared it (see the module's docstring).
 
-    `one_per_tick`: the samples are NVML's per-process ones, where each driver tick names a single
-    process (with two busy workloads they alternate). An interval then goes by the sample that covers
-    it: a workload another one's sample covers and its own does not was not the one running then.
-    Without a covering sample, and for concurrent samples (MIG instances' GPM), each workload's own
-    latest sample holds.
+    `one_per_tick`: the samples are NVML's per-process ones on a time-sliced GPU, where each driver
+    tick names a single process: busy spans and time shares come from `TimeSlices` (with each
+    workload's progress `window` for its edges). Otherwise (MIG instances' GPM, read concurrently)
+    each workload's own latest sample weighs it.
     """
     grid, seg, integral = segments(power, energy)
     idle_w = idle_power(grid, seg) if idle_power_w is None else max(0.0, idle_power_w)
     shares = {w.name: Share() for w in workloads}
-    lookups = {w.name: _Lookup(w.activity) for w in workloads}
-    every = sorted(t for lk in lookups.values() for t in lk.times)
-    gaps = sorted(b - a for a, b in zip(every, every[1:]) if b > a)
-    tick = TICK_SLACK * gaps[len(gaps) // 2] if gaps and one_per_tick else 0.0
+    slices = lookups = None
+    if one_per_tick:
+        slices = TimeSlices([(w.name, w.start, w.end, _clean(w.activity)) for w in workloads],
+                            {w.name: w.window for w in workloads if w.window})
+    else:
+        lookups = {w.name: _Lookup(w.activity) for w in workloads}
     idle_total = unattributed = even = 0.0
     for a, b, e in zip(grid, grid[1:], seg):
         dt = b - a
@@ -207,31 +211,46 @@ def attribute(power: Points, workloads: list[WorkloadActivity], energy: Points |
                 s.timeline.append((b, 0.0))
             continue
         active = e - idle
-        weights = {}
-        fresh = {w.name: lookups[w.name].fresh(mid, tick) for w in present} if tick > 0 else {}
-        if any(v is not None for v in fresh.values()):
-            for w in present:
-                weights[w.name] = (fresh[w.name] or 0.0) * w.scale
+        if slices is not None:
+            got = slices.shares(mid, [w.name for w in present])
+            weights = {w.name: got[w.name][0] if w.name in got else 0.0 for w in present}
+            bounds = {n: (lo, hi) for n, (_, lo, hi) in got.items()}
         else:
+            weights, bounds = {}, {}
             for w in present:
                 value = lookups[w.name].at(mid)
                 weights[w.name] = 0.0 if value is None else value * w.scale
         busy = sum(weights.values())
-        if busy <= 0:
+        if busy <= 0:  # nobody reports activity: even, and the samples allow anything
             weights = {w.name: 1.0 for w in present}
             busy = float(len(present))
             even += dt
+            bounds = {w.name: (0.0, 1.0) for w in present}
+        parts = {n: active * v / busy for n, v in weights.items()}
+        part_idle = idle / len(present)
         for w in workloads:
             s = shares[w.name]
-            if w.name in weights:
-                part_active = active * weights[w.name] / busy
-                part_idle = idle / len(present)
-                s.active_j += part_active
-                s.idle_j += part_idle
-                s.energy_j += part_active + part_idle
-                s.timeline.append((b, (part_active + part_idle) / dt if dt > 0 else 0.0))
-            else:
+            if w.name not in parts:
                 s.timeline.append((b, 0.0))
+                continue
+            part = parts[w.name]
+            lo, hi = (active * x for x in bounds[w.name]) if w.name in bounds else (part, part)
+            s.active_j += part
+            s.idle_j += part_idle
+            s.energy_j += part + part_idle
+            s.low_j += lo + part_idle
+            s.high_j += hi + part_idle
+            s.timeline.append((b, (part + part_idle) / dt if dt > 0 else 0.0))
+        if slices is not None and active > 0:  # a stretch added to a busy span at its edge: maybe not busy
+            for n, part in parts.items():
+                if part > 0 and slices.was_moved(n, mid):
+                    shares[n].low_j -= part
+                    for m in parts:
+                        if m != n:
+                            shares[m].high_j += part
+    for s in shares.values():
+        s.low_j = max(0.0, min(s.low_j, s.energy_j))
+        s.high_j = max(s.high_j, s.energy_j)
     total = sum(seg)
     return Attribution(total_j=total, idle_power_w=idle_w, idle_j=idle_total, unattributed_j=unattributed,
                        even_split_s=even, power_integral_j=integral, shares=shares)

@@ -3,8 +3,12 @@ the parent's and the children's listeners logged, the results on the runs.
 
 Per GPU of the group: the parent's `gpu{i}_power_w` and `gpu{i}_energy_j`, and each workload's
 activity on it from its child's own listeners — `gpu0_proc_sm_pct` (gpu_procs), or under MIG its
-instance's GPM `gpu0_mig{gi}_sm_active_pct` scaled by the instance's share of the GPU. The split
-itself is `attribution.attribute` (see there for idle power and missing samples).
+instance's GPM `gpu0_mig{gi}_sm_active_pct` scaled by the instance's share of the GPU — and, where the
+workload reported progress, the first and last of its marks (`Child.window`: the edges of its own work,
+which NVML's one-process-a-tick samples place only to a tick or two). The split itself is
+`attribution.attribute` (see there for idle power and missing samples, and `time_slicing` for a
+time-sliced GPU). Each child gets its share and the interval the samples allow
+(`gpu_energy_attributed_low_j` / `_high_j`).
 """
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ class Child:
     end: float | None
     series: dict[str, list[tuple[float, float]]]
     mig: str | None = None  # a MIG profile such as "3g.71gb"
+    window: tuple[float, float] | None = None  # its first and last progress mark, where it reported progress
 
 
 def activity(child: Child, position: int = 0) -> tuple[list[tuple[float, float]], float, bool]:
@@ -62,7 +67,7 @@ def split(devices: list[str], parent_series: dict[str, list[tuple[float, float]]
             mine = [d.strip() for d in c.device.split(",")]
             if device in mine and c.start:
                 points, scale, procs = activity(c, mine.index(device))
-                work.append(WorkloadActivity(c.name, c.start, c.end, points, scale))
+                work.append(WorkloadActivity(c.name, c.start, c.end, points, scale, window=c.window))
                 per_process = per_process and procs
         if work:
             split_i = attribute(power, work, energy, one_per_tick=per_process)
@@ -82,7 +87,9 @@ def child_metrics(name: str, parts: dict[int, Attribution], samples: float, t0: 
     now_ms = int(time.time() * 1000)
     energy = sum(s.energy_j for s in mine)
     values = {"gpu_energy_attributed_j": energy, "gpu_energy_active_attributed_j": sum(s.active_j for s in mine),
-              "gpu_energy_idle_attributed_j": sum(s.idle_j for s in mine)}
+              "gpu_energy_idle_attributed_j": sum(s.idle_j for s in mine),
+              "gpu_energy_attributed_low_j": sum(s.low_j for s in mine),
+              "gpu_energy_attributed_high_j": sum(s.high_j for s in mine)}
     if samples > 0:
         values["energy_per_sample_attributed_j"] = energy / samples
     metrics = [Metric(f"summary/{k}", float(v), now_ms, 0) for k, v in values.items()]
@@ -133,6 +140,10 @@ def parent_summary(parts: dict[int, Attribution], samples_by_name: dict[str, flo
         energy = sum(a.shares[name].energy_j for a in parts.values() if name in a.shares)
         if any(name in a.shares for a in parts.values()):
             out[f"{metric_name(name)}_gpu_energy_attributed_j"] = energy
+            out[f"{metric_name(name)}_gpu_energy_attributed_low_j"] = sum(
+                a.shares[name].low_j for a in parts.values() if name in a.shares)
+            out[f"{metric_name(name)}_gpu_energy_attributed_high_j"] = sum(
+                a.shares[name].high_j for a in parts.values() if name in a.shares)
             if samples > 0:
                 out[f"{metric_name(name)}_energy_per_sample_attributed_j"] = energy / samples
     return out

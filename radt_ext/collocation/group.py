@@ -95,6 +95,12 @@ def check_devices(devices: list[str], where: str = "device") -> None:
             raise UsageError(f"{where} {device!r}: {exc}; use one of this machine's GPUs or cpu") from None
 
 
+def _progress_window(session: _Session) -> tuple[float, float] | None:
+    """The first and last progress mark the workload reported (None: fewer than two)."""
+    times = session.marks.progress_times() if session.marks is not None else []
+    return (times[0], times[-1]) if len(times) > 1 else None
+
+
 class GroupRunner:
     def __init__(self, group: Group, echo=print):
         check(group)
@@ -170,6 +176,7 @@ class GroupRunner:
         session = _Session(spec)
         session.keep_series = energy_split.CHILD_SERIES
         session.target.cuda_visible_devices = watch
+        session.target.time_sliced = g.mode == "naive"  # its gpu_procs keeps every tick of the driver
         return session
 
     # -- running ---------------------------------------------------------------------
@@ -279,7 +286,8 @@ class GroupRunner:
         g = self.group
         try:
             kids = [energy_split.Child(r.name, w.device, r.started, r.ended,
-                                       s.recorder.series if s.recorder is not None else {}, w.mig)
+                                       s.recorder.series if s.recorder is not None else {}, w.mig,
+                                       window=_progress_window(s))
                     for w, s, r in zip(g.workloads, self.sessions, self.results)]
             parts = energy_split.split(g.devices, recorder.series, kids)
             samples = {r.name: r.summary.get("e2e_samples", 0.0) for r in self.results}
@@ -294,6 +302,9 @@ class GroupRunner:
                     self.client.log_batch(r.run_id, metrics=metrics[i:i + 1000])
                 # the window the split used, so it can be recomputed from the store
                 span = {"collocation.started_s": f"{r.started:.3f}", "collocation.ended_s": f"{r.ended or 0:.3f}"}
+                window = next((k.window for k in kids if k.name == r.name), None)
+                if window is not None:
+                    span["collocation.progress_window"] = f"{window[0]:.3f},{window[1]:.3f}"
                 self.client.log_batch(r.run_id, tags=[RunTag(k, v) for k, v in span.items()])
                 r.summary.update({m.key[len("summary/"):]: m.value for m in metrics if m.key.startswith("summary/")})
         except Exception as exc:

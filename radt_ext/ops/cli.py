@@ -49,9 +49,11 @@ def _client(experiment_name: str | None):
               help="least length of each of the network's measurement rounds")
 @click.option("--input-shape", default=None, help="sample shape for your own module, e.g. 3,32,32")
 @click.option("--no-energy", is_flag=True, help="time only (for a GPU without an energy counter)")
+@click.option("--no-pin", is_flag=True, help="leave the launching and meter threads where the OS puts them")
 @click.option("--experiment-name", default=None)
 @click.option("--out", default=None, type=click.Path(file_okay=False), help="also write <name>.csv/.json here")
-def profile(model, batch, precision, mode, device, window_s, net_window_s, input_shape, no_energy, experiment_name, out):
+def profile(model, batch, precision, mode, device, window_s, net_window_s, input_shape, no_energy, no_pin,
+            experiment_name, out):
     """Profile MODEL (a recipe model or package.module:attribute) and log it as one run."""
     import torch
 
@@ -69,7 +71,7 @@ def profile(model, batch, precision, mode, device, window_s, net_window_s, input
     if dev.type == "cuda" and meter is None and not no_energy:
         raise UsageError(f"{reason}")
     try:
-        prof = profiler.profile(net, mode, dev, meter, window_s=window_s, net_window_s=net_window_s)
+        prof = profiler.profile(net, mode, dev, meter, window_s=window_s, net_window_s=net_window_s, pin=not no_pin)
     finally:
         if meter is not None:
             meter.close()
@@ -83,7 +85,35 @@ def profile(model, batch, precision, mode, device, window_s, net_window_s, input
     click.echo(f"radt-ext: ops profile run {run_id}: {net.name} b{batch} {precision} {mode}: "
                f"{prof.meta['ops_distinct']} distinct of {prof.meta['ops_total']} operations; "
                f"network {t['network_ms']:.4g} ms/step{energy}; operations sum to "
-               f"{t.get('ops_over_network_ms', math.nan):.0%} of the network time", err=True)
+               f"{t.get('ops_over_network_ms', math.nan):.0%} of the network time; the host issues a step in "
+               f"{_host_ms(t):.3g} ms", err=True)
+
+
+def _host_ms(totals: dict) -> float:
+    issued = [v for k, v in totals.items() if k.startswith("network_") and k.endswith("_host_ms")]
+    return sum(issued) if issued else math.nan
+
+
+@ops.command()
+@click.option("--device", default=None, help="cuda:N or cpu (default: cuda:0 when there is a GPU)")
+@click.option("--out", default=None, type=click.Path(dir_okay=False), help="write the benchmark here as JSON")
+def host(device, out):
+    """Measure this machine's host: its cost to launch and dispatch an operation (for `best-gpu --host`)."""
+    import torch
+
+    from radt_ext.ops import host as hosts
+
+    dev = torch.device(device or ("cuda:0" if torch.cuda.is_available() else "cpu"))
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError(f"--device {device}: no CUDA GPU here; use --device cpu")
+    bench = hosts.benchmark(dev)
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(bench, indent=1) + "\n")
+    figures = ", ".join(f"{k.removesuffix('_us')} {bench[k]:.2f} µs" for k in hosts.FIGURES
+                        if math.isfinite(bench.get(k, math.nan)))
+    click.echo(f"host of {dev}: {hosts.label(bench)}; per call: {figures}; batches within "
+               f"{bench['spread']:.0%}" + (f"; written to {out}" if out else ""))
 
 
 @ops.command()
@@ -171,12 +201,17 @@ def validate(path, out, hold_out, method):
 @click.option("--dataset", "path", default=DATASET, show_default=True)
 @click.option("--tolerance", type=float, default=None,
               help="relative gap counted as a tie (default: the validated median error)")
-def best_gpu(profile, by, gpus, path, tolerance):
+@click.option("--host", "host_choice", default="dataset", show_default=True,
+              help="the host each predicted GPU runs on: 'dataset' (the machines the dataset measured that GPU "
+                   "on), 'source' (the profile's own), a GPU of the dataset (the machines it was measured on), "
+                   "or a JSON file from `radt-ext ops host --out`")
+def best_gpu(profile, by, gpus, path, tolerance, host_choice):
     """Rank GPUs for the workload of PROFILE (a profile run id, or a <name>.csv from the grid)."""
     from rich.console import Console
     from rich.table import Table
 
     from radt_ext.ops import dataset as ds, predict, store
+    own = _own_host(host_choice)
     if Path(profile).suffix == ".csv":
         prof = store.read(profile)
     else:
@@ -188,10 +223,22 @@ def best_gpu(profile, by, gpus, path, tolerance):
     targets = [_measured_gpu(g, measured, "--gpus names") for g in gpus.split(",")] if gpus else measured
     if tolerance is None:
         tolerance = _tolerance(by)
-    rows = prof.table.assign(precision=prof.meta.get("precision"))
+    rows = prof.table.assign(precision=prof.meta.get("precision"), **ds.machine_columns(prof.meta))
     models = predict.fit(data)
     error = _interval_error()
-    preds = [predict.predict(models, rows, source, t, error=error) for t in dict.fromkeys([source, *targets])]
+    from radt_ext.ops import host as hosts
+
+    def target_host(gpu: str) -> dict | None:
+        if own is not None:
+            return own
+        if host_choice == "source":
+            return hosts.from_rows(rows)
+        return predict.machine_host(data, gpu if host_choice == "dataset" else named)
+
+    named = None if own is not None or host_choice in ("dataset", "source") else \
+        _measured_gpu(host_choice, measured, "--host names")
+    preds = [predict.predict(models, rows, source, t, error=error, target_host=target_host(t))
+             for t in dict.fromkeys([source, *targets])]
     table = Table("rank", "gpu", "time ms/step", "energy J/step", "EDP J·s", "",
                   title=f"{prof.meta.get('model')} b{prof.meta.get('batch')} {prof.meta.get('precision')} "
                         f"{prof.meta.get('mode')}, profiled on {source}; by {by}, tie within {tolerance:.0%}")
@@ -207,13 +254,32 @@ def best_gpu(profile, by, gpus, path, tolerance):
     Console(width=160).print(table)
     click.echo(f"intervals: the profile's measured spread ({preds[0].spread:.1%}) plus the predictor's error "
                f"on networks of families it was not fitted on (90th percentile: time {error[0]:.1%}, energy "
-               f"{error[1]:.1%})")
+               f"{error[1]:.1%}) plus the host's share of the step times the host's error")
+    for p in preds:
+        if not p.measured:
+            click.echo(f"host assumed for {p.gpu}: {p.host}; the host's part of the step {p.host_share:.0%}, "
+                       f"moved by {p.host_ratio:.2f}x (interval + {p.host_error:.1%})")
     if len(ranked) > 1:
         lo_best, hi_best = ranked[0][1].interval(by)
         lo_next, _ = ranked[1][1].interval(by)
         if lo_next <= hi_best:
             click.echo(f"the intervals of {ranked[0][1].gpu} and {ranked[1][1].gpu} overlap: the ranking by {by} "
                        f"is not certain for this workload")
+
+
+def _own_host(choice: str) -> dict | None:
+    """A host benchmark from `radt-ext ops host --out FILE`; None for 'dataset', 'source' or a GPU's name."""
+    path = Path(choice)
+    if choice in ("dataset", "source") or (not path.suffix and not path.exists()):
+        return None
+    try:
+        bench = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--host {choice}: give 'dataset', 'source' or a JSON file from `radt-ext ops host "
+                         f"--out FILE` ({type(exc).__name__})") from None
+    if not isinstance(bench, dict) or "dispatch_us" not in bench:
+        raise UsageError(f"--host {choice}: not a host benchmark (no dispatch_us); make one with radt-ext ops host --out FILE")
+    return bench
 
 
 def _measured_gpu(name: str, measured: list[str], what: str) -> str:

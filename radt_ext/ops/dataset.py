@@ -2,16 +2,20 @@
 phase), written compactly as CSV (gzip) and read back; built from profile folders or MLflow runs."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
 
 from radt_ext.errors import UsageError
+from radt_ext.ops import host
 from radt_ext.ops.gpus import SPECS
 from radt_ext.ops.profiler import COLUMNS, Profile, read_table
 
 KEYS = ["gpu", "model", "batch", "precision", "mode"]
 FACTS = ["gpu_name", "driver", "power_limit_w", "sm_count", "sm_clock_max_mhz", "mem_bandwidth_gbs"]
+# the machine's host (its benchmark, `host.COLUMNS`) and the GPU's power before the profile's first step
+MACHINE = [*host.COLUMNS, "idle_power_w"]
 
 
 def gpu_label(name: str) -> str:
@@ -29,6 +33,8 @@ def from_profiles(profiles: list[Profile]) -> pd.DataFrame:
             t.insert(i, k, m.get(k))
         for k in FACTS:
             t[k] = m.get(k)
+        for k, v in machine_columns(m).items():
+            t[k] = v
         frames.append(t)
     if not frames:
         raise UsageError("no profiles to build a dataset from")
@@ -63,9 +69,16 @@ def profiles(df: pd.DataFrame):
 def to_profile(rows: pd.DataFrame) -> Profile:
     """One profile's rows back as a Profile (its facts from the row columns)."""
     first = rows.iloc[0]
-    meta = {k: first[k] for k in KEYS[1:] + FACTS if k in rows.columns}
+    meta = {k: first[k] for k in KEYS[1:] + FACTS + MACHINE if k in rows.columns}
     meta["gpu"] = first["gpu"]
     return Profile(rows[COLUMNS].reset_index(drop=True), meta)
+
+
+def machine_columns(meta: dict) -> dict:
+    """A profile's facts of its machine (`MACHINE` columns) from its meta, as `from_profiles` writes them."""
+    out = host.columns(meta.get("host"))
+    out["idle_power_w"] = (meta.get("state_before") or {}).get("power_w", meta.get("idle_power_w", math.nan))
+    return out
 
 
 def summed_vs_network(df: pd.DataFrame) -> pd.DataFrame:

@@ -72,12 +72,15 @@ def profile_name(model: str, batch: int, precision: str, mode: str) -> str:
     return f"{model.replace(':', '.')}_b{batch}_{precision}_{mode}"
 
 
-def _estimate(done: dict, model: str, mode: str, batch: int, tiny: bool) -> float:
-    """Seconds a profile should take: the same model and mode at another batch, scaled; else a guess."""
+def _estimate(done: dict, model: str, mode: str, batch: int, tiny: bool, guess_s: float | None = None) -> float:
+    """Seconds a profile should take: the same model and mode at another batch, scaled; else `guess_s` (by
+    default 25 s, 2 s with tiny inputs)."""
     same = [(b, s) for (m, md, b), s in done.items() if m == model and md == mode]
     if same:
         b, s = max(same, key=lambda bs: bs[0])
         return s * max(1.0, (batch / b) ** 0.3)
+    if guess_s is not None:
+        return guess_s
     return 2.0 if tiny else 25.0
 
 
@@ -99,7 +102,7 @@ def run(args) -> int:
     for model, batch, precision, mode, is_extra in items:
         name = profile_name(model, batch, precision, mode)
         left = deadline - time.monotonic()
-        need = _estimate(done, model, mode, batch, args.tiny)
+        need = _estimate(done, model, mode, batch, args.tiny, args.guess_s)
         entry = {"profile": name, "extra": is_extra}
         if (out / f"{name}.json").exists():
             entry.update(status="kept")
@@ -112,7 +115,7 @@ def run(args) -> int:
             try:
                 net = catalog.build(model, batch, precision, device, tiny=args.tiny)
                 prof = profiler.profile(net, mode, device, meter, window_s=args.window_s, net_window_s=args.net_window_s,
-                                        net_rounds=args.net_rounds)
+                                        net_rounds=args.net_rounds, pin=not args.no_pin)
                 prof.meta.update(facts, batch=batch, precision=precision, energy_unavailable=reason,
                                  command="python -m radt_ext.ops.grid " + " ".join(sys.argv[1:]))
                 store.write(out, name, prof)
@@ -153,9 +156,13 @@ def main(argv=None) -> int:
     p.add_argument("--net-window-s", type=float, default=NET_WINDOW_S,
                    help="least length of each of the network's measurement rounds")
     p.add_argument("--net-rounds", type=int, default=ROUNDS, help="rounds of the network's windows per profile")
+    p.add_argument("--guess-s", type=float, default=None,
+                   help="seconds a profile of a model and mode not yet profiled is expected to take (default 25)")
     p.add_argument("--device", default=None)
     p.add_argument("--tiny", action="store_true", help="small inputs and batches (a dry run on the CPU)")
     p.add_argument("--no-energy", action="store_true")
+    p.add_argument("--no-pin", action="store_true",
+                   help="leave the launching and meter threads where the OS puts them (on a GPU they are pinned)")
     args = p.parse_args(argv)
     named = args.models.split(",") + [e for e in args.extra.split(",") if e]
     try:

@@ -18,12 +18,16 @@ from typing import Callable, Protocol
 
 import torch
 
+from radt_ext.ops import host
+
 
 # A counter that updates every 100 ms is seen to update 99.x or 100.x ms apart (polling jitter): a
 # window of one update period counts as 0.1 s instead of waiting a second period half the time.
 TICK_SLACK = 0.95
 # between reads on the reading thread, so a meter that reads in microseconds (a replay) leaves the GIL
 READ_PAUSE_S = 0.0002
+# the host time to issue one call is measured over batches of about this much work, started on an idle device
+ISSUE_S = 0.001
 
 
 class Meter(Protocol):
@@ -38,12 +42,15 @@ class Metering:
     settle_s: float = 0.02  # counter updates this soon after the window starts are not used
     threaded: bool = True  # read the counter on a thread of its own, not between launches
     whole_periods: bool = True  # span = update periods counted x the median period, not the polled times
+    # once the counter's update period is known: no reads for this share of it after an update (each read is
+    # milliseconds of driver CPU beside the launching thread); 0 reads all the time
+    quiet_share: float = 0.8
 
 
 METERING = Metering()
 # The profiler's metering until 2026-11-25: the counter read (4-5 ms of driver CPU on an H100) on the
 # launching thread between 4 ms chunks, two in flight, left the GPU idle part of each window.
-POLLED = Metering(chunk_s=0.004, queued_s=0.0, settle_s=0.01, threaded=False, whole_periods=False)
+POLLED = Metering(chunk_s=0.004, queued_s=0.0, settle_s=0.01, threaded=False, whole_periods=False, quiet_share=0.0)
 
 
 @dataclass
@@ -56,6 +63,9 @@ class Window:
     busy: float = math.nan  # share of the window's device timeline that its chunks covered
     timeline_w: float = math.nan  # mean of the driver's power samples over the metered span (a check on power_w)
     during: dict | None = None  # the device's state (clocks, temperature, ...) read once inside the window
+    host_ms: float = math.nan  # host time to issue one call on an idle device (see `issue_ms`)
+    time_fast_ms: float = math.nan  # the 10th percentile of the chunks' time per call
+    meter_reads: int = 0  # counter reads during the window
 
 
 class Chunk:
@@ -128,10 +138,41 @@ def _calibrate(fn, clock: Clock, min_window_s: float, warmup: int) -> float:
 def measure(fn: Callable[[], object], clock: Clock, meter: Meter | None, min_window_s: float,
             warmup: int = 2, chunks: int = 5, metering: Metering = METERING,
             probe: Callable[[], dict] | None = None) -> Window:
-    """`probe`, with a meter: read once on the reading thread inside the window (the device's state)."""
-    per_call_s = _calibrate(fn, clock, min_window_s, warmup)
-    if meter is not None:
-        return _metered(fn, clock, meter, per_call_s, min_window_s, metering, probe)
+    """`probe`, with a meter: read once on the reading thread inside the window (the device's state). Python's
+    garbage collector is held off throughout (`host.quiet`)."""
+    with host.quiet():
+        per_call_s = _calibrate(fn, clock, min_window_s, warmup)
+        issued = issue_ms(fn, clock, per_call_s)
+        if meter is not None:
+            w = _metered(fn, clock, meter, per_call_s, min_window_s, metering, probe)
+        else:
+            w = _timed(fn, clock, per_call_s, min_window_s, chunks)
+    w.host_ms = issued
+    return w
+
+
+def issue_ms(fn: Callable[[], object], clock: Clock, per_call_s: float) -> float:
+    """Milliseconds the host takes to issue one call: calls issued back to back on an idle device (about
+    `ISSUE_S` of work, so the launch queue never fills and makes the host wait), the wall clock from the first
+    to the last return, per call; the median of a few such batches. On the CPU this is the call itself."""
+    n = max(1, min(64, round(ISSUE_S / max(per_call_s, 1e-9))))
+    per = []
+    for _ in range(5 if per_call_s < 0.01 else 3):
+        clock.sync()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        per.append((time.perf_counter() - t0) / n)
+    clock.sync()
+    return statistics.median(per) * 1e3
+
+
+def _fast_ms(chunks: list[Chunk]) -> float:
+    per = sorted(c.ms() / c.calls for c in chunks)
+    return per[int(0.1 * (len(per) - 1))] if per else math.nan
+
+
+def _timed(fn, clock: Clock, per_call_s: float, min_window_s: float, chunks: int) -> Window:
     per_chunk = max(1, math.ceil(min_window_s / per_call_s / chunks))
     t0 = time.perf_counter()
     done = [clock.chunk(fn, per_chunk) for _ in range(chunks)]
@@ -145,7 +186,8 @@ def measure(fn: Callable[[], object], clock: Clock, meter: Meter | None, min_win
         clock.sync()
         wall = time.perf_counter() - t0
     return Window(time_ms=statistics.median(c.ms() for c in done) / per_chunk, energy_mj=math.nan,
-                  power_w=math.nan, reps=per_chunk * len(done), window_s=wall, busy=busy_share(done))
+                  power_w=math.nan, reps=per_chunk * len(done), window_s=wall, busy=busy_share(done),
+                  time_fast_ms=_fast_ms(done))
 
 
 class Feeder:
@@ -174,8 +216,10 @@ class Feeder:
 class Ticks:
     """The energy counter's updates seen during one window, as (time seen, joules)."""
 
-    def __init__(self, meter: Meter, settle_s: float, threaded: bool, probe: Callable[[], dict] | None = None):
-        self.meter, self.settle_s, self.probe = meter, settle_s, probe
+    def __init__(self, meter: Meter, settle_s: float, threaded: bool, probe: Callable[[], dict] | None = None,
+                 quiet_s: float = 0.0):
+        self.meter, self.settle_s, self.probe, self.quiet_s = meter, settle_s, probe, quiet_s
+        self.changed_at: float | None = None  # when the last update was seen
         self.during: dict | None = None
         self.seen: list[tuple[float, float]] = []
         self.reads, self.read_s = 0, 0.0
@@ -198,15 +242,24 @@ class Ticks:
         value = self._read()
         if value != self.last:
             now = time.perf_counter()
+            self.changed_at = now
             if now - self.t0 >= self.settle_s:  # an update right at the start may still count what ran before
                 self.seen.append((now, value))
                 if self.probe is not None and self.during is None:
                     self.during = self.probe()  # once, well inside the window
             self.last = value
 
+    def _pause_s(self) -> float:
+        """Until the next read: `quiet_s` after the last update seen (the counter will not move before the
+        next period), else a moment."""
+        if self.quiet_s > 0 and self.changed_at is not None:
+            return max(READ_PAUSE_S, self.changed_at + self.quiet_s - time.perf_counter())
+        return READ_PAUSE_S
+
     def _loop(self) -> None:
+        host.pin_meter_thread()
         try:
-            while not self._stop.wait(READ_PAUSE_S):
+            while not self._stop.wait(self._pause_s()):
                 self.poll()
         except BaseException as exc:  # raised on the launching thread by stop()
             self._error = exc
@@ -239,6 +292,15 @@ def whole_periods_s(times: list[float], known_gaps, read_s: float) -> float:
     return period * sum(max(1, round(g / period)) for g in gaps)
 
 
+def update_period_s(meter: Meter) -> float | None:
+    """The counter's update period as seen so far (the median gap between updates), None before five gaps."""
+    try:
+        known = _gaps.get(meter)
+    except TypeError:
+        return None
+    return statistics.median(known) if known is not None and len(known) >= 5 else None
+
+
 def _span_s(meter: Meter, ticks: Ticks, whole_periods: bool) -> float:
     times = [t for t, _ in ticks.seen]
     if not whole_periods:
@@ -259,7 +321,9 @@ def _metered(fn, clock: Clock, meter: Meter, per_call_s: float, min_window_s: fl
     divided by the time between them. A counter that updates only every ~100 ms (Hopper) is read
     between its own updates, so no partial period biases the result; energy per call = power x time."""
     feeder = Feeder(fn, clock, per_call_s, metering)
-    ticks = Ticks(meter, metering.settle_s, metering.threaded, probe)
+    period = update_period_s(meter)
+    quiet_s = metering.quiet_share * period if period and metering.threaded else 0.0
+    ticks = Ticks(meter, metering.settle_s, metering.threaded, probe, quiet_s)
     deadline = ticks.t0 + max(1.5, 15 * min_window_s)
     fallback = False
     try:
@@ -291,4 +355,5 @@ def _metered(fn, clock: Clock, meter: Meter, per_call_s: float, min_window_s: fl
             epoch = time.time() - time.perf_counter()
             timeline = meter.timeline_w(epoch + ticks.seen[0][0], epoch + ticks.seen[-1][0])
     return Window(time_ms=time_ms, energy_mj=power * time_ms, power_w=power, reps=feeder.calls * len(finished),
-                  window_s=span, busy=busy_share(finished), timeline_w=timeline, during=ticks.during)
+                  window_s=span, busy=busy_share(finished), timeline_w=timeline, during=ticks.during,
+                  time_fast_ms=_fast_ms(finished), meter_reads=ticks.reads)

@@ -2,13 +2,20 @@
 
 A small eager network is bound by how fast the host launches its kernels, so one window of it
 reads whatever the host was doing then. The network is instead measured in several rounds (each
-its own window) taken before, between and after the operations' windows. The time and energy per call
-are the fastest round's: a slower round is the GPU waiting on the host (in the held-out suite, rounds up
-to 2.3x slower at full SM clock, no throttle reason and lower power), and the fastest round is what
-repeats (within 3 % across processes where the median round differed by up to 18 %). `spread` (largest minus smallest round, over the median) records how far the
-rounds disagreed in time and `energy_spread` in energy, and a prediction carries them as an interval. Each round is also kept
-on its own (`details`) with the device's state just before its window and once inside it (SM and
-memory clocks, performance state, temperature, power, throttle reasons), where the meter can say.
+its own window) taken before, between and after the operations' windows. The time per call is that of the
+fastest tenth of all the rounds' chunks (`pace_ms`): a slower round, or a slower stretch of one, is the GPU
+waiting on the host (in the held-out suite, rounds up to 2.3x slower at full SM clock, no throttle reason and
+lower power). The energy per call is the median of the rounds that ran within `NEAR` of the fastest round's
+time (rounds at the same pace; one round's power alone moved by up to 20 % on an H200). `spread` (largest minus smallest round, over the median) records how far the rounds
+disagreed in time and `energy_spread` in energy, and a prediction carries them as an interval. `host_ms` is
+the host's time to issue one step on an idle device (the fastest round's host pace), the part of a step a
+slower host would lengthen.
+
+Each round is also kept on its own (`details`) with the device's state just before its window and once
+inside it (SM and memory clocks, performance state, temperature, power, throttle reasons), where the meter
+can say, and the host's: the dispatch pace just before the window (`before_dispatch_us`), and over the
+window the launching thread's share of CPU time, its context switches (`host_preempted`: taken off its
+CPU by other work) and the CPU it ran on, and the meter's reads.
 """
 from __future__ import annotations
 
@@ -19,11 +26,13 @@ from typing import Callable
 
 import torch
 
+from radt_ext.ops import host
 from radt_ext.ops.capture import tensors
 from radt_ext.ops.measure import METERING, Clock, Meter, Metering, Window, measure
 
-ROUNDS = 3
+ROUNDS = 5
 WARMUP_STEPS = 3  # whole steps first: lazy kernel loading, allocator, library handles
+NEAR = 0.03  # rounds this close to the fastest one's time ran at its pace: their median energy is the network's
 
 
 def _backward(model, inputs, kwargs) -> Callable[[], object]:
@@ -67,11 +76,15 @@ class NetworkRounds:
 
     def _measure(self, phase: str, fn) -> None:
         before = self._state() if self._state else None
+        pace = host.pace_us(self.clock.device)
+        thread = host.thread_state()
         w = measure(fn, self.clock, self.meter, self.window_s, metering=self.metering, probe=self._state)
+        moved = host.thread_change(thread, host.thread_state())
         self.windows.setdefault(phase, []).append(w)
         detail = {"phase": phase, "round": len(self.windows[phase]) - 1, "time_ms": w.time_ms,
                   "energy_mj": w.energy_mj, "power_w": w.power_w, "reps": w.reps, "window_s": w.window_s,
-                  "busy": w.busy}
+                  "busy": w.busy, "host_ms": w.host_ms, "time_fast_ms": w.time_fast_ms,
+                  "meter_reads": w.meter_reads, "before_dispatch_us": pace, **moved}
         for when, state in (("before", before), ("during", w.during)):
             detail.update({f"{when}_{k}": v for k, v in (state or {}).items()})
         self.details.append(detail)
@@ -85,22 +98,42 @@ class NetworkRounds:
 
 
 def combined(ws: list[Window]) -> dict:
-    """One row's values from several windows of the same call: the fastest window's time, energy and
-    power; `spread` (largest - smallest time) / median over all of them, and `energy_spread` the same of
-    their energy per call (a round's power moves with the GPU's state even where its time does not)."""
+    """One row's values from several windows of the same call: the time per call of the fastest tenth of
+    their chunks (`pace_ms`), the median energy and power of the windows within `NEAR` of the fastest
+    window's time (`at_pace`); `spread` (largest - smallest window time) / median over all of them, and
+    `energy_spread` the same of their energy per call (a round's power moves with the GPU's state even where
+    its time does not); `host_ms` the fastest host pace."""
     times = [w.time_ms for w in ws]
     energies = [w.energy_mj for w in ws if not math.isnan(w.energy_mj)]
-    fastest = min(ws, key=lambda w: w.time_ms)
-    time_ms, power = fastest.time_ms, fastest.power_w
+    time_ms = pace_ms(ws)
+    energy = at_pace(times, [w.energy_mj for w in ws])
+    power = at_pace(times, [w.power_w for w in ws])
+    hosts = [w.host_ms for w in ws if not math.isnan(w.host_ms)]
     span = sum(w.window_s for w in ws)
     busy = [w.busy for w in ws if not math.isnan(w.busy)]
     seen = [w for w in ws if not math.isnan(w.timeline_w)]
     seen_s = sum(w.window_s for w in seen)
-    return {"time_ms": time_ms, "energy_mj": power * time_ms, "power_w": power, "reps": sum(w.reps for w in ws),
+    return {"time_ms": time_ms, "energy_mj": energy, "power_w": power, "reps": sum(w.reps for w in ws),
             "window_s": span, "spread": _spread(times),
             "busy": min(busy) if busy else math.nan,
             "timeline_w": sum(w.timeline_w * w.window_s for w in seen) / seen_s if seen_s > 0 else math.nan,
-            "energy_spread": _spread(energies)}
+            "energy_spread": _spread(energies), "host_ms": min(hosts) if hosts else math.nan}
+
+
+def pace_ms(ws: list[Window]) -> float:
+    """The step's time at the host's best pace: over all the windows' chunks, the fastest tenth's time per
+    call (each window's 10th percentile, the smallest of them; a window's median where it kept no chunks).
+    A chunk is about 10 ms of steps: where the host slows down for part of a window, the chunks it did not
+    slow still say what the GPU and a steady host do."""
+    return min(w.time_ms if math.isnan(w.time_fast_ms) else w.time_fast_ms for w in ws)
+
+
+def at_pace(times: list[float], energies: list[float], near: float = NEAR) -> float:
+    """Energy per call at the fastest round's pace: the median energy of the rounds whose time is within
+    `near` of the fastest (NaN energies left out; the fastest round's own where it is the only one)."""
+    fastest = min(times)
+    close = [e for t, e in zip(times, energies) if t <= fastest * (1 + near) and not math.isnan(e)]
+    return statistics.median(close) if close else math.nan
 
 
 def _spread(values: list[float]) -> float:

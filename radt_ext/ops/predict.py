@@ -19,8 +19,18 @@ Two ways to get an operation's B/A ratio (`fit(df, method=...)`):
   and the B/A ratios of the GPUs' specifications. Within the catalog's families it errs a median
   2.3 %; on a family it was not fitted on, more (docs/ops.md).
 
+The host: a step's time is at least what its host takes to issue it (the profile's `host_ms` per network
+phase, measured on an idle GPU). A prediction moves that part by the two hosts' ratio (`host.ratio`, from
+each machine's benchmark: the source's recorded with the profile, the target's named by the caller: a
+machine of the dataset, or one measured with `radt-ext ops host`): a phase's time on B is the larger of its
+GPU prediction (with the network's time beyond its operations, launch gaps, moved by the ratio as well) and
+its host time times the ratio, and its energy changes by the GPU's waiting power (its idle power before the
+profile) over the time the host adds or saves. Where the target's host is not known, the source's is assumed.
+
 Every prediction carries an interval: the source profile's measured spread (how far its network rounds
-disagreed) plus the predictor's own error (its 90th percentile with the network's family held out).
+disagreed), plus the predictor's own error (its 90th percentile with the network's family held out), plus
+the host's share of the predicted step times `HOST_ERROR` (a measured target host) or `HOST_ASSUMED` (an
+assumed one).
 """
 from __future__ import annotations
 
@@ -31,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from radt_ext.errors import UsageError
+from radt_ext.ops import host as hosts
 from radt_ext.ops.dataset import KEYS
 from radt_ext.ops.gpus import GpuSpec, lookup
 
@@ -39,6 +50,8 @@ ELEMENT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 MIN_ROWS = 30  # an op type with fewer training rows uses the model of all types
 METRICS = ("time", "energy", "edp")
 METHODS = ("roofline", "fitted")
+HOST_ERROR = 0.10  # relative error allowed on a step's host part moved by two measured hosts' ratio
+HOST_ASSUMED = 0.25  # ... where the target's host is not known and the source's stands for it
 
 
 PAIR_KEY = ["model", "batch", "precision", "mode", "order", "phase"]
@@ -207,6 +220,10 @@ class Prediction:
     spread: float = 0.0  # the source profile's network rounds: (largest - smallest) / median, time-weighted
     error: tuple[float, float] = (0.0, 0.0)  # the predictor's relative error allowed for (time, energy)
     energy_spread: float | None = None  # the same of the rounds' energy per call (None: `spread` stands for it)
+    host_share: float = 0.0  # the host's issue time over the predicted step (0 where the profile has none)
+    host_ratio: float = 1.0  # the target host's cost per operation over the source's, weighted by phase time
+    host: str = ""  # the host assumed for the target
+    host_error: float = 0.0  # added to the interval: host_share x HOST_ERROR or HOST_ASSUMED
 
     @property
     def edp(self) -> float:
@@ -221,7 +238,7 @@ class Prediction:
             (tl, th), (el, eh) = self.interval("time"), self.interval("energy")
             return tl * el, th * eh
         measured = self.spread if by == "time" or self.energy_spread is None else self.energy_spread
-        width = measured + self.error[0 if by == "time" else 1]
+        width = measured + self.error[0 if by == "time" else 1] + self.host_error
         v = self.value(by)
         return max(0.0, v * (1 - width)), v * (1 + width)
 
@@ -235,23 +252,50 @@ def spread(rows: pd.DataFrame, column: str = "spread") -> float:
     return float((s * w).sum() / w.sum()) if w.sum() > 0 else 0.0
 
 
+def machine_host(df: pd.DataFrame, gpu: str) -> dict | None:
+    """The host the dataset measured `gpu` on: the median of its profiles' host benchmarks (None: none)."""
+    rows = df[df.gpu == gpu]
+    if rows.empty or "host_dispatch_us" not in rows.columns:
+        return None
+    return hosts.median_host([hosts.from_rows(p) for _, p in rows.groupby(KEYS[1:])])
+
+
 def _energy_spread(rows: pd.DataFrame) -> float | None:
     net = rows[rows.op == "network"]
     has = "energy_spread" in net and net.energy_spread.notna().any()
     return spread(rows, "energy_spread") if has else None
 
 
+def _first(rows: pd.DataFrame, column: str) -> float:
+    if column not in rows.columns or rows.empty:
+        return math.nan
+    try:
+        return float(rows[column].iloc[0])
+    except (TypeError, ValueError):
+        return math.nan
+
+
 def predict(models: OpModels, rows: pd.DataFrame, source: str, target: str,
-            error: tuple[float, float] = (0.0, 0.0)) -> Prediction:
-    """Move one profile's rows (measured on `source`) to GPU `target`; its interval is the profile's
-    measured spread plus `error` (the predictor's relative error for time and energy)."""
+            error: tuple[float, float] = (0.0, 0.0), target_host: dict | None = None,
+            source_host: dict | None = None, use_host: bool = True) -> Prediction:
+    """Move one profile's rows (measured on `source`) to GPU `target` on the host `target_host` (a
+    `host.benchmark`; None: the source's host); its interval is the profile's measured spread plus `error`
+    (the predictor's relative error for time and energy) plus the host's share times the host's error.
+    `source_host` defaults to the benchmark the rows carry (`host_*` columns). `use_host=False` leaves the
+    host out altogether (the host-blind predictor: launch gaps carried over unchanged, no host floor)."""
     src, tgt = lookup(source), lookup(target)
     net = rows[rows.op == "network"]
     if net.empty:
         raise UsageError("the profile has no whole-network rows to scale")
     if src == tgt:
         return Prediction(tgt.short, *_net(rows), measured=True, spread=spread(rows),
-                          energy_spread=_energy_spread(rows))
+                          energy_spread=_energy_spread(rows), host="the profile's own (measured)")
+    source_host = source_host if source_host is not None else hosts.from_rows(rows)
+    if not use_host:
+        source_host = target_host = None
+    known = source_host is not None and target_host is not None
+    waiting_w = _first(rows, "idle_power_w")
+    waiting_w = waiting_w if math.isfinite(waiting_w) else 0.0
     ops = operation_rows(rows)
     ratio_t = models.time_ratio(ops, src, tgt)
     ratio_p = models.power_ratio(ops, src, tgt)
@@ -259,18 +303,39 @@ def predict(models: OpModels, rows: pd.DataFrame, source: str, target: str,
     t_src = (ops.time_ms * ops["count"]).to_numpy()
     e_src = (ops.energy_mj * ops["count"]).to_numpy()
     phases = ops.phase.to_numpy()
-    time_ms = energy_mj = 0.0
+    time_ms = energy_mj = host_ms = weighted_ratio = 0.0
     for _, row in net.iterrows():
         mine = phases == row.phase
         if not mine.any():
             continue
+        rho = hosts.ratio(source_host, target_host, row.phase) if known else 1.0
+        rho = rho if math.isfinite(rho) else 1.0
+        issue = row.get("host_ms", math.nan) if use_host else math.nan
+        issue = min(float(issue), float(row.time_ms)) if issue is not None and math.isfinite(issue) else 0.0
         gap = max(0.0, row.time_ms - t_src[mine].sum())  # the network's time beyond its operations: the host's
-        time_ms += (row.time_ms - gap) * (t_src[mine] * ratio_t[mine]).sum() / t_src[mine].sum() + gap
+        gpu = (row.time_ms - gap) * (t_src[mine] * ratio_t[mine]).sum() / t_src[mine].sum()
+        phase_ms = max(gpu + gap * rho, issue * rho)  # no faster than its host issues it
+        time_ms += phase_ms
+        host_ms += issue * rho
+        weighted_ratio += rho * row.time_ms
         e = e_src[mine]
-        energy_mj += row.energy_mj * (e * r_e[mine]).sum() / e.sum() if np.isfinite(e).all() and e.sum() > 0 \
-            else math.nan
+        energy_mj += row.energy_mj * (e * r_e[mine]).sum() / e.sum() + waiting_w * (phase_ms - gpu - gap) \
+            if np.isfinite(e).all() and e.sum() > 0 else math.nan
+    share = min(1.0, host_ms / time_ms) if time_ms > 0 else 0.0
+    if known:
+        label = hosts.label(target_host)
+    elif target_host is not None:
+        label = f"{hosts.label(target_host)} (the profile has no host record: its host part carried over)"
+    elif source_host is not None:
+        label = f"the source's ({hosts.label(source_host)}), assumed"
+    elif use_host:
+        label = "the source's, assumed (the profile has no host benchmark)"
+    else:
+        label = "left out"
     return Prediction(tgt.short, float(time_ms), float(energy_mj), spread=spread(rows), error=tuple(error),
-                      energy_spread=_energy_spread(rows))
+                      energy_spread=_energy_spread(rows), host_share=share,
+                      host_ratio=weighted_ratio / float(net.time_ms.sum()) if net.time_ms.sum() > 0 else 1.0,
+                      host=label, host_error=share * (HOST_ERROR if known else HOST_ASSUMED))
 
 
 def rank(predictions: list[Prediction], by: str, tolerance: float) -> list[tuple[int, Prediction, str]]:
@@ -316,14 +381,16 @@ def validate(df: pd.DataFrame, progress=None, hold_out: str = "model", method: s
                 for b in by_gpu:
                     if a == b:
                         continue
-                    pred = predict(fitted, by_gpu[a], a, b)
+                    pred = predict(fitted, by_gpu[a], a, b, target_host=hosts.from_rows(by_gpu[b]))
                     net_a, net_b = _net(by_gpu[a]), _net(by_gpu[b])
                     out.append({**dict(zip(KEYS[1:], key)), "held_out": model, "source": a, "target": b,
                                 "time_ms": net_b[0], "pred_time_ms": pred.time_ms, "source_time_ms": net_a[0],
                                 "energy_mj": net_b[1], "pred_energy_mj": pred.energy_mj,
                                 "source_energy_mj": net_a[1], "source_spread": spread(by_gpu[a]),
                                 "target_spread": spread(by_gpu[b]),
-                                "source_energy_spread": _energy_spread(by_gpu[a])})
+                                "source_energy_spread": _energy_spread(by_gpu[a]),
+                                "host_share": pred.host_share, "host_ratio": pred.host_ratio,
+                                "host_error": pred.host_error})
         if progress:
             progress(model)
     res = pd.DataFrame(out)

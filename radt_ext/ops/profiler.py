@@ -20,19 +20,20 @@ import pandas as pd
 import torch
 
 from radt_ext.errors import UsageError
-from radt_ext.ops import NET_WINDOW_S, WINDOW_S, backward, cost
+from radt_ext.ops import NET_WINDOW_S, WINDOW_S, backward, cost, host
 from radt_ext.ops.capture import OpCall, capture, out_of_place, tensors
 from radt_ext.ops.catalog import Network
 from radt_ext.ops.measure import METERING, Clock, Meter, Window, measure
-from radt_ext.ops.network import ROUNDS, WARMUP_STEPS, NetworkRounds
+from radt_ext.ops.network import NEAR, ROUNDS, WARMUP_STEPS, NetworkRounds
 
 CUDNN_BENCHMARK = False
 
 MODES = ("training", "inference")
 COLUMNS = ["order", "op", "name", "count", "input_shapes", "params", "phase", "flops", "bytes",
            "time_ms", "energy_mj", "power_w", "reps", "window_s", "spread", "busy", "timeline_w",
-           "energy_spread"]
-ADDED = ("spread", "busy", "timeline_w", "energy_spread")  # columns newer than the first dataset: NaN when a file lacks them
+           "energy_spread", "host_ms"]
+# columns newer than the first dataset: NaN when a file lacks them
+ADDED = ("spread", "busy", "timeline_w", "energy_spread", "host_ms")
 
 
 TEXT = ("op", "name", "input_shapes", "params", "phase")
@@ -90,7 +91,8 @@ def _measure_call(call: OpCall, mode: str, clock: Clock, meter: Meter | None, wi
 
 def per_copy(w: Window, k: int) -> Window:
     """A window of calls that each ran k copies of an operation, per copy."""
-    return replace(w, time_ms=w.time_ms / k, energy_mj=w.energy_mj / k, reps=w.reps * k)
+    return replace(w, time_ms=w.time_ms / k, energy_mj=w.energy_mj / k, reps=w.reps * k, host_ms=w.host_ms / k,
+                   time_fast_ms=w.time_fast_ms / k)
 
 
 def _row(call: OpCall, phase: str, flops: float, nbytes: int, w) -> dict:
@@ -98,7 +100,7 @@ def _row(call: OpCall, phase: str, flops: float, nbytes: int, w) -> dict:
             "input_shapes": call.input_shapes, "params": call.params, "phase": phase, "flops": flops,
             "bytes": nbytes, "time_ms": w.time_ms, "energy_mj": w.energy_mj, "power_w": w.power_w,
             "reps": w.reps, "window_s": w.window_s, "spread": math.nan, "busy": w.busy,
-            "timeline_w": w.timeline_w, "energy_spread": math.nan}
+            "timeline_w": w.timeline_w, "energy_spread": math.nan, "host_ms": w.host_ms}
 
 
 def libraries() -> dict:
@@ -129,8 +131,10 @@ def cudnn_pinned():
 
 
 def profile(net: Network, mode: str, device: torch.device, meter: Meter | None, window_s: float = WINDOW_S,
-            net_window_s: float = NET_WINDOW_S, net_rounds: int = ROUNDS) -> Profile:
-    """Profile `net` in `mode`; raises UsageError with one line when the network cannot run."""
+            net_window_s: float = NET_WINDOW_S, net_rounds: int = ROUNDS, pin: bool = True) -> Profile:
+    """Profile `net` in `mode`; raises UsageError with one line when the network cannot run. On a GPU the
+    host is benchmarked first (once per process, `host.measured`), and with `pin` the launching thread and
+    the meter's reading thread are kept on CPUs of their own for the profile (`host.pinned`)."""
     if mode not in MODES:
         raise UsageError(f"unknown mode {mode!r}; choose training or inference")
     if net_rounds < 2:
@@ -146,7 +150,8 @@ def profile(net: Network, mode: str, device: torch.device, meter: Meter | None, 
         raise UsageError(f"{net.name} does not run on these inputs: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
     if not calls:
         raise UsageError(f"{net.name} has no operation the profiler can measure (no leaf modules)")
-    with cudnn_pinned():  # the same convolution algorithms for the network and its operations
+    machine = host.measured(device)
+    with cudnn_pinned(), host.pinned(device, pin) as placement:  # the same convolution algorithms for network and ops
         state = getattr(meter, "state", None)
         idle_state = state() if state else None  # before the first step
         rounds = NetworkRounds(model, net.inputs, mode, clock, meter, net_window_s, kwargs=net.kwargs)
@@ -170,7 +175,9 @@ def profile(net: Network, mode: str, device: torch.device, meter: Meter | None, 
             "net_rounds": net_rounds, "cudnn_benchmark": CUDNN_BENCHMARK, "metering": asdict(METERING),
             "torch": torch.__version__, "python": platform.python_version(),
             "warmup_steps": WARMUP_STEPS, "warmup_s": round(rounds.warmup_s, 4),
-            "net_time": "fastest round", "round_details": rounds.details,
+            "net_time": "fastest tenth of the rounds' chunks",
+            "net_energy": f"median of the rounds within {NEAR:.0%} of the fastest",
+            "host": machine, "placement": placement, "round_details": rounds.details,
             "profile_s": round(time.perf_counter() - started, 3)}
     if idle_state:
         meta["state_before"] = idle_state

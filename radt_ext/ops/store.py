@@ -71,6 +71,7 @@ def totals(profile: Profile) -> dict[str, float]:
         out[f"network_{phase}_w"] = float(row.power_w)
         out[f"network_{phase}_spread"] = float(row.spread)
         out[f"network_{phase}_energy_spread"] = float(row.energy_spread)
+        out[f"network_{phase}_host_ms"] = float(row.host_ms)  # the host's time to issue one step
     for column, weight in (("spread", "time_ms"), ("energy_spread", "energy_mj")):
         if table[column].notna().any():  # how far the rounds disagreed, per step: a prediction's interval starts here
             w = table[weight].astype(float)

@@ -225,6 +225,16 @@ def energy_split(parent: RunData, children: list[RunData]) -> go.Figure | None:
                          hovertemplate="%{y}: %{x:.4g} J active<extra></extra>"), row=2, col=1)
     fig.add_trace(go.Bar(y=names, x=idle, orientation="h", name="idle share", marker_color="#b6b6b6",
                          hovertemplate="%{y}: %{x:.4g} J of idle power<extra></extra>"), row=2, col=1)
+    bounded = [c for c in kids if "gpu_energy_attributed_low_j" in c.summary and "gpu_energy_attributed_high_j" in c.summary]
+    if bounded:  # the interval the samples allow around each share (active + idle)
+        energy = [c.summary["gpu_energy_attributed_j"] for c in bounded]
+        fig.add_trace(go.Scatter(
+            y=[c.name for c in bounded], x=energy, mode="markers", name="interval the samples allow",
+            marker=dict(color="black", size=6, symbol="line-ns-open"),
+            error_x=dict(type="data", symmetric=False, color="black",
+                         array=[c.summary["gpu_energy_attributed_high_j"] - e for c, e in zip(bounded, energy)],
+                         arrayminus=[e - c.summary["gpu_energy_attributed_low_j"] for c, e in zip(bounded, energy)]),
+            hovertemplate="%{y}: %{x:.4g} J, interval from the low to the high end<extra></extra>"), row=2, col=1)
     fig.update_yaxes(title_text="W", row=1, col=1)
     fig.update_xaxes(title_text="seconds since the group started", row=1, col=1)
     fig.update_xaxes(title_text="J", row=2, col=1)

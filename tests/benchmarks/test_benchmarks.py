@@ -352,3 +352,20 @@ def test_store_growth_relogs_a_recorded_run_before_and_after_the_shape(tmp_path,
     assert abs(result["energy"]["stored_vs_summary_pct"]) < 0.1 and abs(result["energy"]["full_rate_vs_summary_pct"]) < 0.1
     synthetic = run_script("store_growth", tmp_path / "synthetic", tracking_uri, "--synthetic", "60,2", "--no-postgres")
     assert synthetic["sqlite"]["before"]["rows"] > 10 * synthetic["sqlite"]["after"]["rows"]
+
+
+def test_attribution_pairs_reads_the_driver_ticks_of_the_h100_recording(tmp_path):
+    """The tick table of the recording docs/collocation.md quotes: one process a tick, every 200 ms."""
+    raw = os.path.join(REPO, "docs", "validation", "collocation", "energy_attribution_logs", "proc_samples.jsonl.gz")
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.attribution_pairs", "--raw", raw, "--out", str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", "")))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ticks = json.loads((tmp_path / "attribution_pairs.json").read_text())["ticks"]["proc_samples.jsonl.gz"]
+    assert ticks["tick_ms"] == pytest.approx(200, abs=5) and ticks["most_processes_in_one_tick"] == 1
+    stretches = ticks["shared_stretches"]
+    assert len(stretches) == 3  # the three naive groups
+    for s in stretches:
+        assert sum(s["named"].values()) == s["busy_ticks_while_all_busy"]
+        assert sum(int(k) * v for k, v in s["run_lengths"].items()) == s["busy_ticks_while_all_busy"]
+    assert "at most 1 process(es) named in one tick" in (tmp_path / "attribution_pairs.md").read_text()

@@ -113,6 +113,28 @@ def test_process_utilization_is_read_at_most_once_a_second(replay):
     assert nvml_backend.nvml().calls_made("nvmlDeviceGetProcessUtilization") == 3  # open and close
 
 
+def test_on_a_time_sliced_gpu_every_tick_is_read(replay):
+    """Beside other workloads sharing the GPU by time-slicing, which process each driver tick names is
+    what tells them apart: the listener samples at least every TICK_READ_S and reads utilization each time,
+    so it keeps every one of the recorded process's samples (the once-a-second reader keeps its newest)."""
+    import listeners.gpu_procs as gpu_procs
+
+    load_pid = replay["meta"]["load"]["pid"]
+    listener = GpuProcsListener(Target(pid=load_pid, cuda_visible_devices=None, time_sliced=True), 0.5)
+    assert listener.interval == gpu_procs.TICK_READ_S
+    listener.interval = 1e-6  # back to back: the recording's ticks, as fast as they came
+    listener.open()
+    n = len(replay["calls"]["nvmlDeviceGetComputeRunningProcesses"]['[{"ref":"dev0"}]'])
+    try:
+        got = [r for _ in range(n) for r in listener.sample() if "gpu0_proc_sm_pct" in r.values]
+    finally:
+        listener.close()
+    assert nvml_backend.nvml().calls_made("nvmlDeviceGetProcessUtilization") == n + 1  # open, then every sample
+    assert [r.values["gpu0_proc_sm_pct"] for r in got] == [v for _, v in recorded_samples(replay, load_pid)[1:]]
+    slow = GpuProcsListener(Target(pid=load_pid, cuda_visible_devices=None), 0.5)
+    assert slow.interval == 0.5 and slow.util_every_s == gpu_procs.UTIL_EVERY_S  # alone on its GPU: as before
+
+
 def test_the_closing_read_keeps_the_last_second_of_an_exited_workload(replay, monkeypatch):
     """A workload whose process ended since the last read: its samples of that time still count."""
     import listeners.gpu_procs as gpu_procs

@@ -114,6 +114,16 @@ def test_children_get_their_share_and_the_parts_add_up(tracking_uri, recorded_gp
     for m in (busy, quiet):
         assert m["summary/energy_per_sample_attributed_j"] == pytest.approx(
             m["summary/gpu_energy_attributed_j"] / m["summary/e2e_samples"])
+        # the interval the samples allow holds the share (the start-up, split evenly for want of samples,
+        # makes it wide); the parent has each workload's too
+        assert m["summary/gpu_energy_attributed_low_j"] <= m["summary/gpu_energy_attributed_j"] <= (
+            m["summary/gpu_energy_attributed_high_j"])
+        assert m["summary/gpu_energy_attributed_low_j"] < m["summary/gpu_energy_attributed_high_j"]
+    assert p["summary/busy_gpu_energy_attributed_low_j"] == pytest.approx(busy["summary/gpu_energy_attributed_low_j"])
+    for kid in kids.values():  # a naive group: each child's gpu_procs keeps every driver tick
+        assert "gpu_procs:0.1" in kid.data.tags["radt_ext.listeners"]
+        first, last = (float(x) for x in kid.data.tags["collocation.progress_window"].split(","))
+        assert float(kid.data.tags["collocation.started_s"]) < first < last <= float(kid.data.tags["collocation.ended_s"])
     assert p["summary/busy_gpu_energy_attributed_j"] == pytest.approx(busy["summary/gpu_energy_attributed_j"])
     for c in result.children:  # the timeline at its full rate in the child's artifact, its shape in the store
         history = full_rate(tracking_uri, c.run_id, "system/gpu0_power_attributed_w")
@@ -123,7 +133,8 @@ def test_children_get_their_share_and_the_parts_add_up(tracking_uri, recorded_gp
     timeline = [h.value for h in full_rate(tracking_uri, result.children[0].run_id, "system/gpu0_power_attributed_w")]
     assert max(timeline) > p["summary/gpu_idle_power_w"]  # the busy child draws more than an idle share
     with open(client.download_artifacts(result.parent_run_id, ARTIFACT), encoding="utf-8") as fh:
-        assert "GPU energy by workload" in fh.read()  # the report shows the split
+        page = fh.read()
+    assert "GPU energy by workload" in page and "interval the samples allow" in page  # the split and its intervals
 
 
 def test_without_activity_the_split_is_even_and_still_adds_up(tracking_uri, recorded_gpu):

@@ -133,3 +133,24 @@ def test_validate_writes_summary_and_cases(tmp_path):
     assert summary["cases"] == len(cases) == 32
     # the cases CSV holds 6 significant digits, so its median agrees to about 5e-6 relative
     assert summary["time"]["median_error"] == pytest.approx(cases.time_error.median(), rel=1e-5)
+
+
+def test_host_benchmark_then_best_gpu_on_that_host(profile_files, tmp_path):
+    import json
+
+    out = tmp_path / "mine.json"
+    r = cli("host", "--device", "cpu", "--out", str(out))
+    assert r.exit_code == 0, r.output
+    bench = json.loads(out.read_text())
+    assert bench["dispatch_us"] > 0 and "host of cpu:" in r.output and "autograd" in r.output
+    r = cli("best-gpu", str(profile_files / "H100" / "vit_training.csv"), "--dataset", str(SLICE), "--host", str(out))
+    assert r.exit_code == 0, r.output
+    assert f"host assumed for H200: {bench['cpu_model']}" in r.output
+    r = cli("best-gpu", str(profile_files / "H100" / "vit_training.csv"), "--dataset", str(SLICE))
+    assert "host assumed for H200: the source's, assumed" in r.output  # the slice predates the host record
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    assert "not a host benchmark" in _one_line(cli("best-gpu", str(profile_files / "H100" / "vit_training.csv"),
+                                                   "--dataset", str(SLICE), "--host", str(bad)))
+    assert "--host names A100" in _one_line(cli("best-gpu", str(profile_files / "H100" / "vit_training.csv"),
+                                                "--dataset", str(SLICE), "--host", "A100"))

@@ -131,6 +131,14 @@ def test_a_networks_rounds_combine_as_the_fastest_one():
     assert row["window_s"] == pytest.approx(0.9)
     assert row["energy_spread"] == pytest.approx((1600.0 - 1000.0) / 1050.0)
     assert math.isnan(combined([Window(1.0, math.nan, math.nan, 10, 0.3)] * 2)["energy_spread"])  # no meter
+    # a round at the fastest one's pace (within 3 %) shares in its energy: one round's power alone may be off
+    paced = combined([*rounds, Window(2.05, 1100.0, 536.6, 97, 0.3, host_ms=1.2)])
+    assert paced["time_ms"] == 2.0 and paced["energy_mj"] == pytest.approx(1050.0)
+    assert paced["power_w"] == pytest.approx(518.3) and paced["host_ms"] == 1.2  # the host's fastest issue
+    # the step's time: the fastest tenth of the chunks, wherever the host slowed part of a window
+    chunked = combined([Window(2.0, 1000.0, 500.0, 100, 0.3, time_fast_ms=1.9), Window(2.4, 1100.0, 458.0, 90, 0.3,
+                                                                                       time_fast_ms=1.85)])
+    assert chunked["time_ms"] == 1.85 and chunked["spread"] == pytest.approx(0.4 / 2.2)
 
 
 def test_cudnn_setting_is_restored_after_a_profile():

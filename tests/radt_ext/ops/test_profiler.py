@@ -165,3 +165,55 @@ def test_window_is_long_enough_and_split_in_chunks():
     assert w.window_s >= 0.02  # extended with chunks when calibration guessed short
     assert w.reps >= 5 and w.time_ms > 0
     assert math.isnan(w.energy_mj) and math.isnan(w.power_w)
+    assert 0 < w.host_ms and w.time_fast_ms <= w.time_ms * 1.0001  # on the CPU, issuing a call is running it
+
+
+class TickingCounter:
+    """An energy counter that moves every 20 ms, as Hopper's does every 100 ms (10 J a period)."""
+
+    def __init__(self):
+        import time
+
+        self.t0, self.reads = time.perf_counter(), 0
+
+    def read_j(self) -> float:
+        import time
+
+        self.reads += 1
+        return 10.0 * ((time.perf_counter() - self.t0) // 0.02)
+
+
+def test_meter_reads_only_near_the_counters_next_update():
+    from radt_ext.ops.measure import METERING, Clock, Metering, measure, update_period_s
+
+    x = torch.randn(32, 32)
+    counter = TickingCounter()
+    measure(lambda: x @ x, Clock(CPU), counter, min_window_s=0.15)  # learns the update period
+    assert update_period_s(counter) == pytest.approx(0.02, rel=0.2)
+    windows = {}
+    for name, metering in (("always", Metering(quiet_share=0.0)), ("quiet", METERING)):
+        before = counter.reads
+        windows[name] = measure(lambda: x @ x, Clock(CPU), counter, min_window_s=0.1, metering=metering)
+        windows[name].reads = counter.reads - before
+    for w in windows.values():  # a span of whole periods and the counter's power either way
+        assert 0.09 <= w.window_s <= 0.2 and w.power_w == pytest.approx(500, rel=0.3), w
+    rate = {name: w.reads / w.window_s for name, w in windows.items()}
+    assert rate["quiet"] < 0.6 * rate["always"], rate  # no reads for 80 % of each period
+
+
+def test_network_rounds_record_the_host():
+    from radt_ext.ops.measure import Clock
+    from radt_ext.ops.network import NetworkRounds, at_pace
+
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU())
+    rounds = NetworkRounds(model, (torch.randn(8, 16),), "training", Clock(CPU), None, 0.01)
+    rounds.round()
+    rounds.round()
+    [fwd, bwd] = rounds.rows()
+    assert fwd["host_ms"] > 0 and bwd["host_ms"] > 0
+    d = rounds.details[0]
+    for key in ("host_ms", "time_fast_ms", "before_dispatch_us", "host_cpu_share"):
+        assert key in d and d[key] >= 0, key
+    # energy at the fastest pace: the median of the rounds within 3 % of the fastest one's time
+    assert at_pace([1.0, 1.02, 1.5, 1.01], [10.0, 14.0, 13.0, 12.0]) == 12.0
+    assert at_pace([1.0, 1.5], [10.0, 9.0]) == 10.0

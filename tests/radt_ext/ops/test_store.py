@@ -37,6 +37,7 @@ def test_profile_run_holds_params_totals_and_table(tracking_uri, cpu_profile):
     assert min(m["network_forward_spread"], m["network_backward_spread"]) <= m["network_spread"] <= max(
         m["network_forward_spread"], m["network_backward_spread"])
     assert "network_energy_spread" not in m  # on the CPU there is no energy to spread
+    assert m["network_forward_host_ms"] > 0 and m["network_backward_host_ms"] > 0  # the host's issue time per step
     assert "network_mj" not in m  # energy unavailable: no made-up zero
     assert run.info.status == "FINISHED" and run.data.tags[store.TAG] == "profile"
     back = store.load_run(client, run_id)

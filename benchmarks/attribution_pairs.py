@@ -1,0 +1,356 @@
+"""Each job's own energy on a shared GPU: the tables from what scripts/gpu/attribution_pairs.sh left.
+
+    python -m benchmarks.attribution_pairs --store sqlite:///mlflow.db --experiment attribution-pairs \
+        --raw raw_gpu0.jsonl raw_gpu1.jsonl [--once-a-second raw_gpu0_1s.jsonl] --out DIR
+    python -m benchmarks.attribution_pairs --raw proc_samples.jsonl.gz --out DIR   # the driver's ticks only
+    python -m benchmarks.attribution_pairs --raw proc_samples.jsonl.gz --export-ticks FILE.json --note TEXT
+        # every stretch where runs shared the GPU: their ticks and the power, the tests' fixture
+
+Writes DIR/attribution_pairs.md and .json:
+- identical pairs (a group of two runs of one workload), per mode and repeat: the two jobs' attributed
+  energy as their runs logged it, the gap between them (of their mean), and each one's interval
+  (`summary/gpu_energy_attributed_low_j` / `_high_j`); per mode the mean and largest gap (goal: mean
+  ≤ 3 %, none above 5 %) and whether every job's interval holds the mean of the repeats; beside them the
+  split recomputed from the store as logged, and from the ticks alone (without the jobs' progress marks);
+- the unequal pair (`once` beside `twice`): the energy ratio against the work ratio (progress samples);
+- the driver's ticks, from the raw per-process samples (listeners.record_proc_samples every 50 ms): the
+  tick, processes named per tick, busy ticks per group and the runs of one name, and what a reader asking
+  once a second keeps of them (--once-a-second: a second recorder's file of the same GPU).
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import statistics
+import sys
+from collections import Counter, defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from radt_ext.collocation.energy_split import Child, split  # noqa: E402
+
+MEAN_GOAL, MAX_GOAL, WORK_GOAL = 3.0, 5.0, 5.0  # %
+
+
+def read_rows(path: str) -> list[dict]:
+    opener = gzip.open if path.endswith(".gz") else open
+    out = []
+    with opener(path, "rt") as fh:
+        for line in fh:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue  # a line cut by the recorder's end
+    return out
+
+
+# ---- the store ---------------------------------------------------------------------------------------
+
+def _series(client, run_id: str, key: str) -> list[tuple[float, float]]:
+    return sorted((m.timestamp / 1000.0, m.value) for m in client.get_metric_history(run_id, key))
+
+
+def store_groups(uri: str, experiment: str) -> list[dict]:
+    """Every collocated group of the experiment with its two-or-more children and what they logged."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        return []
+    runs = client.search_runs([exp.experiment_id], max_results=5000)
+    kids = defaultdict(list)
+    for r in runs:
+        parent = r.data.tags.get("mlflow.parentRunId")
+        if parent:
+            kids[parent].append(r)
+    out = []
+    for p in runs:
+        mode = p.data.tags.get("collocation.mode")
+        if mode not in ("naive", "mps") or len(kids[p.info.run_id]) < 2:
+            continue
+        children = []
+        for c in sorted(kids[p.info.run_id], key=lambda r: r.data.tags.get("collocation.index", "")):
+            m, t = c.data.metrics, c.data.tags
+            window = t.get("collocation.progress_window")
+            children.append({
+                "run_id": c.info.run_id, "name": t.get("collocation.workload", c.info.run_name),
+                "workload": t.get("sweep.workload", t.get("collocation.workload", "")),
+                "status": c.info.status,
+                "energy_j": m.get("summary/gpu_energy_attributed_j"),
+                "low_j": m.get("summary/gpu_energy_attributed_low_j"),
+                "high_j": m.get("summary/gpu_energy_attributed_high_j"),
+                "active_j": m.get("summary/gpu_energy_active_attributed_j"),
+                "samples": m.get("summary/e2e_samples", m.get("summary/samples")),
+                "start": float(t.get("collocation.started_s", 0) or 0),
+                "end": float(t.get("collocation.ended_s", 0) or 0) or None,
+                "window": tuple(float(x) for x in window.split(",")) if window else None,
+                "sm": _series(client, c.info.run_id, "system/gpu0_proc_sm_pct"),
+            })
+        parent_series = {"gpu0_power_w": _series(client, p.info.run_id, "system/gpu0_power_w"),
+                         "gpu0_energy_j": _series(client, p.info.run_id, "system/gpu0_energy_j")}
+        out.append({"run_id": p.info.run_id, "mode": mode, "group": p.data.tags.get("sweep.group", ""),
+                    "repeat": p.data.tags.get("sweep.repeat", ""), "device": p.data.tags.get("sweep.device", ""),
+                    "status": p.info.status, "children": children, "parent_series": parent_series})
+    return out
+
+
+def recomputed(group: dict, windows: bool) -> dict[str, float]:
+    """The split recomputed from the store (with or without the jobs' progress windows)."""
+    kids = [Child(c["name"], "0", c["start"], c["end"], {"gpu0_proc_sm_pct": c["sm"]} if c["sm"] else {},
+                  window=c["window"] if windows else None) for c in group["children"]]
+    parts = split(["0"], group["parent_series"], kids)
+    if not parts:
+        return {}
+    return {n: s.energy_j for n, s in parts[0].shares.items()}
+
+
+def gap_pct(a: float, b: float) -> float:
+    return abs(a - b) / ((a + b) / 2) * 100 if a and b else float("nan")
+
+
+def ratio(a, b) -> float:
+    return a / b if a is not None and b else float("nan")
+
+
+def pair_tables(groups: list[dict]) -> dict:
+    identical = defaultdict(list)  # (workload, mode) -> rows
+    unequal = []
+    for g in groups:
+        c = g["children"]
+        if len(c) != 2 or any(x["energy_j"] is None for x in c):
+            continue
+        a, b = c
+        if a["workload"] == b["workload"]:
+            row = {"repeat": g["repeat"], "device": g["device"], "status": g["status"],
+                   "a_j": a["energy_j"], "b_j": b["energy_j"], "gap_pct": gap_pct(a["energy_j"], b["energy_j"]),
+                   "a_interval": [a["low_j"], a["high_j"]], "b_interval": [b["low_j"], b["high_j"]],
+                   "a_samples": a["samples"], "b_samples": b["samples"]}
+            if g["mode"] == "naive":
+                store = recomputed(g, windows=True)
+                ticks = recomputed(g, windows=False)
+                if store:
+                    row["store_gap_pct"] = gap_pct(store[a["name"]], store[b["name"]])
+                if ticks:
+                    row["ticks_only_gap_pct"] = gap_pct(ticks[a["name"]], ticks[b["name"]])
+            identical[(a["workload"], g["mode"])].append(row)
+        elif {a["workload"], b["workload"]} == {"once", "twice"}:
+            once, twice = (a, b) if a["workload"] == "once" else (b, a)
+            work = ratio(twice["samples"], once["samples"])
+            row = {"repeat": g["repeat"], "device": g["device"], "once_j": once["energy_j"], "twice_j": twice["energy_j"],
+                   "once_samples": once["samples"], "twice_samples": twice["samples"], "work_ratio": work,
+                   "energy_ratio": ratio(twice["energy_j"], once["energy_j"]),
+                   "active_ratio": ratio(twice["active_j"], once["active_j"]),
+                   "once_interval": [once["low_j"], once["high_j"]], "twice_interval": [twice["low_j"], twice["high_j"]]}
+            row["error_pct"] = (ratio(row["energy_ratio"], work) - 1) * 100
+            row["active_error_pct"] = (ratio(row["active_ratio"], work) - 1) * 100
+            ticks = recomputed(g, windows=False)
+            if ticks:
+                row["ticks_only_error_pct"] = (ratio(ratio(ticks[twice["name"]], ticks[once["name"]]), work) - 1) * 100
+            unequal.append(row)
+    summary = {}
+    for (workload, mode), rows in sorted(identical.items()):
+        gaps = [r["gap_pct"] for r in rows if r["gap_pct"] == r["gap_pct"]] or [float("nan")]
+        energies = [e for r in rows for e in (r["a_j"], r["b_j"])]
+        mean_e = statistics.mean(energies)
+        held = sum(1 for r in rows for lo_hi in (r["a_interval"], r["b_interval"])
+                   if None not in lo_hi and lo_hi[0] <= mean_e <= lo_hi[1])
+        summary[f"{workload} {mode}"] = {
+            "repeats": len(rows), "mean_gap_pct": statistics.mean(gaps), "max_gap_pct": max(gaps),
+            "goal_met": None if gaps[0] != gaps[0] else statistics.mean(gaps) <= MEAN_GOAL and max(gaps) <= MAX_GOAL,
+            "mean_energy_j": mean_e, "intervals_holding_the_mean": f"{held}/{2 * len(rows)}"}
+    return {"identical": {f"{w} {m}": rows for (w, m), rows in sorted(identical.items())}, "summary": summary,
+            "unequal": unequal}
+
+
+# ---- the driver's ticks -------------------------------------------------------------------------------
+
+def tick_stats(rows: list[dict], slow: list[dict] | None = None) -> dict:
+    util = [r for r in rows if r.get("kind") == "util"]
+    runs_of = {int(r["pid"]): r.get("run_id", "") for r in rows if r.get("kind") == "proc"}
+    stamps = sorted({r["ts_us"] for r in util})
+    spacing = sorted(b - a for a, b in zip(stamps, stamps[1:]))
+    per_stamp = Counter(r["ts_us"] for r in util)
+    out = {"samples": len(util), "ticks": len(stamps),
+           "tick_ms": spacing[len(spacing) // 2] / 1000 if spacing else None,
+           "most_processes_in_one_tick": max(per_stamp.values()) if per_stamp else 0,
+           "missed_ticks": sum(1 for d in spacing if spacing and d > 1.5 * spacing[len(spacing) // 2])}
+    # groups: busy processes of runs whose busy ticks overlap in time
+    busy = sorted((r["ts_us"] / 1e6, int(r["pid"])) for r in util if r["sm"] >= 1 and runs_of.get(int(r["pid"])))
+    spans = {}
+    for t, pid in busy:
+        lo, hi = spans.get(pid, (t, t))
+        spans[pid] = (min(lo, t), max(hi, t))
+    groups: list[set[int]] = []
+    for pid, (lo, hi) in sorted(spans.items(), key=lambda kv: kv[1]):
+        for g in groups:
+            if any(lo <= spans[q][1] + 2 and spans[q][0] <= hi + 2 for q in g):
+                g.add(pid)
+                break
+        else:
+            groups.append({pid})
+    shared = []
+    for g in groups:
+        if len(g) < 2:
+            continue
+        both = [(t, pid) for t, pid in busy if pid in g and max(spans[q][0] for q in g) <= t <= min(spans[q][1] for q in g)]
+        names = [pid for _, pid in both]
+        lengths, cur = [], 1
+        for a, b in zip(names, names[1:]):
+            if a == b:
+                cur += 1
+            else:
+                lengths.append(cur)
+                cur = 1
+        if names:
+            lengths.append(cur)
+        shared.append({"runs": [runs_of[p] for p in sorted(g)], "busy_ticks_while_all_busy": len(names),
+                       "named": {runs_of[p]: names.count(p) for p in sorted(g)},
+                       "run_lengths": dict(sorted(Counter(lengths).items())),
+                       "mean_run": statistics.mean(lengths) if lengths else None})
+    out["shared_stretches"] = shared
+    if slow is not None:
+        fast = {(int(r["pid"]), r["ts_us"]): r["sm"] for r in util}
+        got = [r for r in slow if r.get("kind") == "util"]
+        reads = Counter(r["t"] for r in got)
+        newest_per_read = defaultdict(int)
+        for r in got:
+            newest_per_read[r["t"]] = max(newest_per_read[r["t"]], r["ts_us"])
+        kept = sum(1 for r in got if (int(r["pid"]), r["ts_us"]) in fast)
+        out["once_a_second"] = {
+            "reads_with_samples": len(reads), "entries": len(got),
+            "entries_per_read": dict(sorted(Counter(reads.values()).items())),
+            "entries_that_are_a_tick_of_the_fast_reader": kept,
+            "entries_older_than_the_reads_newest": sum(1 for r in got if r["ts_us"] < newest_per_read[r["t"]]),
+            "share_of_ticks_kept_pct": 100.0 * len(got) / max(1, out["ticks"])}
+    return out
+
+
+def shared_stretches(rows: list[dict]) -> list[dict]:
+    """Where processes of two or more runs were busy on the GPU within 2 s of each other: each run's
+    per-process samples (driver time, SM %) and the recorder's power samples, from 1 s before the first
+    to 1 s after the last."""
+    util = [r for r in rows if r.get("kind") == "util"]
+    runs_of = {int(r["pid"]): r.get("run_id", "") for r in rows if r.get("kind") == "proc"}
+    spans = {}
+    for r in util:
+        pid = int(r["pid"])
+        if r["sm"] >= 1 and runs_of.get(pid):
+            t = r["ts_us"] / 1e6
+            lo, hi = spans.get(pid, (t, t))
+            spans[pid] = (min(lo, t), max(hi, t))
+    groups: list[set[int]] = []
+    for pid, (lo, hi) in sorted(spans.items(), key=lambda kv: kv[1]):
+        for g in groups:
+            if any(lo <= spans[q][1] + 2 and spans[q][0] <= hi + 2 for q in g):
+                g.add(pid)
+                break
+        else:
+            groups.append({pid})
+    out = []
+    for g in groups:
+        if len(g) < 2:
+            continue
+        lo = min(r["ts_us"] / 1e6 for r in util if int(r["pid"]) in g) - 1.0
+        hi = max(spans[p][1] for p in g) + 1.0
+        out.append({"runs": {runs_of[p]: sorted([r["ts_us"] / 1e6, float(r["sm"])] for r in util
+                                                 if int(r["pid"]) == p and lo <= r["ts_us"] / 1e6 <= hi)
+                             for p in sorted(g)},
+                    "power_w": [[r["t"], r["w"]] for r in rows if r.get("kind") == "power" and lo <= r["t"] <= hi],
+                    "start": lo, "end": hi})
+    return out
+
+
+# ---- output ------------------------------------------------------------------------------------------
+
+def fmt(v, digits=1):
+    return "–" if v is None or v != v else f"{v:.{digits}f}"
+
+
+def markdown(result: dict) -> str:
+    lines = ["# Each job's own energy on a shared GPU", ""]
+    tables = result.get("pairs")
+    if tables:
+        lines += ["## Identical pairs", "",
+                  "| pair | mode | repeats | mean gap % | largest gap % | goal (mean ≤ 3, each ≤ 5) | intervals holding the repeats' mean |",
+                  "|---|---|---|---|---|---|---|"]
+        for key, s in tables["summary"].items():
+            w, m = key.rsplit(" ", 1)
+            lines.append(f"| {w} | {m} | {s['repeats']} | {fmt(s['mean_gap_pct'])} | {fmt(s['max_gap_pct'])} | "
+                         f"{ {True: 'met', False: 'missed', None: '–'}[s['goal_met']]} | {s['intervals_holding_the_mean']} |")
+        lines += ["", "| pair | mode | repeat | GPU | a J [low, high] | b J [low, high] | gap % | recomputed from the store % | ticks only % |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for key, rows in tables["identical"].items():
+            w, m = key.rsplit(" ", 1)
+            for r in rows:
+                lines.append(f"| {w} | {m} | {r['repeat']} | {r['device']} | {fmt(r['a_j'], 0)} [{fmt(r['a_interval'][0], 0)}, "
+                             f"{fmt(r['a_interval'][1], 0)}] | {fmt(r['b_j'], 0)} [{fmt(r['b_interval'][0], 0)}, "
+                             f"{fmt(r['b_interval'][1], 0)}] | {fmt(r['gap_pct'])} | {fmt(r.get('store_gap_pct'))} | "
+                             f"{fmt(r.get('ticks_only_gap_pct'))} |")
+        if tables["unequal"]:
+            lines += ["", "## The unequal pair (same kernel, one does twice the work)", "",
+                      "| repeat | GPU | once J | twice J | work ratio | energy ratio | error % | active-part error % | ticks only error % |",
+                      "|---|---|---|---|---|---|---|---|---|"]
+            for r in tables["unequal"]:
+                lines.append(f"| {r['repeat']} | {r['device']} | {fmt(r['once_j'], 0)} | {fmt(r['twice_j'], 0)} | "
+                             f"{fmt(r['work_ratio'], 3)} | {fmt(r['energy_ratio'], 3)} | {fmt(r['error_pct'])} | "
+                             f"{fmt(r['active_error_pct'])} | {fmt(r.get('ticks_only_error_pct'))} |")
+    for name, t in result.get("ticks", {}).items():
+        lines += ["", f"## The driver's ticks: {name}", "",
+                  f"{t['ticks']} ticks, one every {fmt(t['tick_ms'], 0)} ms; at most {t['most_processes_in_one_tick']} "
+                  f"process(es) named in one tick; {t['missed_ticks']} gaps longer than 1.5 ticks.", ""]
+        if t["shared_stretches"]:
+            lines += ["| runs sharing the GPU | busy ticks while all busy | named | runs of one name (length: count) | mean run |",
+                      "|---|---|---|---|---|"]
+            for s in t["shared_stretches"]:
+                lines.append(f"| {', '.join(r[:8] for r in s['runs'])} | {s['busy_ticks_while_all_busy']} | "
+                             f"{' / '.join(str(v) for v in s['named'].values())} | "
+                             f"{', '.join(f'{k}: {v}' for k, v in s['run_lengths'].items())} | {fmt(s['mean_run'], 2)} |")
+        if "once_a_second" in t:
+            o = t["once_a_second"]
+            lines += ["", f"A reader asking once a second: {o['reads_with_samples']} reads with samples, {o['entries']} "
+                          f"entries ({fmt(o['share_of_ticks_kept_pct'])} % of the ticks), entries per read "
+                          f"{o['entries_per_read']}, {o['entries_that_are_a_tick_of_the_fast_reader']} of them a tick the "
+                          f"50-ms reader saw, {o['entries_older_than_the_reads_newest']} older than the read's newest."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--store", default=None, help="the MLflow store the sweep filled")
+    ap.add_argument("--experiment", default="attribution-pairs")
+    ap.add_argument("--raw", nargs="*", default=[], help="record_proc_samples files (.jsonl or .jsonl.gz)")
+    ap.add_argument("--once-a-second", default=None, help="a once-a-second recorder's file of the first --raw GPU")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--export-ticks", default=None, help="write the shared stretches of the first --raw file here")
+    ap.add_argument("--note", default="", help="with --export-ticks: where the samples came from")
+    args = ap.parse_args(argv)
+    if args.export_ticks:
+        with open(args.export_ticks, "w") as fh:
+            json.dump({"meta": {"note": args.note}, "stretches": shared_stretches(read_rows(args.raw[0]))}, fh)
+        if not args.out:
+            return 0
+    if not args.out:
+        ap.error("--out is required")
+    os.makedirs(args.out, exist_ok=True)
+    result: dict = {}
+    if args.store:
+        result["pairs"] = pair_tables(store_groups(args.store, args.experiment))
+    slow = read_rows(args.once_a_second) if args.once_a_second and os.path.exists(args.once_a_second) else None
+    result["ticks"] = {}
+    for i, path in enumerate(args.raw):
+        if os.path.exists(path):
+            result["ticks"][os.path.basename(path)] = tick_stats(read_rows(path), slow if i == 0 else None)
+    with open(os.path.join(args.out, "attribution_pairs.json"), "w") as fh:
+        json.dump(result, fh, indent=1, default=str)
+    text = markdown(result)
+    with open(os.path.join(args.out, "attribution_pairs.md"), "w") as fh:
+        fh.write(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
