@@ -16,8 +16,8 @@ second), `BUCKET_S` for every other metric. A bucket stores
 - for a cumulative counter (`…_energy_j`, the process tree's `proc_read_mib`/`proc_write_mib`), its
   last point (and the counter's first): its course at the bucket's resolution, exact at every stored point.
 
-At `flush()` (the run's end) every metric's last point is stored, so the run's latest values are its
-last readings. Buckets are aligned on the step axis (ms since the session's start, a collocation
+Every metric's first point is stored, and at `flush()` (the run's end) its last, so its chart spans the
+run and the run's latest values are its last readings. Buckets are aligned on the step axis (ms since the session's start, a collocation
 group's common start), so the runs of a group and the GPUs of a run share bucket edges.
 
 Only the store is shaped: summaries, the collocation energy split, the workload's runs and the
@@ -134,7 +134,10 @@ class StoreShaper:
             self._out(key, k, k.held)
         low = min(points, key=lambda p: p[0])
         high = max(points, key=lambda p: p[0])
-        kept = [low] if low is high else sorted((low, high), key=lambda p: (p[1], p[2]))
+        kept = {id(low): low, id(high): high}
+        if k.shown is None:  # the metric's first point: its chart starts where the run did
+            kept[id(points[0])] = points[0]
+        kept = sorted(kept.values(), key=lambda p: (p[1], p[2]))
         for p in kept:
             self._out(key, k, p)
         k.shown = kept[-1]

@@ -37,7 +37,7 @@ def test_fast_power_keeps_each_seconds_peak_and_dip_within_two_points_a_second()
         inside = [v for s, v in readings if b * bucket <= s < (b + 1) * bucket]
         kept = [v for s, v in stored if b * bucket <= s < (b + 1) * bucket]
         assert max(kept) == max(inside) and min(kept) == min(inside)
-    assert stored[-1] == readings[-1]  # the run's latest value is its last reading
+    assert stored[0] == readings[0] and stored[-1] == readings[-1]  # the chart spans the run; latest = last reading
     assert shaper.left_out == len(readings) - len(stored)
 
 
