@@ -257,7 +257,7 @@ class WorkloadRuns:
         tags["radt_ext.metrics_sent"] = str(run.writer.sent)
         tags["radt_ext.metrics_stored"] = str(run.writer.stored)
         tags.update(run.points.tags())
-        failed = run.points.log_artifact(self.client, run.run_id)
+        failed = run.points.log_artifact(self.client, run.run_id, tracking_uri=self.tracking_uri)
         if failed:
             tags["radt_ext.timelines_error"] = failed[:4000]
         if run.writer.spooled:

@@ -130,7 +130,7 @@ class Recorder:
     def log_timelines(self, client, run_id: str, call=None) -> str | None:
         """After stop(): the run's full-rate timelines as its artifact (timelines/system.parquet); None when
         stored, else the one-line reason (also the run's tag `radt_ext.timelines_error`)."""
-        self.timelines_error = self.points.log_artifact(client, run_id, call)
+        self.timelines_error = self.points.log_artifact(client, run_id, call, self.writer.tracking_uri)
         return self.timelines_error
 
     def summary(self, marks=None, logged=None, window=None) -> dict[str, float]:

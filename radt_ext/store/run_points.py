@@ -8,12 +8,16 @@ Summaries, the collocation energy split and the workload's runs are fed before t
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 
 from radt_ext.store.point_filter import PointFilter
 from radt_ext.store.shaper import BUCKET_S, FAST_BUCKET_S, StoreShaper
 from radt_ext.store.timelines import ARTIFACT_DIR, SYSTEM_FILE, TimelineSpill
-from radt_ext.store.writer import spool_dir
+from radt_ext.store.writer import absolute_uri, spool_dir
+
+TARGET = "target.json"  # beside a timeline file the store did not take: where it goes (`radt-ext sync`)
 
 ENV_FULL_RATE = "RADT_EXT_FULL_RATE_STORE"  # "1": every run of this process tree keeps the full rate in the store
 
@@ -57,11 +61,11 @@ class RunPoints:
                 "radt_ext.metrics_full_rate": str(self.timeline.points),
                 "radt_ext.store_shape": shape_tag(self.full_rate)}
 
-    def log_artifact(self, client, run_id: str, call=None) -> str | None:
+    def log_artifact(self, client, run_id: str, call=None, tracking_uri: str | None = None) -> str | None:
         """Write the timeline file and log it as the run's artifact; None when done (or nothing to log),
-        else the one-line reason it was not (the file then stays in the spool directory, named in the
-        reason, for `mlflow artifacts log-artifact` or a later look). `call(fn)`: how to reach the store
-        (the writer's deadline on a server)."""
+        else the one-line reason it was not: the file then stays in the spool directory, named in the
+        reason, and `radt-ext sync` logs it once the store (`tracking_uri`) answers. `call(fn)`: how to
+        reach the store (the writer's deadline on a server)."""
         if not self.timeline.points:
             return None
         directory = spool_dir() / "timelines" / run_id
@@ -75,6 +79,10 @@ class RunPoints:
         try:
             (call or (lambda fn: fn()))(lambda: client.log_artifact(run_id, path, ARTIFACT_DIR))
         except Exception as exc:
+            if tracking_uri:  # for `radt-ext sync`
+                with contextlib.suppress(OSError):
+                    (directory / TARGET).write_text(json.dumps({"tracking_uri": absolute_uri(tracking_uri),
+                                                                "run_id": run_id}))
             return f"timeline artifact not stored ({type(exc).__name__}: {exc}); the file is {path}".splitlines()[0]
         try:
             os.unlink(path)

@@ -132,3 +132,29 @@ def test_the_full_rate_option_refuses_what_is_not_yes_or_no():
     with pytest.raises(UsageError, match="not True or False"):
         with radt_ext.track(full_rate_store="yes"):
             pass
+
+
+def test_a_timeline_the_store_did_not_take_is_logged_by_sync(tracking_uri, tmp_path):
+    """The store away at a run's end: the timeline file stays in the spool directory and `radt-ext sync`
+    logs it as the run's artifact once the store answers."""
+    from radt_ext.store.run_points import RunPoints
+    from tests.radt_ext.helpers import radt
+
+    client = MlflowClient(tracking_uri)
+    run_id = client.create_run(client.create_experiment("away")).info.run_id
+    points = RunPoints(lambda *point: None)
+    for i in range(500):
+        points.add("system/gpu0_power_w", 300.0 + i % 7, 1_700_000_000_000 + 20 * i, 20 * i)
+    points.flush()
+
+    def away(fn):
+        raise TimeoutError("the store was away at the run's end")
+
+    reason = points.log_artifact(client, run_id, call=away, tracking_uri=tracking_uri)
+    assert reason and "the file is" in reason and timelines.read(client, run_id) is None
+    res = radt("sync")
+    assert res.returncode == 0, res.stderr
+    assert f"timelines of run {run_id}: 1 file(s) logged" in res.stdout
+    full = timelines.read(client, run_id)
+    assert len(full["system/gpu0_power_w"]) == 500
+    assert "nothing to sync" in radt("sync").stdout  # the folder went with it
