@@ -207,7 +207,8 @@ def main(argv=None) -> None:
                              fmt(r["bytes_per_row"], 0)])
     lines.append(table(["store", "shape", "rows", "rows/s per GPU", "MB per GPU-hour", "bytes/row"], rows))
     e = results["energy"]
-    lines += ["", f"Energy: summary {fmt(e.get('summary_j'))} J; from the full-rate series {fmt(e.get('full_rate_j'))} J "
+    lines += ["", f"Energy: summary {fmt(e.get('summary_j'))} J; "
+              f"from the full-rate series {fmt(e.get('full_rate_j'))} J "
               f"({fmt(e.get('full_rate_vs_summary_pct'), 3)} %); from the stored shape {fmt(e.get('stored_j'))} J "
               f"({fmt(e.get('stored_vs_summary_pct'), 3)} %).",
               f"The shape computed here from the artifact has {len(after_rows):,} system rows; the run stored "

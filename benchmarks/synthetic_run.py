@@ -33,7 +33,8 @@ def metrics(seconds: float, gpus: int, seed: int = 1) -> Iterator[tuple[str, np.
         p = f"gpu{i}_"
         t = _ticks(seconds, 50, rng, 0.01)
         busy = _busy(t)
-        power = np.where(busy, 640 + 35 * np.sin(t / 3.1 + i) + rng.normal(0, 25, t.size), 180 + rng.normal(0, 8, t.size))
+        power = np.where(busy, 640 + 35 * np.sin(t / 3.1 + i) + rng.normal(0, 25, t.size),
+                         180 + rng.normal(0, 8, t.size))
         power = np.round(np.clip(power, 60, 700), 3)
         yield p + "power_w", t, power
         t4 = np.arange(0, seconds, 0.25)
@@ -41,7 +42,8 @@ def metrics(seconds: float, gpus: int, seed: int = 1) -> Iterator[tuple[str, np.
         yield p + "energy_j", t4, np.round(energy, 3)
         t10 = _ticks(seconds, 10, rng)
         b10 = _busy(t10)
-        yield p + "power_avg_w", t10, np.round(np.interp(t10, t, np.convolve(power, np.ones(50) / 50, "same")), 3)
+        smooth = np.convolve(power, np.ones(50) / 50, "same")  # NVML's ~1 s average
+        yield p + "power_avg_w", t10, np.round(np.interp(t10, t, smooth), 3)
         temp = np.round(np.minimum(45 + t10 / 60, 72) + np.where(b10, 2, -3) + rng.normal(0, 0.3, t10.size))
         yield p + "temp_c", t10, temp
         yield p + "mem_temp_c", t10, np.round(temp + 8 + rng.normal(0, 0.45, t10.size))
@@ -50,7 +52,8 @@ def metrics(seconds: float, gpus: int, seed: int = 1) -> Iterator[tuple[str, np.
         yield p + "mem_clock_mhz", t10, np.full(t10.size, 2619.0)
         yield p + "util_pct", t10, np.where(b10, 100 - (rng.random(t10.size) < 0.1) * rng.integers(1, 4, t10.size),
                                             rng.integers(0, 30, t10.size)).astype(float)
-        yield p + "mem_util_pct", t10, np.where(b10, rng.integers(38, 62, t10.size), rng.integers(0, 5, t10.size)).astype(float)
+        yield p + "mem_util_pct", t10, np.where(b10, rng.integers(38, 62, t10.size),
+                                                rng.integers(0, 5, t10.size)).astype(float)
         yield p + "mem_used_mib", t10, np.where(t10 < 20, 1000 + t10 * 3000, 71234.0)
         yield p + "pstate_num", t10, np.zeros(t10.size)
         capped = (clock < 1980).astype(float)
@@ -70,13 +73,17 @@ def metrics(seconds: float, gpus: int, seed: int = 1) -> Iterator[tuple[str, np.
             yield p + name, t2, np.round(np.where(b2, level + rng.normal(0, 3, t2.size), rng.uniform(0, 3, t2.size)), 2)
         yield p + "fp64_active_pct", t2, np.zeros(t2.size)
         smi_power = np.interp(t2, t, power)
-        for name, values in (("power_w", np.round(smi_power, 2)), ("power_instant_w", np.round(smi_power + rng.normal(0, 20, t2.size), 2)),
-                             ("util_pct", np.where(b2, 100.0, 3.0)), ("mem_util_pct", np.where(b2, rng.integers(38, 62, t2.size), 1).astype(float)),
-                             ("mem_used_mib", np.full(t2.size, 71234.0)), ("temp_c", np.round(np.interp(t2, t10, temp))),
-                             ("mem_temp_c", np.round(np.interp(t2, t10, temp) + 8)), ("sm_clock_mhz", np.interp(t2, t10, clock)),
-                             ("mem_clock_mhz", np.full(t2.size, 2619.0)), ("pstate_level", np.zeros(t2.size)),
-                             ("clocks_idle_bool", np.zeros(t2.size)), ("throttle_power_bool", np.interp(t2, t10, capped).round()),
-                             ("throttle_thermal_bool", np.zeros(t2.size)), ("throttle_hw_bool", np.zeros(t2.size))):
+        temp2 = np.round(np.interp(t2, t10, temp))
+        smi = {"power_w": np.round(smi_power, 2),
+               "power_instant_w": np.round(smi_power + rng.normal(0, 20, t2.size), 2),
+               "util_pct": np.where(b2, 100.0, 3.0),
+               "mem_util_pct": np.where(b2, rng.integers(38, 62, t2.size), 1).astype(float),
+               "mem_used_mib": np.full(t2.size, 71234.0), "temp_c": temp2, "mem_temp_c": temp2 + 8,
+               "sm_clock_mhz": np.interp(t2, t10, clock), "mem_clock_mhz": np.full(t2.size, 2619.0),
+               "pstate_level": np.zeros(t2.size), "clocks_idle_bool": np.zeros(t2.size),
+               "throttle_power_bool": np.interp(t2, t10, capped).round(), "throttle_thermal_bool": np.zeros(t2.size),
+               "throttle_hw_bool": np.zeros(t2.size)}
+        for name, values in smi.items():
             yield f"smi_{p}{name}", t2, values
         t5hz = _ticks(seconds, 5, rng)
         yield p + "proc_sm_pct", t5hz, np.where(_busy(t5hz), rng.integers(80, 100, t5hz.size), 0).astype(float)

@@ -320,7 +320,8 @@ class GroupRunner:
         rest = [m for m in metrics if not m.key.startswith("system/")]
         points = sorted(((m.key, m.value, m.timestamp, m.step) for m in timeline), key=lambda p: (p[0], p[3]))
         with contextlib.suppress(Exception):  # the store's points below still carry the timeline's shape
-            timelines.log_points(self.client, run_id, ((k, t, s, v) for k, v, t, s in points), timelines.ATTRIBUTED_FILE)
+            timelines.log_points(self.client, run_id, ((k, t, s, v) for k, v, t, s in points),
+                                 timelines.ATTRIBUTED_FILE)
         if not full_rate_default():
             points = shape(points)
         return rest + [Metric(k, v, t, s) for k, v, t, s in points]

@@ -17,8 +17,9 @@ second), `BUCKET_S` for every other metric. A bucket stores
   last point (and the counter's first): its course at the bucket's resolution, exact at every stored point.
 
 Every metric's first point is stored, and at `flush()` (the run's end) its last, so its chart spans the
-run and the run's latest values are its last readings. Buckets are aligned on the step axis (ms since the session's start, a collocation
-group's common start), so the runs of a group and the GPUs of a run share bucket edges.
+run and the run's latest values are its last readings. Buckets are aligned on the step axis (ms since
+the session's start, a collocation group's common start), so the runs of a group and the GPUs of a run
+share bucket edges.
 
 Only the store is shaped: summaries, the collocation energy split, the workload's runs and the
 timeline artifact see every point before this.
