@@ -11,13 +11,14 @@ second), `BUCKET_S` for every other metric. A bucket stores
   did not change stores nothing, bar a keep-alive point every `KEEPALIVE_S` so a live chart and the
   run's latest values stay fresh);
 - else its lowest and its highest reading, each at its own time (min/max decimation: the chart draws
-  the bucket's whole range, so no peak and no dip is lost; the end of a flat stretch before the bucket
-  is stored too, so a step into a busy bucket is not drawn as a ramp);
+  the bucket's whole range, so no peak and no dip is lost; the end of a flat stretch of at least half a
+  bucket before it is stored too, so a step into a busy bucket is not drawn as a ramp);
 - for a cumulative counter (`…_energy_j`, the process tree's `proc_read_mib`/`proc_write_mib`), its
   last point (and the counter's first): its course at the bucket's resolution, exact at every stored point.
 
-Every metric's first point is stored, and at `flush()` (the run's end) its last, so its chart spans the
-run and the run's latest values are its last readings. Buckets are aligned on the step axis (ms since
+Every metric's first point is stored as it comes, and at `flush()` (the run's end) its last, so its
+chart spans the run and the run's latest values are its last readings; the others wait for their
+bucket to close (a live chart is at most one bucket behind). Buckets are aligned on the step axis (ms since
 the session's start, a collocation group's common start), so the runs of a group and the GPUs of a run
 share bucket edges.
 
@@ -79,12 +80,17 @@ class StoreShaper:
         if k is None:
             fast = FAST.search(key) is not None
             k = self._keys[key] = _Key(self.fast_bucket_ms if fast else self.bucket_ms, COUNTER.search(key) is not None)
+        point = (value, timestamp_ms, step)
+        if k.shown is None and k.bucket is None:  # the metric's first point goes out at once: its chart
+            k.bucket, k.last = step // k.bucket_ms, point  # starts where the run did, and a run cut short
+            self._out(key, k, point)                       # (radt-ext killed) keeps it
+            k.shown = point
+            return
         bucket = step // k.bucket_ms
         if k.bucket is not None and bucket > k.bucket:
             self._close(key, k)
         if k.bucket is None or bucket > k.bucket:
             k.bucket = bucket
-        point = (value, timestamp_ms, step)
         k.points.append(point)  # a late point (an earlier bucket) joins the open one, at its own time
         k.last, k.stored_last = point, False
 
@@ -107,9 +113,7 @@ class StoreShaper:
         points, k.points = k.points, []
         if not points:
             return
-        if k.counter:  # its first point, then each bucket's last
-            if k.shown is None and len(points) > 1:
-                self._out(key, k, points[0])
+        if k.counter:  # each bucket's last point (its first went out when it came)
             self._out(key, k, points[-1])
             k.shown, k.held = points[-1], None
             return
@@ -131,19 +135,18 @@ class StoreShaper:
                 self._out(key, k, p)
             k.shown, k.held = shown, held
             return
-        if k.held is not None:  # the flat stretch before this bucket ends here
-            self._out(key, k, k.held)
+        held = k.held
+        if held is not None and held[2] - k.shown[2] >= k.bucket_ms // 2:  # a flat stretch before this bucket
+            self._out(key, k, held)  # ends here (a shorter one is not seen at the bucket's resolution)
         low = min(points, key=lambda p: p[0])
         high = max(points, key=lambda p: p[0])
-        kept = {id(low): low, id(high): high}
-        if k.shown is None:  # the metric's first point: its chart starts where the run did
-            kept[id(points[0])] = points[0]
-        kept = sorted(kept.values(), key=lambda p: (p[1], p[2]))
+        kept = [low] if low is high else sorted((low, high), key=lambda p: (p[1], p[2]))
         for p in kept:
             self._out(key, k, p)
         k.shown = kept[-1]
-        tail = points[-1]
-        k.held = tail if tail is not kept[-1] and tail[0] == kept[-1][0] else None
+        after = points[next(i for i, p in enumerate(points) if p is kept[-1]) + 1:]
+        # a flat stretch from the last stored point to the bucket's end: its end is held like any other
+        k.held = after[-1] if after and all(p[0] == kept[-1][0] for p in after) else None
 
 
 def shape(points) -> list[tuple[str, float, int, int]]:
