@@ -2,12 +2,13 @@
 with the store's default shape and with the full rate (`--full-rate-store`, what every run stored
 before the shape).
 
-    python -m benchmarks.store_ui --out docs/benchmarks/cpu --hours 1 --gpus 8
+    python -m benchmarks.store_ui --out docs/benchmarks/cpu/store_ui --hours 1 --gpus 8
 
 A synthetic training run (benchmarks/synthetic_run.py: the default listeners' metrics and rates, 8 GPUs,
 one hour) goes through radt-ext's own path to the store (radt_ext/store/run_points.py: the point filter,
 then the shape or every point) into a database of a throwaway PostgreSQL cluster (tests/servers.py),
-by the writer's direct insert. A real `mlflow server` serves it; Debian's chromium, driven by
+loaded with COPY, then VACUUM ANALYZE (what autovacuum does on a server soon after; without it the
+planner works from an empty table's statistics). A real `mlflow server` serves it; Debian's chromium, driven by
 Playwright, opens each run's System metrics tab: the time from the request to the first chart with its
 line drawn, and to every chart of the first screen drawn; then the search box narrowed to GPU 0's power
 (the largest timelines: 50 Hz) until those charts are drawn; with the metric-history requests' times and
@@ -85,6 +86,20 @@ def record(pg, dbname: str, client, experiment_id: str, name: str, full_rate: bo
     return {"run_id": run_id, "readings": readings, "rows": count[0], "write_s": time.perf_counter() - start}
 
 
+def analyze(pg, dbname: str) -> None:
+    """VACUUM ANALYZE the metric tables, as PostgreSQL's autovacuum does on a server soon after a load."""
+    import psycopg2
+
+    conn = psycopg2.connect(host=pg.host, port=pg.port, user=pg.user, password=pg.password, dbname=dbname)
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute("VACUUM ANALYZE metrics")
+            cur.execute("VACUUM ANALYZE latest_metrics")
+    finally:
+        conn.close()
+
+
 def open_tab(context, url: str, timeout_ms: int) -> dict:
     """One load of the tab: seconds to the first chart with its line, to every chart of the first screen,
     and the metric-history requests the page made meanwhile (MLflow's get-history-bulk-interval: count,
@@ -159,6 +174,7 @@ def main(argv=None) -> None:
             label = f"synthetic {args.gpus}-GPU {args.hours:g} h ({shape})"
             results["runs"][shape] = record(pg, "store_ui", client, exp, label, full, args.hours, args.gpus)
             print(shape, {k: v for k, v in results["runs"][shape].items() if k != "run_id"}, flush=True)
+        analyze(pg, "store_ui")  # a server's database has its planner statistics; a fresh load has none yet
         server = start_mlflow_server(uri, work / "server")
         profile = tempfile.mkdtemp(prefix="radt-chromium-")
         try:
