@@ -85,12 +85,15 @@ class RadtSubmittedRun(SubmittedRun):
             self._previous[sig] = signal.signal(sig, self._forward)
 
     def _forward(self, signum, _frame) -> None:
+        if self.proc.poll() is not None:
+            self._restore()  # the job ended and nobody waited for it: the signal is this process's again
+            signal.raise_signal(signum)
+            return
         self.signalled = self.signalled or signum
-        if self.proc.poll() is None:
-            try:
-                os.kill(self.proc.pid, signum)
-            except ProcessLookupError:
-                pass
+        try:
+            os.kill(self.proc.pid, signum)
+        except ProcessLookupError:
+            pass
 
     def _restore(self) -> None:
         for sig, handler in self._previous.items():
