@@ -1,8 +1,10 @@
 """Which runs are repeats of one setting (the statistics over repeats in `radt-ext compare`, the
 sweep's results table and its report).
 
-- A sweep's group run: the same sweep, group, collocation mode, place (a pooled variant's is the pool,
-  whichever device it landed on) and parameter values (tags `sweep.*`); the repeat does not count.
+- A sweep's group run: the same sweep and content but the repeat (tag `sweep.setting`: commands, env,
+  mode, place — a pooled variant's is the pool, whichever device it landed on —, listeners); a run
+  whose variant was edited since is another setting. Runs recorded before that tag: the same sweep,
+  group, mode, place and parameter values (tags `sweep.*`).
 - A workload's run inside a sweep's group: the same sweep, mode, workload content
   (`sweep.workload_hash`: command, device, environment) and name in the group.
 - Any other run: the same command (`radt_ext.command`), parameters, `variant` / `recipe` tags and
@@ -18,6 +20,8 @@ ROLE_TAG = "sweep.role"  # a sweep's own runs (its report, its setting means): n
 
 def setting_of(experiment_id: str, tags: dict[str, str], params: dict[str, str]) -> tuple:
     """The setting a run (its experiment, tags and params) stands for; runs with equal settings are repeats."""
+    if tags.get("sweep.id") and tags.get("sweep.setting"):
+        return ("sweep", experiment_id, tags["sweep.id"], tags["sweep.setting"])
     if tags.get("sweep.id") and tags.get("sweep.group"):
         place = tags.get("sweep.place") or tags.get("collocation.gpu")
         swept = tuple(sorted((k[len(PARAM_TAG):], v) for k, v in tags.items() if k.startswith(PARAM_TAG)))

@@ -218,8 +218,8 @@ COUNTED = ("FINISHED", "SKIPPED")  # a setting's figures come from its finished 
 
 
 def setting_key(v: Variant) -> tuple:
-    """The variant's setting: its place in the plan but the repeat (a pooled variant's place is the pool)."""
-    return (v.sweep_id, v.experiment, v.label, v.mode, v.device, tuple(sorted(v.setting.items())))
+    """The variant's setting: its content but the repeat (a pooled variant's place is the pool)."""
+    return (v.sweep_id, v.experiment, v.setting_hash)
 
 
 def by_setting(outcomes: list[Outcome]) -> list[list[Outcome]]:

@@ -20,7 +20,7 @@ from radt_ext.store.client import experiment_id_for
 ROLE_TAG = "sweep.role"
 ROLE = "report"
 SETTING_ROLE = "setting"
-SETTING_TAG = "sweep.setting"  # a setting's key (a digest of what makes runs repeats of each other)
+SETTING_TAG = "sweep.setting"  # a setting's key: its variants' content but the repeat (Variant.setting_hash)
 REPEATS = "repeats/"
 COPIED = ("sweep.id", "sweep.group", "sweep.place", "collocation.mode")  # the setting's tags its means carry
 ARTIFACT = "radt_ext_sweep_report.html"
@@ -87,7 +87,7 @@ def log_setting_means(client, sweep_id: str, experiment: str, report_run_id: str
             if len(group) < 2:
                 continue
             tags = dict(group[0].data.tags)
-            key = digest(settings.of_run(group[0]))[:24]
+            key = tags.get(SETTING_TAG) or digest(settings.of_run(group[0]))[:24]
             metrics = [Metric(f"{REPEATS}n", float(len(group)), now, 0)]
             for name in sorted({k for r in group for k in r.data.metrics if k.startswith("summary/")}):
                 est = repeats.estimate(r.data.metrics.get(name) for r in group)
