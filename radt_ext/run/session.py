@@ -362,8 +362,8 @@ class WorkloadSession:
             self.run_id = uuid.uuid4().hex  # the spool's name for it; sync makes the run and tags it with this
             tags = {**owner_tags(), **machine.describe(), **self._run_tags(),
                     "radt_ext.command": shlex.join(self.spec.command)[:5000], **self.spec.tags}
-            for name, reason in self._skipped.items():
-                tags[f"radt_ext.listener_skipped.{name}"] = reason[:4000]
+            for name, why in self._skipped.items():
+                tags[f"radt_ext.listener_skipped.{name}"] = why[:4000]
             if self.spec.run_name:
                 tags["mlflow.runName"] = self.spec.run_name
             made = {"experiment_id": self.experiment_id, "run_name": self.spec.run_name,
@@ -457,9 +457,9 @@ class WorkloadSession:
         self.stderr_tail.close()
         if status == "FINISHED" or not self.stderr_tail.text().strip():
             return None
+        if self.client is None:  # the run is in the spool: its tag holds the tail
+            return self.stderr_tail.tag()
         try:
-            if self.client is None:
-                raise ConnectionError("the run is in the spool")
             self.client.log_text(self.run_id, self.stderr_tail.text(), "stderr_tail.txt")
         except Exception as exc:  # the store is away: the tag still goes with the spooled end of the run
             log.warning("radt-ext: cannot store the workload's stderr tail: %s", exc)
