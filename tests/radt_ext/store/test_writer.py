@@ -7,7 +7,7 @@ from radt_ext.store.writer import MAX_BATCH, MetricWriter
 
 
 def test_writer_stores_every_point_with_its_own_timestamp_and_step(tracking_uri):
-    """Through MLflow's log_batch (bulk=False; the direct path is tests/radt_ext/test_bulk_metrics.py)."""
+    """Through MLflow's log_batch (bulk=False; the direct path is tests/radt_ext/store/test_bulk_metrics.py)."""
     client = MlflowClient(tracking_uri)
     run_id = client.create_run("0").info.run_id
     calls = []
