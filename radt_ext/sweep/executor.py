@@ -189,12 +189,12 @@ def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = No
     for sweep_id, experiment in dict.fromkeys((v.sweep_id, v.experiment) for v in variants):
         run_id, path = sweep_report.log(client, sweep_id, experiment)
         if path:
-            console.print(f"sweep {sweep_id}: report {path} on run {run_id}", highlight=False)
+            console.print(f"sweep {sweep_id}: report {path} on run {run_id}", highlight=False, soft_wrap=True)
         if run_id:
             means = sweep_report.log_setting_means(client, sweep_id, experiment, run_id)
             if means:
                 console.print(f"sweep {sweep_id}: the means of {means} repeated settings on runs under {run_id}",
-                              highlight=False)
+                              highlight=False, soft_wrap=True)
     return outcomes
 
 
