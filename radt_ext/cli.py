@@ -102,13 +102,21 @@ def run(listeners, interval, experiment_name, run_name, run_id, tags, command):
     spec = WorkloadSpec(command=command, listeners=listeners, interval=interval, experiment_name=experiment_name,
                         run_name=run_name, run_id=run_id, tags=_tags(tags))
     session = WorkloadSession(spec)
+
+    def announce(s):
+        if not s.spooled:
+            say(f"radt-ext: run {s.run_id} in experiment {s.experiment_id} at {s.uri}")
+
     try:
-        code = session.run(announce=lambda s: say(f"radt-ext: run {s.run_id} in experiment {s.experiment_id} "
-                                                  f"at {s.uri}"))
+        code = session.run(announce=announce)
     except Interrupted as exc:
         say(f"radt-ext: {exc}")
         sys.exit(128 + exc.signum)
-    say(f"radt-ext: run {session.run_id} {session.status()} (exit code {session.returncode})")
+    if session.spooled:
+        say(f"radt-ext: run {session.status()} (exit code {session.returncode}), recorded with its samples in "
+            f"{session.spool_path}, not yet in {session.uri} ({session.spooled}); `radt-ext sync` records it there")
+    else:
+        say(f"radt-ext: run {session.run_id} {session.status()} (exit code {session.returncode})")
     sys.exit(code)
 
 

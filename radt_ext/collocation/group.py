@@ -83,11 +83,11 @@ def _visible(device: str) -> str:
 
 
 def check_devices(devices: list[str], where: str = "device") -> None:
-    """A one-line UsageError, before anything runs, for a GPU this machine lacks (checked where NVML
-    answers, as for the listeners; elsewhere GPU devices are taken as given). where: the line's start."""
+    """A one-line UsageError, before anything runs, for a GPU this machine lacks, a machine without
+    GPUs (NVML does not start) included. where: the line's start."""
     for device in dict.fromkeys(d for d in devices if d != CPU):
         try:
-            registry.check_target(Target(pid=None, cuda_visible_devices=device))
+            registry.check_target(Target(pid=None, cuda_visible_devices=device), require_gpu=True)
         except ListenerError as exc:
             raise UsageError(f"{where} {device!r}: {exc}; use one of this machine's GPUs or cpu") from None
 

@@ -18,7 +18,7 @@ def plan_table(plan: Plan):
     for gpu, decisions in plan.gpus.items():
         for n, d in enumerate(decisions):
             for i, j in enumerate(d.jobs):
-                table.add_row(gpu if n == 0 and i == 0 else "", str(n) if i == 0 else "",
+                table.add_row(gpu if n == 0 and i == 0 else "", n if i == 0 else "",
                               d.mode if i == 0 else "", j.name, str(d.thread_pcts[i] or "-"),
                               _num(j.profile.outside_s if j.profile else None, "{:.1f}"),
                               _num(j.profile.duration_s if j.profile else None, "{:.1f}"),

@@ -3,6 +3,7 @@ replayed from the 2-GPU trace; the jobs' profiles logged into the store beforeha
 recorded by the queue's own first runs."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -65,15 +66,13 @@ def test_profiled_jobs_share_the_gpus_and_each_group_says_why(tmp_path, two_gpus
     assert dry.returncode == 0, dry.stderr
     assert "naive: predicted slowdown 1.08 <= 1.5 (contention model)" in dry.stderr  # 1 + the other's 8 % util
     assert "4 jobs in 2 groups on 2 GPU(s), 4 sharing a GPU" in dry.stderr
-    done = radt("sweep", path, env={"COLUMNS": "250"})
+    done = radt("sweep", path, "--output", "json")
     assert done.returncode == 0, done.stdout + done.stderr
     assert finished_jobs(two_gpus) == {h: 1 for h in hashes.values()}
-    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in (done.stdout + done.stderr).splitlines()
-            if "│ naive" in line and "FINISHED" in line]
+    rows = [r for r in json.loads(done.stdout) if r["mode"] == "naive" and r["status"] == "FINISHED"]
     assert len(rows) == 4
     for row in rows:  # each job's own wall time and slowdown in the results table
-        makespan, slowdown = float(row[6]), float(row[-1])
-        assert makespan > 0.4 and slowdown > 0
+        assert row["makespan_s"] > 0.4 and row["avg_slowdown_ratio"] > 0
     client = MlflowClient(two_gpus)
     exp = client.get_experiment_by_name("queue").experiment_id
     groups = client.search_runs([exp], "tags.`pack.decision` LIKE 'naive%' and tags.`collocation.size` = '2'")
