@@ -44,6 +44,7 @@ TAGS = (
 )
 SWEEP_PARAM_TAG = "sweep.param."
 POWER = "system/gpu0_power_w"
+METRIC_WIDTH, TEXT_WIDTH = 230, 140  # px: a summary's full name shows in its column's header
 
 
 def order_key(mode: str | None, label: str | None, group: str, index: int | None = None) -> str:
@@ -70,13 +71,10 @@ def charts() -> tuple[list[dict], list[dict]]:
     """(charts, sections): ours first and open; MLflow's own two sections follow, closed."""
     sid = "radt-ext-section"
     cards = [
-        fmt.bar_chart("radt-ext-j-per-sample", sid, "summary/energy_per_sample_j",
-                      "J/sample (active phase)"),
-        fmt.bar_chart("radt-ext-throughput", sid, "summary/throughput_samples_per_s",
-                      "throughput, samples/s (active phase)"),
-        fmt.scatter_chart("radt-ext-time-energy", sid, "summary/active_s", "summary/gpu_total_energy_j",
-                          "active time (s) against GPU energy (J)"),
-        fmt.line_chart("radt-ext-power", sid, [POWER], title="GPU power over time (W)"),
+        fmt.bar_chart("radt-ext-j-per-sample", sid, "summary/energy_per_sample_j"),
+        fmt.bar_chart("radt-ext-throughput", sid, "summary/throughput_samples_per_s"),
+        fmt.scatter_chart("radt-ext-time-energy", sid, "summary/active_s", "summary/gpu_total_energy_j"),
+        fmt.line_chart("radt-ext-power", sid, [POWER]),
     ]
     sections = [fmt.section(sid, SECTION), fmt.section("radt-ext-model-metrics", fmt.MODEL_METRICS_SECTION, False),
                 fmt.section("radt-ext-system-metrics", fmt.SYSTEM_METRICS_SECTION, False)]
@@ -88,8 +86,9 @@ def state(params: list[str] | tuple[str, ...] = ()) -> dict:
     params = sorted(set(params))
     cards, sections = charts()
     cols = columns(params)
+    widths = {c: METRIC_WIDTH if c.startswith(fmt.METRICS) else TEXT_WIDTH for c in cols}
     return {**fmt.facets(order_by=fmt.column(fmt.TAGS, ORDER_TAG), ascending=True),
-            **fmt.ui_state(cols, cards, sections, column_order=cols)}
+            **fmt.ui_state(cols, cards, sections, column_order=cols, column_widths=widths)}
 
 
 def params_of(state_: dict) -> list[str]:

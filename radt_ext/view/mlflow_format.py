@@ -65,15 +65,15 @@ def facets(order_by: str = START_TIME_ORDER, ascending: bool = False, search_fil
 
 
 def ui_state(selected_columns: list[str], charts: list[dict], sections: list[dict], *,
-             column_order: list[str] | None = None, group_by: dict | None = None,
-             runs_hidden_mode: str = "SHOW_ALL") -> dict:
+             column_order: list[str] | None = None, column_widths: dict[str, int] | None = None,
+             group_by: dict | None = None, runs_hidden_mode: str = "SHOW_ALL") -> dict:
     """ExperimentPageUIState (the shared fields): the UI's defaults but for what is given. The sections
     are kept in the order given (isAccordionReordered), so a view's own section stays first when the UI
     adds a section for each metric prefix it finds."""
     return {
         "selectedColumns": list(selected_columns),
         "columnOrder": list(column_order or []),
-        "columnWidths": {},
+        "columnWidths": dict(column_widths or {}),
         "runsHiddenMode": runs_hidden_mode,
         "compareRunCharts": charts,
         "compareRunSections": sections,
@@ -94,31 +94,29 @@ def section(uuid: str, name: str, display: bool = True) -> dict:
             "isGenerated": False}
 
 
-def _card(kind: str, uuid: str, section_id: str, title: str | None, runs: int) -> dict:
-    card = {"uuid": uuid, "type": kind, "runsCountToCompare": runs, "metricSectionId": section_id,
+def _card(kind: str, uuid: str, section_id: str, runs: int) -> dict:
+    """RunsChartsCardConfig's own fields (its title is the metric's name: 3.17 shows a card's
+    displayName only behind a feature flag, so none is set)."""
+    return {"uuid": uuid, "type": kind, "runsCountToCompare": runs, "metricSectionId": section_id,
             "deleted": False, "isGenerated": False}
-    if title:
-        card["displayName"] = title
-    return card
 
 
-def bar_chart(uuid: str, section_id: str, metric: str, title: str | None = None, runs: int = 100) -> dict:
+def bar_chart(uuid: str, section_id: str, metric: str, runs: int = 100) -> dict:
     """RunsChartsBarCardConfig: one bar per run of `metric`'s latest value."""
-    return {**_card("BAR", uuid, section_id, title, runs), "metricKey": metric}
+    return {**_card("BAR", uuid, section_id, runs), "metricKey": metric}
 
 
-def scatter_chart(uuid: str, section_id: str, x_metric: str, y_metric: str, title: str | None = None,
-                  runs: int = 100) -> dict:
+def scatter_chart(uuid: str, section_id: str, x_metric: str, y_metric: str, runs: int = 100) -> dict:
     """RunsChartsScatterCardConfig: a point per run, metric against metric."""
-    return {**_card("SCATTER", uuid, section_id, title, runs), "xaxis": {"key": x_metric, "type": "METRIC"},
+    return {**_card("SCATTER", uuid, section_id, runs), "xaxis": {"key": x_metric, "type": "METRIC"},
             "yaxis": {"key": y_metric, "type": "METRIC"}}
 
 
 def line_chart(uuid: str, section_id: str, metrics: list[str], x_axis: str = X_TIME_RELATIVE,
-               title: str | None = None, runs: int = 10) -> dict:
+               runs: int = 10) -> dict:
     """RunsChartsLineCardConfig: each run's history of the metrics against time (own x axis, not the
     page's global one)."""
-    return {**_card("LINE", uuid, section_id, title, runs), "metricKey": metrics[0],
+    return {**_card("LINE", uuid, section_id, runs), "metricKey": metrics[0],
             "selectedMetricKeys": list(metrics), "lineSmoothness": 0, "xAxisScaleType": "linear",
             "scaleType": "linear", "range": {}, "xAxisKey": x_axis, "selectedXAxisMetricKey": "",
             "yAxisKey": "metric", "yAxisExpressions": [], "ignoreOutliers": False,
