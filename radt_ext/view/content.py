@@ -44,7 +44,7 @@ TAGS = (
 )
 SWEEP_PARAM_TAG = "sweep.param."
 POWER = "system/gpu0_power_w"
-METRIC_WIDTH, TEXT_WIDTH = 230, 140  # px: a summary's full name shows in its column's header
+METRIC_WIDTH, TEXT_WIDTH = 250, 140  # px: a summary's full name shows in its column's header
 
 
 def order_key(mode: str | None, label: str | None, group: str, index: int | None = None) -> str:
