@@ -220,3 +220,14 @@ def test_ui_on_a_tracking_server_prints_the_links_on_its_address(mlflow_sqlite_s
     assert shown.returncode == 0, shown.stderr
     assert "is a tracking server" in shown.stderr
     assert LINK.search(shown.stdout).group(1).startswith(f"{mlflow_sqlite_server.url}/#/experiments/")
+
+
+def test_ui_on_a_port_in_use_is_one_line(tracking_uri):
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        done = radt("ui", "--port", str(taken.getsockname()[1]))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("Error: port ") and "pass --port" in done.stderr
