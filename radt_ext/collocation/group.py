@@ -437,7 +437,8 @@ class GroupRunner:
         metrics = [Metric(f"summary/{k}", float(v), now, 0) for k, v in summary.items()]
         if recorder.writer.end_run(metrics, tags, status):
             log_report(self.client, self.parent_run_id)  # the children's timelines stacked; never raises
-            view.refresh_quietly(self.client, self.experiment_id)
+            with contextlib.suppress(TimeoutError):  # a server that stopped answering: no view update
+                recorder.writer.call(lambda: view.refresh_quietly(self.client, self.experiment_id), 10.0)
         return GroupResult(self.parent_run_id, g.mode, status, code, t0, makespan, self.results, summary,
                            self.experiment_id)
 

@@ -103,7 +103,7 @@ def _view_links(outcomes) -> None:
         click.echo(f"radt-ext: no comparison view link: {exc}", err=True)
         return
     for name, keys in params.items():
-        experiment = client.get_experiment_by_name(name) if name else client.get_experiment("0")
+        experiment = client.get_experiment_by_name(name)
         if experiment is not None:
             refresh_quietly(client, experiment.experiment_id, sorted(keys))
             click.echo(link_line(uri, experiment.experiment_id), err=True)
