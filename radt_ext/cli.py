@@ -20,6 +20,7 @@ LAZY_COMMANDS = {
     "compare": ("radt_ext.compare.cli", "compare"),
     "collocate": ("radt_ext.collocation.cli", "collocate"),
     "ops": ("radt_ext.ops.cli", "ops"),
+    "ui": ("radt_ext.view.ui", "ui"),
 }
 
 
@@ -117,6 +118,10 @@ def run(listeners, interval, experiment_name, run_name, run_id, tags, command):
             f"{session.spool_path}, not yet in {session.uri} ({session.spooled}); `radt-ext sync` records it there")
     else:
         say(f"radt-ext: run {session.run_id} {session.status()} (exit code {session.returncode})")
+        if session.experiment_id is not None:
+            from radt_ext.view import link_line
+
+            say(link_line(session.uri, session.experiment_id))
     sys.exit(code)
 
 

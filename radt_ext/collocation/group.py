@@ -32,6 +32,7 @@ from radt_ext.store.client import connect, experiment_id_for, tracking_uri
 from radt_ext.run.signals import SignalRelay
 from radt_ext.figures.summaries import E2E, counts_per_s
 from radt_ext.run.watchdog import owner_tags
+from radt_ext import view
 
 DEVICE_LISTENERS = ("nvml", "gpm", "smi", "dcgm", "rapl")
 CHILD_LISTENERS = ("top", "gpu_procs")
@@ -61,6 +62,7 @@ class GroupResult:
     makespan_s: float
     children: list[ChildResult]
     summary: dict[str, float]
+    experiment_id: str | None = None
 
     @property
     def start_skew_s(self) -> float:
@@ -107,6 +109,8 @@ class GroupRunner:
         self.uri = tracking_uri(group.tracking_uri)
         self.client = None
         self.parent_run_id: str | None = None
+        self.experiment_id: str | None = None
+        self.order: tuple[str, str, str] = (group.mode, "", "")
         self.experiment_name: str | None = None
         self.sessions: list[_Session] = []
         self.results: list[ChildResult] = []
@@ -162,7 +166,8 @@ class GroupRunner:
         if names is None:
             names = available(MIG_CHILD_LISTENERS if g.mode == "mig" else CHILD_LISTENERS, target)
         tags = {"collocation.mode": g.mode, "collocation.workload": w.name, "collocation.gpu": w.device,
-                "collocation.index": str(index), **g.child_tags, **w.tags}
+                "collocation.index": str(index), view.ORDER_TAG: view.order_key(*self.order, index),
+                **g.child_tags, **w.tags}
         if g.mode == "mig":
             tags["collocation.mig_device"] = watch
         # the experiment the parent resolved, by name (unique), so no environment variable can part them
@@ -225,6 +230,8 @@ class GroupRunner:
         parent = self.client.create_run(experiment_id, tags={MLFLOW_RUN_NAME: run_name, **owner_tags()},
                                         run_name=run_name)  # owner tags: the next run ends it if we are killed
         self.parent_run_id = parent.info.run_id
+        self.experiment_id = experiment_id
+        self.order = (g.mode, run_name, self.parent_run_id)  # the comparison view: children right after it
         self.echo(f"radt-ext: group {g.mode} run {self.parent_run_id} ({len(g.workloads)} workloads)")
         try:
             watch = ",".join(_visible(d) for d in g.devices) if CPU not in g.devices else ""
@@ -232,6 +239,7 @@ class GroupRunner:
             spec = g.listeners if g.listeners is not None else available(DEVICE_LISTENERS, target)
             listeners, skipped = select_listeners(spec, g.interval, target) if spec else ([], {})
             tags = self._parent_tags()
+            tags[view.ORDER_TAG] = view.order_key(*self.order)
             tags["radt_ext.listeners"] = ",".join(f"{lst.name}:{lst.interval:g}" for lst in listeners)
             for name, why in skipped.items():
                 tags[f"radt_ext.listener_skipped.{name}"] = why[:4000]
@@ -440,7 +448,10 @@ class GroupRunner:
         metrics = [Metric(f"summary/{k}", float(v), now, 0) for k, v in summary.items()]
         if recorder.writer.end_run(metrics, tags, status):
             log_report(self.client, self.parent_run_id)  # the children's timelines stacked; never raises
-        return GroupResult(self.parent_run_id, g.mode, status, code, t0, makespan, self.results, summary)
+            with contextlib.suppress(TimeoutError):  # a server that stopped answering: no view update
+                recorder.writer.call(lambda: view.refresh_quietly(self.client, self.experiment_id), 10.0)
+        return GroupResult(self.parent_run_id, g.mode, status, code, t0, makespan, self.results, summary,
+                           self.experiment_id)
 
 
 def run_group(group: Group, echo=print) -> GroupResult:

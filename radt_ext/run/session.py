@@ -45,6 +45,7 @@ from radt_ext.sampling.recorder import Recorder, select_listeners
 from radt_ext.run.signals import STOP_SIGNALS, SignalRelay
 from radt_ext.run.watchdog import Watchdog, end_orphans, owner_tags
 from radt_ext.run.workload_runs import WorkloadRuns
+from radt_ext import view
 
 log = logging.getLogger(__name__)
 STORE_READ_TIMEOUT_S = 60.0  # a run's report or its own metrics, read back at its end
@@ -231,6 +232,9 @@ class WorkloadSession:
         })
         for name, reason in self._skipped.items():
             tags[f"radt_ext.listener_skipped.{name}"] = reason[:4000]
+        # its place in the comparison view (a collocation child has its group's, in spec.tags)
+        tags[view.ORDER_TAG] = view.order_key(spec.tags.get("collocation.mode"), spec.tags.get("variant")
+                                              or spec.tags.get("recipe") or spec.run_name, f"{time.time():014.3f}")
         tags.update(spec.tags)
         self.log_tags(tags)
         if spec.params:
@@ -442,6 +446,7 @@ class WorkloadSession:
             self.timings["summaries_logged"] = time.time()
             if stored:
                 self._log_report()
+                self._refresh_view()
             self.timings["report_logged"] = time.time()
         if self.watchdog is not None:
             self.watchdog.release()
@@ -481,6 +486,13 @@ class WorkloadSession:
             self._within_store_deadline(lambda: log_report(self.client, self.run_id))
         except TimeoutError as exc:
             log.warning("radt-ext: no report for run %s (%s); the run itself is recorded", self.run_id, exc)
+
+    def _refresh_view(self) -> None:
+        """The experiment's comparison view, brought up to date; never fails the run."""
+        try:
+            self._within_store_deadline(lambda: view.refresh_quietly(self.client, self.experiment_id), 10.0)
+        except TimeoutError as exc:
+            log.warning("radt-ext: the comparison view was not updated (%s)", exc)
 
     def _close_workload_runs(self, status: str) -> None:
         """End the runs the workload opened and log their summaries; skipped with one line when the

@@ -85,12 +85,34 @@ def sweep(file, dry_run, executor, status, cancel, output, **slurm_flags):
     from radt_ext.sweep.executor import results_table
 
     out.show(results_table(outcomes), console, output)
+    _view_links(outcomes)
     if slurm_flags["no_wait"]:
         queued = sum(o.status == "QUEUED" for o in outcomes)
         click.echo(f"{queued} variants queued as Slurm jobs; follow them with: radt-ext sweep {file} --status",
                    err=output != "table")
         return
     _exit(outcomes, len(variants))
+
+
+def _view_links(outcomes) -> None:
+    """The comparison view of each experiment the sweep wrote, with its parameters, and its link."""
+    from radt_ext.store.client import connect, tracking_uri
+    from radt_ext.view import link_line, refresh_quietly
+
+    params: dict[str, set[str]] = {}
+    for o in outcomes:
+        params.setdefault(o.variant.experiment, set()).update(o.variant.setting)
+    uri = tracking_uri()
+    try:
+        client = connect(uri)
+    except UsageError as exc:
+        click.echo(f"radt-ext: no comparison view link: {exc}", err=True)
+        return
+    for name, keys in params.items():
+        experiment = client.get_experiment_by_name(name)
+        if experiment is not None:
+            refresh_quietly(client, experiment.experiment_id, sorted(keys))
+            click.echo(link_line(uri, experiment.experiment_id), err=True)
 
 
 def _exit(outcomes, expected: int) -> None:
@@ -130,6 +152,7 @@ def _run_packed(file, spec, dry_run: bool, console, output: str = "table") -> No
                    err=output != "table")
         return
     out.show(results_table(outcomes), console, output)
+    _view_links(outcomes)
     _exit(outcomes, len(jobs))
 
 

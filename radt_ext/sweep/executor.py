@@ -14,6 +14,7 @@ from radt_ext.sweep import console as out
 from radt_ext.sweep import report as sweep_report
 from radt_ext.sweep.plan import Variant
 from radt_ext.sweep.variant_run import Outcome, baseline, experiment_ids  # noqa: F401  (imported from here)
+from radt_ext import view
 
 
 def finished_parents(client, experiment: str) -> list:
@@ -182,7 +183,10 @@ def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = No
             outcomes.append(Outcome(v, "SKIPPED", done[key(v)], summary=summary_of(client, done[key(v)])))
     todo = [v for v in variants if key(v) not in done]
     for experiment in dict.fromkeys(v.experiment for v in todo):
-        experiment_id_for(client, experiment)  # made here, once: lanes and jobs starting together would race
+        experiment_id = experiment_id_for(client, experiment)  # made here, once: lanes and jobs would race
+        # the comparison view, with the sweep's parameters, before the first run ends
+        view.refresh_quietly(client, experiment_id, sorted({k for v in todo if v.experiment == experiment
+                                                            for k in v.setting}))
     ctx = Context(client, uri, console, changed)
     outcomes += runner.run(todo, ctx) if todo else []
     outcomes.sort(key=lambda o: o.variant.index)
