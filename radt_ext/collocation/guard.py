@@ -1,8 +1,11 @@
 """A guard beside a running collocation group: it keeps each workload's slowdown within a bound.
 
 Every TICK_S it reads each workload's live progress (the records `radt_ext.log_progress` appends to the
-workload's progress file) and compares its rate over the last WINDOW_S with its exclusive run's
-active-phase throughput: live slowdown = alone rate / live rate. A workload above the bound is
+workload's progress file) and compares its rate with its exclusive run's active-phase throughput:
+live slowdown = alone rate / live rate, over its latest WINDOW_S of progress, and since every workload
+of the group began its active phase (the window the group measures slowdowns over; once it is
+MIN_OVERLAP_S long, its own paused seconds left out), so that contention which starts late in a job's
+active phase is caught before it dominates a short overlap. A workload above the bound by either is
 *protected*: every other workload of the group still running is paused (SIGSTOP to its whole process
 tree) until the protected one's active phase ends (its process exits, its phases close, or it reports
 no progress for IDLE_S), then resumed (SIGCONT). A process is never left stopped holding a file lock (a
@@ -17,7 +20,6 @@ Every decision is an Event (time, action, workload, live slowdown, why), for the
 """
 from __future__ import annotations
 
-import os
 import signal
 import threading
 import time
@@ -30,6 +32,7 @@ from radt_ext.workload_api.progress import read_marks
 
 TICK_S = 0.25
 WINDOW_S = 2.0  # the live rate is taken over this much of the workload's latest progress
+MIN_OVERLAP_S = 1.0  # ... and since every workload was active, once that is this long
 IDLE_S = 2.0  # a protected workload without new progress this long has left its active phase
 LOCK_TRIES = 20  # a workload stopped while holding a file lock runs on; tried again this often, ...
 LOCK_RETRY_S = 0.05  # ... this far apart
@@ -61,7 +64,9 @@ class Event:
 class _State:
     seen_until: float = 0.0  # the last progress record evaluated
     last_progress_at: float | None = None  # wall time the newest progress record arrived
+    active_since: float | None = None  # its first progress record or phase mark
     live: float | None = None
+    cum: float | None = None
     live_max: float | None = None
     paused_since: float | None = None
     paused: list[tuple[float, float]] = field(default_factory=list)
@@ -115,11 +120,12 @@ def tree_pids(proc, tree=None) -> list[int]:
 
 class Guard:
     def __init__(self, members: list[Member], bound: float, echo: Callable[[str], None] | None = None,
-                 window_s: float = WINDOW_S, tick_s: float = TICK_S, idle_s: float = IDLE_S):
+                 window_s: float = WINDOW_S, tick_s: float = TICK_S, idle_s: float = IDLE_S,
+                 min_overlap_s: float = MIN_OVERLAP_S):
         self.members = {m.name: m for m in members}
         self.bound = bound
         self.echo = echo or (lambda line: None)
-        self.window_s, self.tick_s, self.idle_s = window_s, tick_s, idle_s
+        self.window_s, self.tick_s, self.idle_s, self.min_overlap_s = window_s, tick_s, idle_s, min_overlap_s
         self.state = {m.name: _State() for m in members}
         self.events: list[Event] = []
         self.protecting: str | None = None
@@ -149,41 +155,63 @@ class Guard:
             try:
                 with self._lock:
                     self.tick(time.time())
-            except Exception as exc:  # the guard must never take the group down; it stops watching
+            except Exception as exc:  # the guard must never take the group down: it lets all run and stops
                 self.events.append(Event(time.time(), "error", "-", None, f"{type(exc).__name__}: {exc}"))
+                with self._lock:
+                    for name in list(self.state):
+                        if self.state[name].paused_since is not None:
+                            self._resume(name, "the guard stopped watching")
                 return
 
     # -- one look -----------------------------------------------------------------------------
-    def live_slowdown(self, name: str, now: float) -> float | None:
-        """The workload's alone rate over its rate in its latest WINDOW_S of progress; None: no new
-        progress since the last look, not a whole window of it yet, or a pause inside the window."""
+    def _read(self, name: str, now: float, marks) -> None:
+        """The workload's progress: when its active phase began, its live slowdown over its latest
+        WINDOW_S of progress (`live`; None: no new progress, not a whole window yet, or a pause of its
+        own inside the window, which would read as a slowdown) and its slowdown since `since`, its
+        paused seconds left out (`cum`: the figure the group measures over its overlap)."""
         m, st = self.members[name], self.state[name]
-        if not m.alone_rate or not m.progress_path:
-            return None
-        marks = read_marks(m.progress_path)
+        st.live = st.cum = None
+        if marks is None:
+            return
         times = marks.progress_times()
-        if not times:
-            return None
+        if not times or not m.alone_rate:
+            return
         last = times[-1]
         if last > st.seen_until:
             st.last_progress_at = now
-        if last <= st.seen_until or last - times[0] < self.window_s:
-            return None
-        start = last - self.window_s
-        if st.paused_since is not None or start < st.resumed_at:
-            return None  # its own pause would read as a slowdown
+        if last <= st.seen_until or st.paused_since is not None:
+            return
         st.seen_until = last
-        done = marks.total_at("samples", last) - marks.total_at("samples", start)
-        rate = done / self.window_s
-        return m.alone_rate / rate if rate > 0 else float("inf")
+        if last - times[0] >= self.window_s and last - self.window_s >= st.resumed_at:
+            done = marks.total_at("samples", last) - marks.total_at("samples", last - self.window_s)
+            st.live = m.alone_rate * self.window_s / done if done > 0 else float("inf")
+            st.live_max = st.live if st.live_max is None else max(st.live_max, st.live)
+        since = self.overlap_since
+        if since is not None and last - since >= self.min_overlap_s:
+            running = last - since - self.paused_s(name, since, last)
+            done = marks.total_at("samples", last) - marks.total_at("samples", since)
+            if running >= self.min_overlap_s:
+                st.cum = m.alone_rate * running / done if done > 0 else float("inf")
+
+    @property
+    def overlap_since(self) -> float | None:
+        """When every workload of the group had begun its active phase (None: not all yet)."""
+        starts = [self.state[n].active_since for n in self.members]
+        return max(starts) if starts and None not in starts else None
 
     def tick(self, now: float) -> None:
-        for name, m in self.members.items():
-            st = self.state[name]
-            live = self.live_slowdown(name, now)
-            if live is not None:
-                st.live = live
-                st.live_max = live if st.live_max is None else max(st.live_max, live)
+        marks = {n: read_marks(m.progress_path) if m.progress_path else None for n, m in self.members.items()}
+        for name, m in self.members.items():  # first when each began: the window the group measures over
+            st, mk = self.state[name], marks[name]
+            if st.active_since is not None:
+                continue
+            starts = (mk.progress_times()[:1] + [t for t, _, e in mk.phases if e == "start"][:1]) if mk else []
+            if starts:
+                st.active_since = min(starts)
+            elif m.alone_rate is None and m.running():
+                st.active_since = now  # it is not watched: its whole run counts as active
+        for name in self.members:
+            self._read(name, now, marks[name])
         if self.protecting is not None:
             if self._left_active(self.protecting, now):
                 done = self.protecting
@@ -192,21 +220,26 @@ class Guard:
                     if self.state[name].paused_since is not None:
                         self._resume(name, f"{done}'s active phase ended")
             return
-        over = [(self.state[n].live, n) for n, m in self.members.items()
-                if m.running() and self.state[n].live is not None and self.state[n].live > self.bound
-                and self.state[n].paused_since is None]
+        over = []
+        for n, m in self.members.items():
+            st = self.state[n]
+            if not m.running() or st.paused_since is not None:
+                continue
+            if st.live is not None and st.live > self.bound:
+                over.append((st.live, n, f"slowdown over the last {self.window_s:g} s > {self.bound:g}"))
+            elif st.cum is not None and st.cum > self.bound:
+                over.append((st.cum, n, f"slowdown since every job was active > {self.bound:g}"))
         if not over:
             return
-        live, name = max(over)
+        live, name, why = max(over)
         others = [n for n, m in self.members.items() if n != name and m.running()]
         if not others:
             return
-        self.events.append(Event(now, "over", name, live, f"slowdown over the last {self.window_s:g} s "
-                                                           f"> {self.bound:g}"))
+        self.events.append(Event(now, "over", name, live, why))
         self.echo(f"radt-ext guard: {name} live slowdown {live:.2f} > {self.bound:g}: pausing "
                   f"{', '.join(others)}")
         self.protecting = name
-        self.state[name].live = None
+        self.state[name].live = self.state[name].cum = None
         for other in others:
             self._pause(other, f"{name} is at {live:.2f} > {self.bound:g}", live)
 

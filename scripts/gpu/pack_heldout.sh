@@ -20,8 +20,8 @@
 set -u
 export PYTHONUNBUFFERED=1
 REPO=$PWD
-RESULTS=${RESULTS:-/tmp/pack_heldout_results}; BUDGET_S=${BUDGET_S:-280}
 DRY=${DRY:-0}
+RESULTS=${RESULTS:-/tmp/pack_heldout_results}; BUDGET_S=${BUDGET_S:-$([ "$DRY" = 1 ] && echo 900 || echo 280)}
 BOUND=${PACK_BOUND:-1.5}
 MODES=${PACK_MODES:-naive,mps}
 mkdir -p "$RESULTS"

@@ -149,3 +149,42 @@ def test_a_guarded_group_leaves_the_pauses_out_of_the_slowdown_and_says_what_it_
 def test_a_bad_guard_bound_is_one_line_before_anything_runs(tracking_uri):
     with pytest.raises(UsageError, match="guard slowdown 0.5 is not a bound"):
         run_group(Group("naive", [Workload("a", job(1), device="cpu")], guard_slowdown=0.5))
+
+
+def test_contention_that_starts_late_is_caught_over_the_window_the_group_measures(tmp_path):
+    """The victim's last 10 s look fine on average, but since its companion began its active phase it
+    has run at half its alone rate: the slowdown the group will measure over their overlap."""
+    import json
+
+    base = time.time() - 10
+    victim, companion = tmp_path / "victim.jsonl", tmp_path / "companion.jsonl"
+    # victim: 20 samples/s alone-like for 8 s, then 10 samples/s for 1.5 s (from when the companion starts)
+    rows, n = [], 0.0
+    for k in range(1, 81):
+        n += 2.0
+        rows.append({"pid": 1, "t": base + k * 0.1, "samples": n})
+    for k in range(1, 16):
+        n += 1.0
+        rows.append({"pid": 1, "t": base + 8.0 + k * 0.1, "samples": n})
+    victim.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    companion.write_text(json.dumps({"pid": 2, "t": base + 8.0, "samples": 1.0}) + "\n")
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
+    done = []
+    try:
+        g = guard_mod.Guard([guard_mod.Member("victim", str(victim), 20.0, pids=lambda: [],
+                                              running=lambda: not done),
+                             member("companion", sleeper, str(companion), None)], 1.5, window_s=10.0)
+        g.tick(time.time())
+        assert g.overlap_since == pytest.approx(base + 8.0)
+        assert g.state["victim"].live is None  # over its last 10 s: 175 samples in 9.5 s, within the bound
+        assert [(e.action, e.name) for e in g.events] == [("over", "victim"), ("pause", "companion")]
+        assert g.events[0].live_slowdown == pytest.approx(2.0)  # 1.5 s at 10/s against 20/s alone
+        assert g.events[0].why == "slowdown since every job was active > 1.5"
+        assert psutil.Process(sleeper.pid).status() == psutil.STATUS_STOPPED
+        done.append(True)  # the victim's process ended
+        g.tick(time.time())
+        assert psutil.Process(sleeper.pid).status() != psutil.STATUS_STOPPED
+        assert [e.action for e in g.events][-1] == "resume" and g.paused_s("companion") > 0
+    finally:
+        sleeper.kill()
+        sleeper.wait()
