@@ -217,6 +217,7 @@ def test_an_mps_group_runs_with_the_planned_thread_percentages(tmp_path, trackin
     ("", "packed", "queue.yaml: schedule: 'packed' is not a schedule; use one of pack"),
     ("pack: {mps_thread_percentage: 150}\n", "pack", "pack.mps_thread_percentage: expected auto, none or a whole"),
     ("pack: {max_gpus: 2}\n", "pack", "pack.max_gpus: unknown field; use one of max_jobs_per_gpu"),
+    ("pack: {guard: maybe}\n", "pack", "pack.guard: expected true or false, got 'maybe'"),
 ])
 def test_bad_input_is_one_line_before_anything_runs(tmp_path, two_gpus, extra, schedule, message):
     path = spec(tmp_path, {"a": "--seconds 0.3"}, extra=extra, schedule=schedule)
