@@ -284,7 +284,7 @@ class GroupRunner:
                 started = [(s, r) for s, r in zip(self.sessions, self.results) if self._start(s, r, t0)]
                 if g.guard_slowdown is not None and not self.stopping:
                     self.guard = guard_mod.Guard([self._member(s, r) for s, r in started], g.guard_slowdown,
-                                                 echo=self.echo).start()
+                                                 echo=self.echo, lock_paths=_store_files(self.uri)).start()
                 threads = [threading.Thread(target=self._wait_and_finish, args=(s, r), daemon=True)
                            for s, r in started]
                 for t in threads:
@@ -497,6 +497,15 @@ class GroupRunner:
         if recorder.writer.end_run(metrics, tags, status):
             log_report(self.client, self.parent_run_id)  # the children's timelines stacked; never raises
         return GroupResult(self.parent_run_id, g.mode, status, code, t0, makespan, self.results, summary)
+
+
+def _store_files(uri: str) -> list[str]:
+    """The files of a local SQLite store (a workload stopped holding a lock on one stalls every writer);
+    none for a store behind a server."""
+    if not uri.startswith("sqlite:///"):
+        return []
+    path = uri[len("sqlite:///"):].split("?")[0]
+    return [path, f"{path}-journal", f"{path}-wal", f"{path}-shm"]
 
 
 def _with_pauses(slowdown: float, basis: str, summary: dict[str, float]) -> float | None:

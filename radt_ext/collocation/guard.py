@@ -8,9 +8,9 @@ MIN_OVERLAP_S long, its own paused seconds left out), so that contention which s
 active phase is caught before it dominates a short overlap. A workload above the bound by either is
 *protected*: every other workload of the group still running is paused (SIGSTOP to its whole process
 tree) until the protected one's active phase ends (its process exits, its phases close, or it reports
-no progress for IDLE_S), then resumed (SIGCONT). A process is never left stopped holding a file lock (a
-SQLite store's): the guard looks in /proc/locks after stopping it and, where it holds one, lets it run
-on and tries again shortly.
+no progress for IDLE_S), then resumed (SIGCONT). A process is never left stopped holding a lock on the
+files given (a SQLite store's; any file where none are given): the guard looks in /proc/locks after
+stopping it and, where it holds one, lets it run on and tries again shortly.
 
 A paused workload is held back as a job waiting in a queue is: the seconds it spends paused are its
 `paused` intervals, which the group leaves out of its slowdown (and keeps in its wall time).
@@ -20,6 +20,7 @@ Every decision is an Event (time, action, workload, live slowdown, why), for the
 """
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -73,22 +74,42 @@ class _State:
     resumed_at: float = 0.0
 
 
-def locked_pids() -> set[int]:
-    """Processes holding a file lock (Linux /proc/locks); empty where that cannot be read."""
+def _file_ids(paths) -> set[tuple[int, int, int]]:
+    out = set()
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        out.add((os.major(st.st_dev), os.minor(st.st_dev), st.st_ino))
+    return out
+
+
+def locked_pids(paths: list[str] | None = None) -> set[int]:
+    """Processes holding a file lock (Linux /proc/locks): on any file, or only on `paths`; empty where
+    that cannot be read."""
     try:
         with open("/proc/locks") as fh:
             lines = fh.read().splitlines()
     except OSError:
         return set()
+    wanted = _file_ids(paths) if paths is not None else None
     out = set()
     for line in lines:
         parts = line.split()
-        if "->" in parts:  # a waiter, not a holder
+        if "->" in parts or len(parts) < 6:  # a waiter, not a holder
             continue
-        for p in parts[4:6]:
-            if p.isdigit():
-                out.add(int(p))
-                break
+        pid, where = parts[4], parts[5]
+        if not pid.isdigit():
+            continue
+        if wanted is not None:
+            try:
+                major, minor, inode = where.split(":")
+                if (int(major, 16), int(minor, 16), int(inode)) not in wanted:
+                    continue
+            except ValueError:
+                continue
+        out.add(int(pid))
     return out
 
 
@@ -121,11 +142,12 @@ def tree_pids(proc, tree=None) -> list[int]:
 class Guard:
     def __init__(self, members: list[Member], bound: float, echo: Callable[[str], None] | None = None,
                  window_s: float = WINDOW_S, tick_s: float = TICK_S, idle_s: float = IDLE_S,
-                 min_overlap_s: float = MIN_OVERLAP_S):
+                 min_overlap_s: float = MIN_OVERLAP_S, lock_paths: list[str] | None = None):
         self.members = {m.name: m for m in members}
         self.bound = bound
         self.echo = echo or (lambda line: None)
         self.window_s, self.tick_s, self.idle_s, self.min_overlap_s = window_s, tick_s, idle_s, min_overlap_s
+        self.lock_paths = lock_paths  # a stopped process may hold no lock on these (None: on any file)
         self.state = {m.name: _State() for m in members}
         self.events: list[Event] = []
         self.protecting: str | None = None
@@ -263,7 +285,7 @@ class Guard:
             if not pids:
                 return
             stopped = signal_pids(pids, signal.SIGSTOP)
-            if not set(stopped) & locked_pids():
+            if not set(stopped) & locked_pids(self.lock_paths):
                 st.paused_since = time.time()
                 self.events.append(Event(st.paused_since, "pause", name, live, why))
                 return

@@ -89,6 +89,8 @@ def test_a_job_holding_a_file_lock_is_not_left_stopped(tmp_path):
     try:
         assert holder.stdout.readline().strip() == "locked"
         assert holder.pid in guard_mod.locked_pids()
+        assert holder.pid in guard_mod.locked_pids([str(tmp_path / "lock")])
+        assert holder.pid not in guard_mod.locked_pids([str(tmp_path / "store.db")])  # not a lock on the store
         g = guard_mod.Guard([member("h", holder, None, None)], 1.5)
         g._pause("h", "test", None)
         assert psutil.Process(holder.pid).status() != psutil.STATUS_STOPPED
