@@ -8,7 +8,8 @@ MIN_OVERLAP_S long, its own paused seconds left out), so that contention which s
 active phase is caught before it dominates a short overlap. A workload above the bound by either is
 *protected*: every other workload of the group still running is paused (SIGSTOP to its whole process
 tree) until the protected one's active phase ends (its process exits, its phases close, or it reports
-no progress for IDLE_S), then resumed (SIGCONT). A process is never left stopped holding a lock on the
+no progress for IDLE_S) or a whole WINDOW_S with them paused still finds it beyond the bound (what slows
+it is not in this group: it is not protected again), then resumed (SIGCONT). A process is never left stopped holding a lock on the
 files given (a SQLite store's; any file where none are given): the guard looks in /proc/locks after
 stopping it and, where it holds one, lets it run on and tries again shortly.
 
@@ -67,6 +68,7 @@ class _State:
     last_progress_at: float | None = None  # wall time the newest progress record arrived
     active_since: float | None = None  # its first progress record or phase mark
     live: float | None = None
+    live_from: float = 0.0  # the start of the window `live` was read over
     cum: float | None = None
     live_max: float | None = None
     paused_since: float | None = None
@@ -151,6 +153,8 @@ class Guard:
         self.state = {m.name: _State() for m in members}
         self.events: list[Event] = []
         self.protecting: str | None = None
+        self.protected_at = 0.0
+        self.unhelped: set[str] = set()  # pausing the others did not help them: never protected again
         self.t0 = time.time()
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -207,6 +211,7 @@ class Guard:
         if last - times[0] >= self.window_s and last - self.window_s >= st.resumed_at:
             done = marks.total_at("samples", last) - marks.total_at("samples", last - self.window_s)
             st.live = m.alone_rate * self.window_s / done if done > 0 else float("inf")
+            st.live_from = last - self.window_s
             st.live_max = st.live if st.live_max is None else max(st.live_max, st.live)
         since = self.overlap_since
         if since is not None and last - since >= self.min_overlap_s:
@@ -235,17 +240,25 @@ class Guard:
         for name in self.members:
             self._read(name, now, marks[name])
         if self.protecting is not None:
-            if self._left_active(self.protecting, now):
-                done = self.protecting
-                self.protecting = None
-                for name in list(self.state):
-                    if self.state[name].paused_since is not None:
-                        self._resume(name, f"{done}'s active phase ended")
+            done, st = self.protecting, self.state[self.protecting]
+            if self._left_active(done, now):
+                why = f"{done}'s active phase ended"
+            elif st.live is not None and st.live_from >= self.protected_at and st.live > self.bound:
+                # a whole window with the others paused and still beyond: what slows it is not this group
+                self.unhelped.add(done)
+                why = f"pausing did not help {done} (live {st.live:.2f} with the others paused)"
+                self.events.append(Event(now, "unhelped", done, st.live, why))
+            else:
+                return
+            self.protecting = None
+            for name in list(self.state):
+                if self.state[name].paused_since is not None:
+                    self._resume(name, why)
             return
         over = []
         for n, m in self.members.items():
             st = self.state[n]
-            if not m.running() or st.paused_since is not None:
+            if not m.running() or st.paused_since is not None or n in self.unhelped:
                 continue
             if st.live is not None and st.live > self.bound:
                 over.append((st.live, n, f"slowdown over the last {self.window_s:g} s > {self.bound:g}"))
@@ -260,7 +273,7 @@ class Guard:
         self.events.append(Event(now, "over", name, live, why))
         self.echo(f"radt-ext guard: {name} live slowdown {live:.2f} > {self.bound:g}: pausing "
                   f"{', '.join(others)}")
-        self.protecting = name
+        self.protecting, self.protected_at = name, now
         self.state[name].live = self.state[name].cum = None
         for other in others:
             self._pause(other, f"{name} is at {live:.2f} > {self.bound:g}", live)

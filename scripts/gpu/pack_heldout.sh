@@ -31,12 +31,12 @@ SILENT="python3 $REPO/examples/pack_heldout/silent.py"
 if [ "$DRY" = 1 ]; then
   export PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH}
   DRY=$REPO/listeners/traces/h200x2_derived.json
-  JOB_S=1; SMALL="--small --device cpu"; WORKERS=1; MM=64; ROWS=10; SILENT_W=64
+  JOB_S=${JOB_S:-4}; SMALL="--small --device cpu"; WORKERS=1; MM=64; ROWS=10; SILENT_W=64
   LIMIT_ALONE=420; LIMIT_PACKED=300
 else
   unset DRY
   export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$REPO
-  JOB_S=6; SMALL=""; WORKERS=4; MM=4096; ROWS=2000; SILENT_W=2048
+  JOB_S=${JOB_S:-6}; SMALL=""; WORKERS=4; MM=4096; ROWS=2000; SILENT_W=2048
   LIMIT_ALONE=150; LIMIT_PACKED=110
   # the MPS daemons' private directories (one per GPU under these; never the host's default daemon)
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/pack_heldout_mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/pack_heldout_mps/log

@@ -266,7 +266,7 @@ def test_a_guarded_group_pauses_the_companion_of_a_job_beyond_the_bound_and_says
     assert group.data.tags["pack.guard"] == "on" and group.data.tags["pack.reason"].endswith("; guarded")
     text = group.data.tags["collocation.guard"]
     assert text.startswith("max slowdown 1.5: ") and " over a-0 live " in text and " pause b-1 " in text
-    assert " resume b-1: a-0's active phase ended" in text
+    assert " resume b-1: " in text
     kids = {k.data.tags["collocation.workload"]: k for k in
             client.search_runs([exp], f"tags.`mlflow.parentRunId` = '{group.info.run_id}'")}
     assert kids["b-1"].data.metrics["summary/guard_paused_s"] > 0
