@@ -5,7 +5,7 @@
 # recommender with 2M-row tables, and a user's MLP script that imports nothing of radt-ext and logs
 # nothing), run twice through `radt-ext sweep --executor pack`:
 #   1. alone: `pack: {max_jobs_per_gpu: 1}`: one job per GPU at a time; these runs are the profiles, and
-#      each job's first run works for JOB_S seconds and writes how many steps that was (later runs of
+#      each job's first run works for JOB_S seconds (6; DRY 4) and writes how many steps that was (later runs of
 #      the same command do that many: a fixed amount of work, so sharing lengthens it);
 #   2. packed: the same queue again, packed under max_slowdown PACK_BOUND (1.5) in PACK_MODES (naive,mps)
 #      with the guard on (a job whose live progress falls beyond the bound has its companions paused).
@@ -16,7 +16,8 @@
 # DRY=1: the same flow on the CPU (NVML replayed from the derived 2-GPU trace, tiny CPU versions of the
 # jobs); it proves the commands and paths, not any GPU figure.
 # Expected wall time on 2 H100s: about 3-4 minutes (alone ~100 s, packed ~60 s; each step is capped and
-# the total stays inside BUDGET_S).
+# the total stays inside BUDGET_S, 280 by default; 900 for DRY). Uses /tmp/pack_heldout and its own MPS
+# directories (/tmp/pack_heldout_mps); both GPUs, so not beside another script that uses them.
 set -u
 export PYTHONUNBUFFERED=1
 REPO=$PWD
