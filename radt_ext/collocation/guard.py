@@ -219,6 +219,7 @@ class Guard:
             done = marks.total_at("samples", last) - marks.total_at("samples", since)
             if running >= self.min_overlap_s:
                 st.cum = m.alone_rate * running / done if done > 0 else float("inf")
+                st.live_max = st.cum if st.live_max is None else max(st.live_max, st.cum)
 
     @property
     def overlap_since(self) -> float | None:
