@@ -348,3 +348,27 @@ def test_attribution_pairs_reads_the_driver_ticks_of_the_h100_recording(tmp_path
         assert sum(s["named"].values()) == s["busy_ticks_while_all_busy"]
         assert sum(int(k) * v for k, v in s["run_lengths"].items()) == s["busy_ticks_while_all_busy"]
     assert "at most 1 process(es) named in one tick" in (tmp_path / "attribution_pairs.md").read_text()
+
+
+def test_pack_heldout_checks_the_bound_with_its_tolerance_and_shows_the_guards_account():
+    from benchmarks.pack_heldout import markdown, verdict
+
+    def job(name, slowdown, paused=0.0):
+        return {"name": name, "alone": {"active_s": 6.0, "duration_s": 14.0, "energy_j": 900.0},
+                "packed": {"slowdown": slowdown, "mode": "mps", "gpu": "0", "guard_paused_s": paused,
+                           "predicted_slowdown": 1.2, "launch_bound": name == "infer4"}}
+    steps = {"alone": {"makespan_s": 100.0, "groups": 10, "jobs": 10, "finished": 10, "gpu_energy_j": 9000.0,
+                       "modes": ["exclusive"]},
+             "packed": {"makespan_s": 65.0, "groups": 5, "jobs": 10, "finished": 10, "gpu_energy_j": 7000.0,
+                        "modes": ["exclusive", "mps"],
+                        "guard": {"mps 2 jobs: infer4-5 + cnn128-3": "max slowdown 1.5: 2.3s over infer4-5 live 2.41"}}}
+    fig = {"steps": steps, "jobs": {"a": job("infer4", 1.64), "b": job("cnn128", 1.1, paused=4.0)},
+           "makespan_ratio": 0.65, "max_slowdown_measured": 1.64}
+    v = verdict(fig, 1.5)
+    assert v["bound_kept"] and v["makespan_goal_met"] and v["paused_jobs"] == 1  # 1.64 <= 1.1 x 1.5
+    fig["jobs"]["a"]["packed"]["slowdown"] = 1.7
+    fig["verdict"] = v = verdict(fig, 1.5)
+    assert not v["bound_kept"] and v["over_tolerance"] == [("infer4", 1.7)]
+    text = markdown(fig, 1.5)
+    assert "NOT kept: infer4 1.70" in text and "- mps 2 jobs: infer4-5 + cnn128-3: max slowdown 1.5: 2.3s over" in text
+    assert "| infer4 | mps (0) | yes |" in text

@@ -216,6 +216,7 @@ def test_an_mps_group_runs_with_the_planned_thread_percentages(tmp_path, trackin
     ("", "packed", "queue.yaml: schedule: 'packed' is not a schedule; use one of pack"),
     ("pack: {mps_thread_percentage: 150}\n", "pack", "pack.mps_thread_percentage: expected auto, none or a whole"),
     ("pack: {max_gpus: 2}\n", "pack", "pack.max_gpus: unknown field; use one of max_jobs_per_gpu"),
+    ("pack: {guard: maybe}\n", "pack", "pack.guard: expected true or false, got 'maybe'"),
 ])
 def test_bad_input_is_one_line_before_anything_runs(tmp_path, two_gpus, extra, schedule, message):
     path = spec(tmp_path, {"a": "--seconds 0.3"}, extra=extra, schedule=schedule)
@@ -247,3 +248,31 @@ def test_the_queue_runs_with_plain_output_where_rich_is_missing(tmp_path, tracki
     assert [o.status for o in outcomes] == ["FINISHED", "FINISHED"]
     err = capsys.readouterr().err
     assert "gpu cpu: alone: a-0: no exclusive profile in the store" in err and "sweep queue: report" in err
+
+
+def test_a_guarded_group_pauses_the_companion_of_a_job_beyond_the_bound_and_says_so(tmp_path, two_gpus):
+    path = tmp_path / "queue.yaml"
+    path.write_text(open(spec(tmp_path, {"a": "--seconds 3", "b": "--seconds 4"})).read()
+                    .replace('devices: ["0", "1"]', 'devices: ["0"]'))
+    client = MlflowClient(two_gpus)
+    for v in queue.job_variants(load(str(path))):  # a's profile did far more alone than it can here
+        log_profile(two_gpus, "queue", v.workloads[0].key, LIGHT, whole=LIGHT, throughput=1e6 if v.index == 0 else 1.0)
+    done = radt("sweep", str(path), env={"COLUMNS": "250"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "radt-ext guard: a-0 live slowdown" in done.stdout + done.stderr
+    exp = client.get_experiment_by_name("queue").experiment_id
+    (group,) = client.search_runs([exp], "tags.`collocation.size` = '2'")
+    assert group.data.tags["pack.guard"] == "on" and group.data.tags["pack.reason"].endswith("; guarded")
+    text = group.data.tags["collocation.guard"]
+    assert text.startswith("max slowdown 1.5: ") and " over a-0 live " in text and " pause b-1 " in text
+    assert " resume b-1: " in text
+    kids = {k.data.tags["collocation.workload"]: k for k in
+            client.search_runs([exp], f"tags.`mlflow.parentRunId` = '{group.info.run_id}'")}
+    assert kids["b-1"].data.metrics["summary/guard_paused_s"] > 0
+    assert kids["a-0"].data.metrics["summary/guard_live_slowdown_max"] > 1.5
+    # what the next plan learns: together, a ran beyond the bound (as the guard read it live)
+    measured = profiles.read(client, "queue").groups[0]
+    assert measured.guarded and max(measured.slowdowns[kids["a-0"].data.tags["sweep.workload_hash"]]) > 1.5
+    report = client.search_runs([exp], "tags.`sweep.role` = 'report'")[0]
+    html = open(os.path.join(report.info.artifact_uri.replace("file://", ""), "radt_ext_sweep_report.html")).read()
+    assert "guard: paused s" in html and "pause b-1" in html
