@@ -385,3 +385,15 @@ def test_ops_host_moves_by_a_ratio_of_two_hosts_measured_the_same_way():
     # one kind over the other would have applied neither machine's ratio
     mixed = host.ratio(records["H100"], command["H200"], "inference")
     assert not math.isclose(mixed, host.ratio(command["H100"], command["H200"], "inference"), rel_tol=0.05)
+
+
+def test_ops_host_report_prints_the_committed_figures():
+    env = dict(os.environ, PYTHONPATH=REPO)
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.ops_host", "report"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for line in ("== 1. The hosts ==", "by the profiles' records", "host-aware, target's host measured: H200->H100",
+                 "second suite, host-aware:", "H200: repeat set, time per step, two fresh processes"):
+        assert line in proc.stdout, line
+    # what docs/ops.md quotes is what the committed data gives
+    assert proc.stdout == open(os.path.join(REPO, "docs", "ops", "host", "report.txt")).read()
