@@ -9,9 +9,10 @@ suite2.csv.gz, repeat1.csv.gz, repeat2.csv.gz, rounds.csv.gz) and OUT (the datas
 `heldout/lofo.json` for the interval's error, `heldout/h100|h200` for the first suite) and prints:
 
 1. the two hosts: each one's benchmark and their ratio per phase;
-2. the second suite moved each way between the machines by the host-aware predictor (the target's host its
-   own benchmark, as a user measures theirs with `radt-ext ops host`), by the same with the target's host
-   unknown (the source's assumed), and by the host-blind predictor before it: median, 90th percentile and
+2. the second suite moved each way between the machines by the host-aware predictor (both hosts as
+   `radt-ext ops host` measured them on each machine: the ratio of section 1), by the same with both hosts as
+   their profiles recorded them, by the same with the target's host unknown (the source's assumed), and by
+   the host-blind predictor before it: median, 90th percentile and
    largest |error| of time and energy per step, how often the measured value fell inside the interval, and
    every case where the prediction ranked the two GPUs against what both measured beyond its interval;
 3. the first held-out suite (examples/heldout) the same way, from its committed profiles (measured before
@@ -60,9 +61,16 @@ def load_machine(folder: Path, gpu: str) -> dict:
     return out
 
 
-def move(models, both: pd.DataFrame, error: tuple[float, float], hosts: dict[str, dict]) -> pd.DataFrame:
-    """Every configuration measured on both machines moved each way by three predictors: host-aware with the
-    target's own benchmark (`aware`), host-aware with the target's host unknown (`assumed`), host-blind (`blind`)."""
+def move(models, both: pd.DataFrame, error: tuple[float, float], hosts: dict[str, dict],
+         records: dict[str, dict] | None = None) -> pd.DataFrame:
+    """Every configuration measured on both machines moved each way by host-aware predictors and the host-blind
+    one (`blind`). Host-aware: `aware`, both machines' hosts as `radt-ext ops host` measured them (`hosts`: the
+    ratio section 1 prints); `records`, both as their profiles recorded them (`records`: each machine's median
+    profile record, as `best-gpu --host GPU` takes it from a dataset; left out where None); `assumed`, the
+    target's host unknown (the source's stands for it). The two hosts of a ratio always come from the same
+    kind of measurement: a profile's record is taken in a warm profiling process and the command's in a fresh
+    one, and on one machine the two differed by up to 1.5x, so a ratio of one kind over the other is neither
+    machine's."""
     from radt_ext.ops import predict
 
     rows = []
@@ -75,7 +83,11 @@ def move(models, both: pd.DataFrame, error: tuple[float, float], hosts: dict[str
             src_t, src_e = predict._net(by_gpu[a])
             base = {**dict(zip(CONFIG, key)), "source": a, "target": b, "time_ms": t, "energy_mj": e,
                     "source_time_ms": src_t, "source_energy_mj": src_e}
-            for name, kwargs in (("aware", {"target_host": hosts[b]}), ("assumed", {}), ("blind", {"use_host": False})):
+            predictors = [("aware", {"target_host": hosts[b], "source_host": hosts[a]}), ("assumed", {}),
+                          ("blind", {"use_host": False})]
+            if records is not None:
+                predictors.insert(1, ("records", {"target_host": records[b], "source_host": records[a]}))
+            for name, kwargs in predictors:
                 pred = predict.predict(models, by_gpu[a], a, b, error=error, **kwargs)
                 rows.append({**base, "predictor": name, "pred_time_ms": pred.time_ms, "pred_energy_mj": pred.energy_mj,
                              "source_spread": pred.spread + pred.host_error,
@@ -203,18 +215,31 @@ def report(out: Path, folders: dict[str, Path]) -> dict:
     print("H200 machine's host over the H100 machine's, per operation: "
           + ", ".join(f"{p} {v:.3f}" for p, v in ratio.items()))
     summary["host_ratio"] = ratio
+    records = {g: predict.machine_host(m["suite2"], g) for g, m in machines.items() if "suite2" in m}
+    if len(records) == len(machines) and all(records.values()):
+        for g, r in records.items():
+            print(f"{g} machine, its second-suite profiles' own records (median): {hosts.label(r)}; "
+                  + ", ".join(f"{k} {r[k]:.2f}" for k in hosts.FIGURES if math.isfinite(r.get(k, math.nan))))
+        rec_ratio = {p: hosts.ratio(records["H100"], records["H200"], p) for p in ("inference", "training")}
+        print("H200 machine's host over the H100 machine's, by the profiles' records: "
+              + ", ".join(f"{p} {v:.3f}" for p, v in rec_ratio.items()))
+        summary["host_ratio_records"] = rec_ratio
+    else:
+        records = None
 
     models = predict.fit(ds.load(out / "dataset.csv.gz"))
     error = tuple(json.loads((out / "heldout" / "lofo.json").read_text())["interval"][m] for m in ("time", "energy"))
     print("\n== 2. The second suite (examples/unseen, written after the predictor was chosen), both machines ==")
     suite2 = pd.concat([m["suite2"] for m in machines.values() if "suite2" in m], ignore_index=True)
-    res = move(models, suite2, error, {g: m["host"] for g, m in machines.items()})
+    res = move(models, suite2, error, {g: m["host"] for g, m in machines.items()}, records)
     if res.empty:
         print("no configuration of the second suite measured on both machines")
         return summary
     for name, what in (("blind", "host-blind (before)"), ("assumed", "host-aware, target's host unknown"),
+                       ("records", "host-aware, both hosts by their profiles' records"),
                        ("aware", "host-aware, target's host measured")):
-        summary[f"suite2_{name}"] = print_errors(res[res.predictor == name], error, what)
+        if (res.predictor == name).any():
+            summary[f"suite2_{name}"] = print_errors(res[res.predictor == name], error, what)
     aware = res[res.predictor == "aware"].copy()
     blind = res[res.predictor == "blind"][CONFIG + ["source", "target", "pred_time_ms", "time_error"]]
     aware = aware.merge(blind, on=CONFIG + ["source", "target"], suffixes=("", "_blind"))

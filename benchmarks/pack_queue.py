@@ -31,8 +31,8 @@ def _span(runs) -> tuple[float, float] | None:
     return (min(r.info.start_time for r in runs) / 1000.0, max(ends) / 1000.0) if runs and ends else None
 
 
-def collect(client, steps: dict[str, list[float]]) -> dict:
-    exp = client.get_experiment_by_name(EXPERIMENT)
+def collect(client, steps: dict[str, list[float]], experiment: str = EXPERIMENT) -> dict:
+    exp = client.get_experiment_by_name(experiment)
     runs = client.search_runs([exp.experiment_id], "", max_results=10000) if exp else []
     out: dict = {"steps": {}, "jobs": {}}
     for step, (t0, t1) in steps.items():
@@ -47,6 +47,9 @@ def collect(client, steps: dict[str, list[float]]) -> dict:
             "jobs": len(kids), "finished": sum(r.info.status == "FINISHED" for r in kids),
             "gpu_energy_j": sum(e for e in energy if e is not None), "groups_without_energy": energy.count(None),
             "modes": sorted({r.data.tags.get("collocation.mode", "?") for r in parents}),
+            # what the guard did in each shared group (collocation/guard.py)
+            "guard": {r.data.tags.get("pack.decision", r.info.run_id): r.data.tags["collocation.guard"]
+                      for r in parents if "collocation.guard" in r.data.tags},
         }
         for k in kids:
             m, t = k.data.metrics, k.data.tags
@@ -58,7 +61,11 @@ def collect(client, steps: dict[str, list[float]]) -> dict:
                          "energy_j": m.get("summary/gpu_energy_attributed_j"),
                          "predicted_slowdown": _f(t.get("pack.predicted_slowdown")),
                          "predicted_wall_s": _f(t.get("pack.predicted_wall_s")),
-                         "predicted_energy_j": _f(t.get("pack.predicted_energy_j")), "decision": t.get("pack.decision")}
+                         "predicted_energy_j": _f(t.get("pack.predicted_energy_j")), "decision": t.get("pack.decision"),
+                         "slowdown_with_pauses": m.get("summary/slowdown_with_pauses_ratio"),
+                         "guard_paused_s": m.get("summary/guard_paused_s"),
+                         "guard_live_max": m.get("summary/guard_live_slowdown_max"),
+                         "launch_bound": t.get("pack.launch_bound") == "true"}
     a, p = out["steps"].get("alone", {}), out["steps"].get("packed", {})
     if a.get("makespan_s") and p.get("makespan_s"):
         out["makespan_ratio"] = p["makespan_s"] / a["makespan_s"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-from listeners.base import Listener, Target
+from listeners.base import Listener, ListenerError, Target
 
 # name -> "module:Class"
 LISTENERS: dict[str, str] = {
@@ -92,10 +92,27 @@ def parse_interval(text: str, where: str = "interval") -> float:
     return value
 
 
-def check_target(target: Target) -> None:
+def _smi_lists_gpus() -> bool:
+    """Whether `nvidia-smi -L` names a GPU (asked only where NVML does not start)."""
+    import shutil
+    import subprocess
+
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return False
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=15)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0 and any(line.startswith("GPU ") for line in out.stdout.splitlines())
+
+
+def check_target(target: Target, require_gpu: bool = False) -> None:
     """Raise ListenerError (one line) when CUDA_VISIBLE_DEVICES names a GPU that does not exist.
 
-    Checked only where NVML starts; elsewhere the GPU listeners are simply unavailable.
+    Checked where NVML starts; elsewhere the GPU listeners are simply unavailable, unless
+    `require_gpu` (a GPU named as the device to run on): then a machine where NVML does not start
+    and `nvidia-smi -L` lists no GPU has no such GPU either.
     """
     if not target.cuda_visible_devices:
         return
@@ -105,7 +122,11 @@ def check_target(target: Target) -> None:
 
         nv = nvml()
         nv.nvmlInit()
-    except Exception:
+    except Exception as exc:
+        if require_gpu and not _smi_lists_gpus():
+            why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ListenerError(f"this machine has no GPU (NVML does not start: {why}; nvidia-smi lists none)") \
+                from None
         return
     try:
         devices.resolve(target.cuda_visible_devices)

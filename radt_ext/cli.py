@@ -21,6 +21,7 @@ LAZY_COMMANDS = {
     "collocate": ("radt_ext.collocation.cli", "collocate"),
     "ops": ("radt_ext.ops.cli", "ops"),
     "compact": ("radt_ext.store.compact", "compact"),
+    "ui": ("radt_ext.view.ui", "ui"),
 }
 
 
@@ -107,13 +108,25 @@ def run(listeners, interval, experiment_name, run_name, run_id, tags, full_rate_
                         run_name=run_name, run_id=run_id, tags=_tags(tags),
                         full_rate_store=True if full_rate_store else None)
     session = WorkloadSession(spec)
+
+    def announce(s):
+        if not s.spooled:
+            say(f"radt-ext: run {s.run_id} in experiment {s.experiment_id} at {s.uri}")
+
     try:
-        code = session.run(announce=lambda s: say(f"radt-ext: run {s.run_id} in experiment {s.experiment_id} "
-                                                  f"at {s.uri}"))
+        code = session.run(announce=announce)
     except Interrupted as exc:
         say(f"radt-ext: {exc}")
         sys.exit(128 + exc.signum)
-    say(f"radt-ext: run {session.run_id} {session.status()} (exit code {session.returncode})")
+    if session.spooled:
+        say(f"radt-ext: run {session.status()} (exit code {session.returncode}), recorded with its samples in "
+            f"{session.spool_path}, not yet in {session.uri} ({session.spooled}); `radt-ext sync` records it there")
+    else:
+        say(f"radt-ext: run {session.run_id} {session.status()} (exit code {session.returncode})")
+        if session.experiment_id is not None:
+            from radt_ext.view import link_line
+
+            say(link_line(session.uri, session.experiment_id))
     sys.exit(code)
 
 

@@ -5,6 +5,8 @@ TRACES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 # a 2-GPU host recorded on two H100s: GPU 0 idle, GPU 1 idle then a bf16 matmul load, each with its own UUID
 # and the driver's power sample buffer (every 2-GPU test replays this file)
 TWO_GPUS = os.path.join(TRACES, "h100x2_power_samples.json")
+# a machine without an NVIDIA driver: nvmlInit fails
+NO_DRIVER = os.path.join(TRACES, "no_driver.json")
 
 
 def answers(path: str, call: str) -> dict:

@@ -9,6 +9,8 @@ import click
 from radt_ext.collocation.group import run_group
 from radt_ext.collocation.modes import MODES, Group, Workload
 from radt_ext.errors import UsageError
+from radt_ext.store.client import tracking_uri
+from radt_ext.view import link_line
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -58,4 +60,6 @@ def collocate(mode, workloads, names, device, listeners, child_listeners, interv
     for c in result.children:
         click.echo(f"radt-ext: {c.name} {c.status} (exit {c.returncode}) run {c.run_id}", err=True)
     click.echo(f"radt-ext: group {result.status}, makespan {result.makespan_s:.2f} s", err=True)
+    if result.experiment_id is not None:
+        click.echo(link_line(tracking_uri(group.tracking_uri), result.experiment_id), err=True)
     sys.exit(result.exit_code)

@@ -21,6 +21,7 @@ from listeners.devices import identities as device_identities
 from radt_ext.figures import active
 from radt_ext.sampling import machine
 from radt_ext.collocation import energy_split
+from radt_ext.collocation import guard as guard_mod
 from radt_ext.collocation import mig as mig_mod
 from radt_ext.collocation.modes import CPU, Group, Workload, check, metric_name
 from radt_ext.collocation.mps import MpsDaemon
@@ -35,6 +36,7 @@ from radt_ext.store.shaper import shape
 from radt_ext.run.signals import SignalRelay
 from radt_ext.figures.summaries import E2E, counts_per_s
 from radt_ext.run.watchdog import owner_tags
+from radt_ext import view
 
 DEVICE_LISTENERS = ("nvml", "gpm", "smi", "dcgm", "rapl")
 CHILD_LISTENERS = ("top", "gpu_procs")
@@ -64,6 +66,7 @@ class GroupResult:
     makespan_s: float
     children: list[ChildResult]
     summary: dict[str, float]
+    experiment_id: str | None = None
 
     @property
     def start_skew_s(self) -> float:
@@ -86,11 +89,11 @@ def _visible(device: str) -> str:
 
 
 def check_devices(devices: list[str], where: str = "device") -> None:
-    """A one-line UsageError, before anything runs, for a GPU this machine lacks (checked where NVML
-    answers, as for the listeners; elsewhere GPU devices are taken as given). where: the line's start."""
+    """A one-line UsageError, before anything runs, for a GPU this machine lacks, a machine without
+    GPUs (NVML does not start) included. where: the line's start."""
     for device in dict.fromkeys(d for d in devices if d != CPU):
         try:
-            registry.check_target(Target(pid=None, cuda_visible_devices=device))
+            registry.check_target(Target(pid=None, cuda_visible_devices=device), require_gpu=True)
         except ListenerError as exc:
             raise UsageError(f"{where} {device!r}: {exc}; use one of this machine's GPUs or cpu") from None
 
@@ -110,11 +113,15 @@ class GroupRunner:
         self.uri = tracking_uri(group.tracking_uri)
         self.client = None
         self.parent_run_id: str | None = None
+        self.experiment_id: str | None = None
+        self.order: tuple[str, str, str] = (group.mode, "", "")
         self.experiment_name: str | None = None
         self.sessions: list[_Session] = []
         self.results: list[ChildResult] = []
         self.daemons: dict[str, MpsDaemon] = {}
         self.stopping: int | None = None
+        self.guard: guard_mod.Guard | None = None
+        self.alone_rates: dict[str, float] = {}  # workload -> its baseline's active-phase throughput (the guard's)
 
     # -- setting up ------------------------------------------------------------------
     def _mode_env(self, stack: contextlib.ExitStack) -> dict[str, tuple[dict[str, str], str]]:
@@ -165,7 +172,8 @@ class GroupRunner:
         if names is None:
             names = available(MIG_CHILD_LISTENERS if g.mode == "mig" else CHILD_LISTENERS, target)
         tags = {"collocation.mode": g.mode, "collocation.workload": w.name, "collocation.gpu": w.device,
-                "collocation.index": str(index), **g.child_tags, **w.tags}
+                "collocation.index": str(index), view.ORDER_TAG: view.order_key(*self.order, index),
+                **g.child_tags, **w.tags}
         if g.mode == "mig":
             tags["collocation.mig_device"] = watch
         # the experiment the parent resolved, by name (unique), so no environment variable can part them
@@ -183,6 +191,8 @@ class GroupRunner:
     def stop(self, signum: int) -> None:
         """Stop every workload (SIGINT/SIGTERM, relayed from the handler to a thread of its own)."""
         self.stopping = self.stopping or signum
+        if self.guard is not None:
+            self.guard.stop()  # a paused workload runs again, so that it can end
         for s in list(self.sessions):
             if s.proc is not None:
                 s.terminate(signum)
@@ -201,6 +211,26 @@ class GroupRunner:
         if self.stopping:  # the signal came while it was being spawned
             s.terminate(self.stopping)
         return True
+
+    def _alone_rates(self) -> dict[str, float]:
+        """Each workload's exclusive active-phase throughput (samples/s), where its baseline has one."""
+        out = {}
+        for w in self.group.workloads:
+            base = self.group.baselines.get(w.name)
+            try:
+                metrics = self.client.get_run(base[0]).data.metrics if base else {}
+            except Exception:
+                continue
+            rate = metrics.get("summary/throughput_samples_per_s") if "summary/active_s" in metrics else None
+            if rate:
+                out[w.name] = float(rate)
+        return out
+
+    def _member(self, s: _Session, r: ChildResult) -> guard_mod.Member:
+        """A workload as the guard sees it: its progress, its alone rate, its process tree."""
+        return guard_mod.Member(r.name, s.progress_path, self.alone_rates.get(r.name),
+                                pids=lambda: guard_mod.tree_pids(s.proc, getattr(s, "tree", None)),
+                                running=lambda: s.proc is not None and s.proc.returncode is None)
 
     def _wait_and_finish(self, s: _Session, result: ChildResult) -> None:
         try:
@@ -228,6 +258,8 @@ class GroupRunner:
         parent = self.client.create_run(experiment_id, tags={MLFLOW_RUN_NAME: run_name, **owner_tags()},
                                         run_name=run_name)  # owner tags: the next run ends it if we are killed
         self.parent_run_id = parent.info.run_id
+        self.experiment_id = experiment_id
+        self.order = (g.mode, run_name, self.parent_run_id)  # the comparison view: children right after it
         self.echo(f"radt-ext: group {g.mode} run {self.parent_run_id} ({len(g.workloads)} workloads)")
         try:
             watch = ",".join(_visible(d) for d in g.devices) if CPU not in g.devices else ""
@@ -235,6 +267,7 @@ class GroupRunner:
             spec = g.listeners if g.listeners is not None else available(DEVICE_LISTENERS, target)
             listeners, skipped = select_listeners(spec, g.interval, target) if spec else ([], {})
             tags = self._parent_tags()
+            tags[view.ORDER_TAG] = view.order_key(*self.order)
             tags["radt_ext.listeners"] = ",".join(f"{lst.name}:{lst.interval:g}" for lst in listeners)
             for name, why in skipped.items():
                 tags[f"radt_ext.listener_skipped.{name}"] = why[:4000]
@@ -248,6 +281,8 @@ class GroupRunner:
                                      f"not the group's {experiment_id}; unset MLFLOW_RUN_ID")
                 self.sessions.append(session)
                 self.results.append(ChildResult(w.name, session.run_id, w.device, 0.0))
+            if g.guard_slowdown is not None and g.mode != "exclusive":
+                self.alone_rates = self._alone_rates()
         except BaseException:
             self._fail_unstarted("FAILED")
             with contextlib.suppress(Exception):
@@ -265,6 +300,9 @@ class GroupRunner:
                         self._wait_and_finish(s, r)
             else:
                 started = [(s, r) for s, r in zip(self.sessions, self.results) if self._start(s, r, t0)]
+                if g.guard_slowdown is not None and not self.stopping:
+                    self.guard = guard_mod.Guard([self._member(s, r) for s, r in started], g.guard_slowdown,
+                                                 echo=self.echo, lock_paths=_store_files(self.uri)).start()
                 threads = [threading.Thread(target=self._wait_and_finish, args=(s, r), daemon=True)
                            for s, r in started]
                 for t in threads:
@@ -273,6 +311,8 @@ class GroupRunner:
                     while t.is_alive():
                         t.join(0.2)  # short joins keep signal handlers running
         finally:
+            if self.guard is not None:
+                self.guard.stop()  # nothing stays paused
             self._fail_unstarted("KILLED" if self.stopping else "FAILED")
             recorder.stop()
             for daemon in self.daemons.values():
@@ -339,10 +379,16 @@ class GroupRunner:
                 summary[f"overlap_{key}"] = value
         for r, s, _ in windows:
             mine = {"overlap_s": seconds}
+            paused = self.guard.paused_s(r.name, a, b) if self.guard is not None else 0.0
             samples = active.counts(s.marks, a, b).get("samples", 0.0)
+            if paused > 0:
+                mine["overlap_paused_s"] = paused
             if samples > 0:
                 mine["overlap_samples"] = samples
-                mine["overlap_throughput_samples_per_s"] = samples / seconds
+                # the seconds it was paused by the guard it waited, as a queued job does: left out
+                mine["overlap_throughput_samples_per_s"] = samples / max(seconds - paused, 1e-9)
+                if paused > 0:
+                    mine["overlap_with_pauses_throughput_samples_per_s"] = samples / seconds
             r.summary.update(mine)
             if "overlap_throughput_samples_per_s" in mine:
                 summary[f"{metric_name(r.name)}_overlap_throughput_samples_per_s"] = \
@@ -365,11 +411,30 @@ class GroupRunner:
         if thr and co:
             return thr / co, "overlap_throughput"
         if alone.get("summary/active_s") and r.summary.get("active_s"):
-            return r.summary["active_s"] / alone["summary/active_s"], "active_s"
+            running = r.summary["active_s"] - r.summary.get("guard_active_paused_s", 0.0)
+            return running / alone["summary/active_s"], "active_s"
         duration = r.summary.get("e2e_duration_s")
         if duration and base[1] > 0:
             return duration / base[1], "duration"
         return None, ""
+
+    def _guard_figures(self, windows, summary: dict) -> None:
+        """What the guard saw and did, onto each workload's run (its paused seconds, in its active phase
+        too, and the highest live slowdown it read) and the group's."""
+        active_of = {r.name: w for r, _, w in windows}
+        now = int(time.time() * 1000)
+        for r in self.results:
+            mine = self.guard.summary(r.name)
+            w = active_of.get(r.name)
+            if w is not None:
+                mine["guard_active_paused_s"] = self.guard.paused_s(r.name, w.start, w.end)
+            r.summary.update(mine)
+            with contextlib.suppress(Exception):
+                self.client.log_batch(r.run_id, metrics=[Metric(f"summary/{k}", float(v), now, 0)
+                                                         for k, v in mine.items()],
+                                      tags=[RunTag("collocation.guard", self.guard.member_text(r.name)[:5000])])
+        summary["guard_paused_s"] = sum(self.guard.paused_s(r.name) for r in self.results)
+        summary["guard_actions"] = float(sum(e.action in ("pause", "resume") for e in self.guard.events))
 
     def _fail_unstarted(self, status: str) -> None:
         for s, r in zip(self.sessions, self.results):
@@ -410,6 +475,8 @@ class GroupRunner:
         now = int(time.time() * 1000)
         if overlap is not None:
             self._overlap_figures(recorder, overlap, windows, summary, now)
+        if self.guard is not None:
+            self._guard_figures(windows, summary)
         slowdowns = []
         for r in self.results:
             base = g.baselines.get(r.name)
@@ -418,8 +485,14 @@ class GroupRunner:
                 if r.slowdown is not None:
                     slowdowns.append(r.slowdown)
                     summary[f"{metric_name(r.name)}_slowdown_ratio"] = r.slowdown
+                    extra = []
+                    with_pauses = _with_pauses(r.slowdown, basis, r.summary)
+                    if with_pauses is not None:  # paused by the guard: its slowdown counting the pauses too
+                        r.summary["slowdown_with_pauses_ratio"] = with_pauses
+                        extra.append(Metric("summary/slowdown_with_pauses_ratio", with_pauses, now, 0))
                     with contextlib.suppress(Exception):
-                        self.client.log_batch(r.run_id, metrics=[Metric("summary/slowdown_ratio", r.slowdown, now, 0)],
+                        self.client.log_batch(r.run_id, metrics=[Metric("summary/slowdown_ratio", r.slowdown, now, 0),
+                                                                 *extra],
                                               tags=[RunTag("baseline_run_id", base[0]),
                                                     RunTag("collocation.slowdown_basis", basis)])
             if "throughput_samples_per_s" in r.summary:
@@ -446,6 +519,8 @@ class GroupRunner:
             code = 1
         recorder.log_timelines(self.client, self.parent_run_id, call=lambda fn: recorder.writer.call(fn, 60.0))
         tags = recorder.listener_tags()
+        if self.guard is not None:
+            tags["collocation.guard"] = f"max slowdown {g.guard_slowdown:g}: {self.guard.log_text()}"[:5000]
         if split_error:
             tags["radt_ext.attribution_error"] = split_error[:4000]
         tags["collocation.status"] = ",".join(f"{r.name}={r.status}" for r in self.results)
@@ -460,7 +535,34 @@ class GroupRunner:
         metrics = [Metric(f"summary/{k}", float(v), now, 0) for k, v in summary.items()]
         if recorder.writer.end_run(metrics, tags, status):
             log_report(self.client, self.parent_run_id)  # the children's timelines stacked; never raises
-        return GroupResult(self.parent_run_id, g.mode, status, code, t0, makespan, self.results, summary)
+            with contextlib.suppress(TimeoutError):  # a server that stopped answering: no view update
+                recorder.writer.call(lambda: view.refresh_quietly(self.client, self.experiment_id), 10.0)
+        return GroupResult(self.parent_run_id, g.mode, status, code, t0, makespan, self.results, summary,
+                           self.experiment_id)
+
+
+def _store_files(uri: str) -> list[str]:
+    """The files of a local SQLite store (a workload stopped holding a lock on one stalls every writer);
+    none for a store behind a server."""
+    if not uri.startswith("sqlite:///"):
+        return []
+    path = uri[len("sqlite:///"):].split("?")[0]
+    return [path, f"{path}-journal", f"{path}-wal", f"{path}-shm"]
+
+
+def _with_pauses(slowdown: float, basis: str, summary: dict[str, float]) -> float | None:
+    """The slowdown with the seconds the guard paused the workload counted as running time; None
+    where it was not paused in the span the slowdown is measured over."""
+    if basis == "overlap_throughput":
+        span, paused = summary.get("overlap_s"), summary.get("overlap_paused_s", 0.0)
+    elif basis == "active_s":
+        span = summary.get("active_s")
+        paused = summary.get("guard_active_paused_s", 0.0)
+        span = span - paused if span else span
+        return slowdown * (span + paused) / span if span and paused > 0 else None
+    else:
+        return None
+    return slowdown * span / (span - paused) if span and paused > 0 and span > paused else None
 
 
 def run_group(group: Group, echo=print) -> GroupResult:

@@ -42,6 +42,9 @@ class Group:
     # workload name -> (exclusive run id, its summary/e2e_duration_s): slowdowns are computed against these runs
     # (their active-phase throughput, see GroupRunner._slowdown)
     baselines: dict[str, tuple[str, float]] = field(default_factory=dict)
+    # a guard keeps each workload with a baseline within this slowdown while the group runs (guard.py):
+    # a workload beyond it has the others paused until its active phase ends; None: no guard
+    guard_slowdown: float | None = None
 
     @property
     def devices(self) -> list[str]:
@@ -60,6 +63,8 @@ def check(group: Group) -> None:
         raise UsageError(f"unknown collocation mode {group.mode!r}; choose one of {', '.join(MODES)}")
     if not group.workloads:
         raise UsageError("a collocation group needs at least one workload")
+    if group.guard_slowdown is not None and not group.guard_slowdown >= 1:
+        raise UsageError(f"guard slowdown {group.guard_slowdown!r} is not a bound on slowdown; give a number >= 1")
     names = [w.name for w in group.workloads]
     for w in group.workloads:
         if not NAME.match(w.name):

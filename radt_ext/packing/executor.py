@@ -23,9 +23,11 @@ from radt_ext.sweep.lanes import pool_of
 from radt_ext.sweep.variant_run import Outcome, baseline, group_for, result_line
 
 
-def group_of(d: Decision, device: str, uri: str, client, max_slowdown: float, model: str | None = None) -> Group:
+def group_of(d: Decision, device: str, uri: str, client, max_slowdown: float, model: str | None = None,
+             guard: bool = True) -> Group:
     """The collocation group of a decision on a device; the jobs' own variants keep their hashes.
-    `model`: the device's GPU model, the tag exclusive runs are found by across the pool."""
+    `model`: the device's GPU model, the tag exclusive runs are found by across the pool; `guard`: a
+    shared group runs with the guard at max_slowdown (collocation/guard.py)."""
     variants = [j.ref for j in d.jobs]
     first = variants[0]
     if len(variants) == 1:  # alone: the job's own exclusive variant, so resume finds it by `sweep.hash`
@@ -45,12 +47,13 @@ def group_of(d: Decision, device: str, uri: str, client, max_slowdown: float, mo
             baselines[job.name] = found
     names = "+".join(j.name for j in d.jobs)
     tags = {"sweep.id": first.sweep_id, "sweep.group": names, "sweep.device": device,
-            **explain.group_tags(d, max_slowdown)}
+            **explain.group_tags(d, max_slowdown, guard)}
     child_tags = {"sweep.id": first.sweep_id, **({"sweep.gpu_model": model} if model else {})}
     return Group(mode=d.mode, workloads=workloads, experiment_name=first.experiment,
                  run_name=f"{first.sweep_id}:pack {d.mode} {names} on {device}", listeners=first.listeners,
                  child_listeners=first.child_listeners, interval=first.interval, tags=tags,
-                 child_tags=child_tags, tracking_uri=uri, baselines=baselines)
+                 child_tags=child_tags, tracking_uri=uri, baselines=baselines,
+                 guard_slowdown=max_slowdown if guard else None)
 
 
 GPU_FIGURES = ("energy_per_sample_j", "gpu_mean_avg_sm_active_pct", "gpu_total_energy_j", "gpu_total_avg_power_w")
@@ -154,7 +157,7 @@ class PackExecutor:
     def _run_group(self, d: Decision, device: str, model, ctx, echo, progress, task, outcomes) -> None:
         variants = [j.ref for j in d.jobs]
         try:
-            group = group_of(d, device, ctx.uri, ctx.client, self.options.max_slowdown, model)
+            group = group_of(d, device, ctx.uri, ctx.client, self.options.max_slowdown, model, self.options.guard)
             runner = GroupRunner(group, echo=echo)
             with self._lock:
                 if self._halted():

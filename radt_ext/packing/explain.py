@@ -1,6 +1,7 @@
 """Every decision in words: the dry run's plan table, and the tags a group run carries."""
 from __future__ import annotations
 
+from radt_ext.packing import model
 from radt_ext.packing.planner import Decision, Plan
 from radt_ext.sweep import console as out
 
@@ -18,7 +19,7 @@ def plan_table(plan: Plan):
     for gpu, decisions in plan.gpus.items():
         for n, d in enumerate(decisions):
             for i, j in enumerate(d.jobs):
-                table.add_row(gpu if n == 0 and i == 0 else "", str(n) if i == 0 else "",
+                table.add_row(gpu if n == 0 and i == 0 else "", n if i == 0 else "",
                               d.mode if i == 0 else "", j.name, str(d.thread_pcts[i] or "-"),
                               _num(j.profile.outside_s if j.profile else None, "{:.1f}"),
                               _num(j.profile.duration_s if j.profile else None, "{:.1f}"),
@@ -45,9 +46,11 @@ def totals_line(plan: Plan) -> str:
     return line
 
 
-def group_tags(d: Decision, max_slowdown: float) -> dict[str, str]:
+def group_tags(d: Decision, max_slowdown: float, guard: bool | None = None) -> dict[str, str]:
     tags = {"pack.decision": d.summary, "pack.reason": d.reason, "pack.source": d.source,
             "pack.max_slowdown": f"{max_slowdown:g}", "pack.predicted_slowdown": f"{d.max_slowdown:.4f}"}
+    if guard is not None and len(d.jobs) > 1:
+        tags["pack.guard"] = "on" if guard else "off"
     if d.energy_j is not None:
         tags["pack.predicted_energy_j"] = f"{d.energy_j:.1f}"
     if d.makespan_s is not None:
@@ -67,4 +70,6 @@ def job_tags(d: Decision, i: int) -> dict[str, str]:
         tags["pack.predicted_overlap_pct"] = f"{100 * d.overlaps[i]:.0f}"
     if d.jobs[i].profile is not None:
         tags["pack.profile_run_id"] = d.jobs[i].profile.run_id
+        if len(d.jobs) > 1 and model.launch_bound(d.jobs[i].profile):
+            tags["pack.launch_bound"] = "true"
     return tags

@@ -8,6 +8,16 @@ A contention model, small enough to check by hand (docs/collocation.md, "Packing
 - mps: kernels run side by side and contend for SMs and memory bandwidth; each other job takes
   c_j = max(SM active_j, DRAM active_j) of the resource it uses most:
   slowdown_i = max(1 + sum_{j != i} c_j, sum_j SM active_j, sum_j DRAM active_j).
+- launch-bound jobs (short kernels): a job whose SMs are mostly idle alone (SM active < LAUNCH_SM)
+  while its GPU is busy LAUNCH_GAP more than that (small, short kernels back to back) or one of its CPU
+  threads is busy issuing them (CPU >= LAUNCH_CPU % of a core) is paced by how soon each kernel starts.
+  Beside another process's kernels it waits until they free the SMs, so what slows it is how fully and
+  how often the others hold them: slowdown_i >= 1 + BLOCK_GAIN * sum_{j != i} SM active_j^2 * b_j
+  (either mode). BLOCK_GAIN is set from a matmul of side 1024 beside a CNN script under MPS on an H200
+  (3.26 measured, 1.43 by the formulas above) and keeps three ResNet-18 at batch 128 (1.06-1.14
+  measured) together.
+- the host's CPUs: the jobs sharing a GPU share its part of the host's CPUs (the host's logical CPUs
+  over the pool's GPUs): slowdown >= sum_j CPU_j / those CPUs (data-loader-heavy jobs).
 - when: jobs of a group start together, and a job is slowed only while another one uses the GPU.
   Each job's active phase and busy span are known from its start (profiles.py); the others' are
   widened by MARGIN_S + MARGIN_SHARE of their busy start (start-ups vary, more so beside other jobs).
@@ -49,18 +59,47 @@ def pressure(p: Profile) -> float:
     return max(_frac(p.sm_pct), _frac(p.dram_pct))
 
 
-def slowdowns(profiles: list[Profile], mode: str) -> list[float]:
+LAUNCH_SM = 0.5
+LAUNCH_GAP = 0.15
+LAUNCH_CPU = 80.0
+BLOCK_GAIN = 12.0
+
+
+def launch_bound(p: Profile) -> bool:
+    """Paced by how soon each of its short kernels starts (see the module's account)."""
+    if p.sm_pct is None:
+        return False
+    sm = _frac(p.sm_pct)
+    return sm < LAUNCH_SM and (busy(p) - sm >= LAUNCH_GAP or (p.cpu_pct or 0.0) >= LAUNCH_CPU)
+
+
+def blocking(p: Profile) -> float:
+    """How fully and how often the job's kernels hold the SMs: SM active^2 x busy."""
+    return _frac(p.sm_pct) ** 2 * busy(p)
+
+
+def slowdowns(profiles: list[Profile], mode: str, cpus: float | None = None) -> list[float]:
+    """cpus: the host's logical CPUs this GPU's jobs share (None: not counted)."""
     if len(profiles) < 2 or mode == "exclusive":
         return [1.0] * len(profiles)
     if mode == "naive":
         b = [busy(p) for p in profiles]
         total = sum(b)
-        return [max(1.0 + total - x, total) for x in b]
-    if mode == "mps":
+        out = [max(1.0 + total - x, total) for x in b]
+    elif mode == "mps":
         c = [pressure(p) for p in profiles]
         floor = max(1.0, sum(_frac(p.sm_pct) for p in profiles), sum(_frac(p.dram_pct) for p in profiles))
-        return [max(1.0 + sum(c) - x, floor) for x in c]
-    raise ValueError(f"no model for mode {mode!r}")
+        out = [max(1.0 + sum(c) - x, floor) for x in c]
+    else:
+        raise ValueError(f"no model for mode {mode!r}")
+    held = [blocking(p) for p in profiles]
+    for i, p in enumerate(profiles):
+        if launch_bound(p):
+            out[i] = max(out[i], 1.0 + BLOCK_GAIN * (sum(held) - held[i]))
+    if cpus:
+        cpu = sum((p.cpu_pct or 0.0) for p in profiles) / 100.0 / cpus
+        out = [max(x, cpu) for x in out]
+    return out
 
 
 MARGIN_S = 2.0
@@ -84,7 +123,8 @@ def _spans(p: Profile, slowdown: float) -> tuple[tuple[float, float], tuple[floa
     return (a0 - margin, a1 + margin), (b0 - margin, b1 + margin)
 
 
-def _beside(i: int, profiles: list[Profile], s: list[float], mode: str) -> tuple[float, float, list[int], float]:
+def _beside(i: int, profiles: list[Profile], s: list[float], mode: str,
+            cpus: float | None = None) -> tuple[float, float, list[int], float]:
     """Job i's slowdown, the share of its active phase with another job busy, those jobs, and the most
     SM activity of the jobs in their active phases at once during it (a fraction of the GPU's SMs): its
     active phase cut into pieces; in each, every other job is active (its active-phase figures), busy
@@ -124,20 +164,21 @@ def _beside(i: int, profiles: list[Profile], s: list[float], mode: str) -> tuple
                 continue
             meets.add(j)
         if present:
-            excess += (slowdowns([profiles[i], *present], mode)[0] - 1.0) * (hi - lo)
+            excess += (slowdowns([profiles[i], *present], mode, cpus)[0] - 1.0) * (hi - lo)
             covered += hi - lo
             demand = max(demand, active_sm)
     return 1.0 + excess / (a1 - a0), covered / (a1 - a0), sorted(meets), demand
 
 
-def timeline(profiles: list[Profile], mode: str) -> Timeline:
-    """Each job's slowdown when the group's jobs start together (see the module's `when`)."""
+def timeline(profiles: list[Profile], mode: str, cpus: float | None = None) -> Timeline:
+    """Each job's slowdown when the group's jobs start together (see the module's `when`); cpus: the
+    host's CPUs the group shares (None: not counted)."""
     n = len(profiles)
     if n < 2 or mode == "exclusive":
         return Timeline([1.0] * n, [0.0] * n, [[] for _ in range(n)], [_frac(p.sm_pct) for p in profiles])
     s = [1.0] * n
     for _ in range(ROUNDS):  # slowed active phases last longer and meet more: find them again
-        found = [_beside(i, profiles, s, mode) for i in range(n)]
+        found = [_beside(i, profiles, s, mode, cpus) for i in range(n)]
         s = [x[0] for x in found]
     return Timeline(s, [x[1] for x in found], [x[2] for x in found], [x[3] for x in found])
 

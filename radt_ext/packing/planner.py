@@ -14,14 +14,18 @@ holds the active phase's slowdown, the figure a collocated run measures.
    the headroom, the group has room, and the group's predicted wall time grows by less than the job's
    own wall time alone (sharing beats running after it); among those, the one whose wall time grows
    least (then the lowest slowdown); else a group of their own.
-3. A group's prediction in a mode comes from the store where it can: the same jobs measured together
+3. With the guard on (`pack.guard`, the default), a job that reports no progress (no throughput in its
+   profile) cannot be watched while it runs: it shares a GPU only where a measured group (step 4) says
+   it keeps the bound; else it runs alone.
+4. A group's prediction in a mode comes from the store where it can: the same jobs measured together
    in that mode (newest run), else for a pair the closest measured pair (profiles within
    CLOSE_PCT points), its slowdowns scaled from the share of its active phases that overlapped to
-   this pair's; else the contention model over the jobs' overlapping phases (model.py). The mode is the allowed one with the
-   lowest predicted slowdown (naive on a tie: no daemon).
-4. Then one job at a time moves to another group, or to a group of its own, while that lowers the
+   this pair's; else the contention model over the jobs' overlapping phases (model.py). A group the
+   guard had to split counts at the slowdowns it read live (profiles.py). The mode is the allowed one
+   with the lowest predicted slowdown that may share (naive on a tie: no daemon).
+5. Then one job at a time moves to another group, or to a group of its own, while that lowers the
    predicted makespan of the plan (within the same bounds).
-5. The groups go to GPUs longest (wall time) first, each to the GPU free soonest (the static plan a dry
+6. The groups go to GPUs longest (wall time) first, each to the GPU free soonest (the static plan a dry
    run prints; the executor replans from the store whenever a GPU frees).
 """
 from __future__ import annotations
@@ -111,6 +115,7 @@ class Planner:
         self.gpu_memory = options.gpu_memory_mib or knowledge.gpu_memory_mib
         idle = [p.idle_power_w for p in knowledge.profiles.values() if p.idle_power_w]
         self.idle_power_w = min(idle) if idle else None
+        self.cpus: float | None = None  # the host's logical CPUs per GPU of the pool (plan() sets it)
 
     # -- predictions ------------------------------------------------------------------
     def _measured(self, jobs: list[Job], mode: str, overlaps: list[float]) -> tuple[list[float], str] | None:
@@ -143,7 +148,7 @@ class Planner:
         d, g, ka, kb = best
         sa = g.slowdowns[ka][0]
         sb = g.slowdowns[kb][-1] if ka == kb else g.slowdowns[kb][0]
-        then = model.timeline([self.k.profiles[ka], self.k.profiles[kb]], mode).overlaps
+        then = model.timeline([self.k.profiles[ka], self.k.profiles[kb]], mode, self.cpus).overlaps
         if min(then) < MIN_OVERLAP:  # that pair barely met: it says little about a pair that does
             return None
         scaled = [1.0 + (x - 1.0) * f / f0 for x, f, f0 in zip((sa, sb), overlaps, then)]
@@ -153,7 +158,7 @@ class Planner:
         for j in jobs:
             j.profile = j.profile or self.k.profiles.get(j.key)
         profiles = [j.profile for j in jobs]
-        line = model.timeline(profiles, mode)
+        line = model.timeline(profiles, mode, self.cpus)
         measured = self._measured(jobs, mode, line.overlaps) if len(jobs) > 1 else None
         if measured:
             slow, source = measured
@@ -167,7 +172,18 @@ class Planner:
 
     def best(self, jobs: list[Job]) -> Decision:
         options = [self.predict(jobs, m) for m in self.modes] or [self.predict(jobs, "naive")]
-        return min(options, key=lambda d: (round(d.max_slowdown, 6), d.mode != "naive"))
+        return min(options, key=lambda d: (self.over(d) is not None, round(d.max_slowdown, 6), d.mode != "naive"))
+
+    def over(self, d: Decision) -> str | None:
+        """Why a group's prediction does not let it share a GPU (None: it does)."""
+        if d.max_slowdown > self.opts.max_slowdown:
+            return f"predicted {d.max_slowdown:.2f} > {self.opts.max_slowdown:g} ({d.mode}, {d.source})"
+        if self.opts.guard and len(d.jobs) > 1 and not d.source.startswith("measured together"):
+            blind = [j.name for j in d.jobs if j.profile is not None and not j.profile.throughput]
+            if blind:
+                return (f"{', '.join(blind)} reports no progress, so the guard cannot watch it, and no measured "
+                        "group of these jobs says it keeps the bound")
+        return None
 
     def why_not(self, jobs: list[Job]) -> str | None:
         """Why these jobs cannot share a GPU (None: they can)."""
@@ -187,6 +203,8 @@ class Planner:
     def plan(self, jobs: list[Job], gpus: list[str], free: int | None = None) -> Plan:
         """free: how many of the GPUs have nothing to run now (default all)."""
         free = len(gpus) if free is None else free
+        cores = [p.host_cores for p in self.k.profiles.values() if p.host_cores]
+        self.cpus = min(cores) / max(1, len(gpus)) if cores else None
         for j in jobs:
             p = self.k.profiles.get(j.key)
             j.profile = p if p is not None and p.usable else None
@@ -213,9 +231,9 @@ class Planner:
                     refusals.append(f"with {'+'.join(x.name for x in g.jobs)}: {blocked}")
                     continue
                 d = self.best(together)
-                if d.max_slowdown > self.opts.max_slowdown:
-                    refusals.append(f"with {'+'.join(x.name for x in g.jobs)}: predicted {d.max_slowdown:.2f} "
-                                    f"> {self.opts.max_slowdown:g} ({d.mode}, {d.source})")
+                over = self.over(d)
+                if over:
+                    refusals.append(f"with {'+'.join(x.name for x in g.jobs)}: {over}")
                     continue
                 added = (d.makespan_s or 0.0) - (g.makespan_s or 0.0)
                 if added >= alone_s[id(j)]:
@@ -259,7 +277,7 @@ class Planner:
                         left = self.predict(rest, "exclusive")
                     else:
                         left = self.best(rest)
-                        if left.max_slowdown > self.opts.max_slowdown:
+                        if self.over(left):
                             continue
                     for ti in range(len(groups) + 1):
                         if ti == gi or (ti == len(groups) and not rest):
@@ -271,7 +289,7 @@ class Planner:
                             continue
                         else:
                             d = self.best(together)
-                            if d.max_slowdown > self.opts.max_slowdown:
+                            if self.over(d):
                                 continue
                         trial = [x for k, x in enumerate(groups) if k not in (gi, ti)] + [d] + ([left] if left else [])
                         span = _makespan(trial, gpus)
@@ -290,8 +308,11 @@ class Planner:
 
     def _shared(self, d: Decision, why: str) -> str:
         """The reason of a group that shares a GPU: its prediction against the bound, then `why`."""
+        launch = [j.name for j in d.jobs if j.profile is not None and model.launch_bound(j.profile)]
+        note = f"; launch-bound: {', '.join(launch)}" if launch else ""
+        guard = "; guarded" if self.opts.guard else ""
         return (f"{d.mode}: predicted slowdown {d.max_slowdown:.2f} <= {self.opts.max_slowdown:g} "
-                f"({d.source}{_overlap_note(d)}); {why}")
+                f"({d.source}{_overlap_note(d)}{note}); {why}{guard}")
 
     def _memory_note(self, jobs: list[Job]) -> str:
         mem = [j.profile.mem_mib for j in jobs]

@@ -41,11 +41,13 @@ NAMES = {
     # the whole run's GPU energy: the job's attributed share (its own span), else the group's
     "e2e_energy_j": ("gpu_energy_attributed_j", "e2e_gpu_total_energy_j"),
     "throughput": ("throughput_samples_per_s", "e2e_throughput_samples_per_s"),
+    "cpu_pct": ("proc_avg_cpu_pct", "e2e_proc_avg_cpu_pct"),
 }
 TRACE_BIN_S = 0.5
 _TRACES: dict[str, tuple[float, ...]] = {}  # exclusive child run id -> its busy trace (the executor replans often)
 _TRACE_KEYS = (re.compile(r"^system/gpu\d+_util_pct$"), re.compile(r"^system/gpu\d+_sm_active_pct$"))
 _GPU_MEMORY = re.compile(r"(?:^|\.)gpu\.\d+\.memory_total_mib$")
+_CORES = "machine.cpu_logical_cores"
 
 
 @dataclass
@@ -60,7 +62,9 @@ class Profile:
     power_w: float | None = None
     energy_j: float | None = None
     idle_power_w: float | None = None
-    throughput: float | None = None
+    throughput: float | None = None  # samples/s: None when the job reports no progress (the guard cannot watch it)
+    cpu_pct: float | None = None  # its process tree's CPU (100 = one core)
+    host_cores: float | None = None  # the logical CPUs of the host it was measured on
     gpu_memory_mib: float | None = None
     phase: str = "whole run"  # "active phase" where the run had active-phase summaries
     gpu_model: str | None = None  # the GPU model it was measured on, where the run says
@@ -153,6 +157,7 @@ class MeasuredGroup:
     mode: str
     slowdowns: dict[str, list[float]]  # workload hash -> each member's measured slowdown (a hash may repeat)
     start_ms: int = 0
+    guarded: bool = False  # the guard paused a member: each slowdown is at least what the guard read live
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -196,9 +201,9 @@ def profile_of(child, parent=None) -> Profile:
     _outside_figures(p, sources)
     for run in (child, parent):
         for k, v in (run.data.tags.items() if run is not None else ()):
-            if _GPU_MEMORY.search(k):
+            if _GPU_MEMORY.search(k) or k == _CORES:
                 try:
-                    p.gpu_memory_mib = float(v)
+                    setattr(p, "host_cores" if k == _CORES else "gpu_memory_mib", float(v))
                 except ValueError:
                     pass
     return p
@@ -305,14 +310,17 @@ def read(client, experiment: str, model: str | None = None) -> Knowledge:
         if mode not in ("naive", "mps") or len(members) < 2:
             continue
         slowdowns: dict[str, list[float]] = {}
+        guarded = bool(parent.data.metrics.get("summary/guard_paused_s"))
         for m in members:
             value = m.data.metrics.get("summary/slowdown_ratio")
             key = m.data.tags.get("sweep.workload_hash")
             if value is None or not key or m.info.status != "FINISHED":
                 slowdowns = {}
                 break
+            if guarded:  # held within the bound by pausing another: together, unguarded, it ran this slow
+                value = max(value, m.data.metrics.get("summary/guard_live_slowdown_max", value))
             slowdowns.setdefault(key, []).append(float(value))
         if slowdowns:
-            k.groups.append(MeasuredGroup(parent_id, mode, slowdowns, parent.info.start_time or 0))
+            k.groups.append(MeasuredGroup(parent_id, mode, slowdowns, parent.info.start_time or 0, guarded))
     k.groups.sort(key=lambda g: -g.start_ms)
     return k

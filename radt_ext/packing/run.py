@@ -10,6 +10,7 @@ from radt_ext.packing.options import PackOptions, sharing_modes
 from radt_ext.packing.planner import Planner
 from radt_ext.packing.queue import job_variants, jobs_of
 from radt_ext.store.client import connect, tracking_uri
+from radt_ext.sweep import console as out
 from radt_ext.sweep.executor import execute, key, resume_state
 from radt_ext.sweep.lanes import pool_of
 from radt_ext.sweep.spec import Sweep
@@ -39,7 +40,7 @@ def _store_state(uri: str, variants, console, model: str | None = None):
         return Knowledge(), {}
 
 
-def dry_run(sweep: Sweep, console, uri: str | None = None) -> list[Outcome]:
+def dry_run(sweep: Sweep, console, uri: str | None = None, output: str = "table") -> list[Outcome]:
     variants = job_variants(sweep)
     opts = options_of(sweep)
     uri = tracking_uri(uri)
@@ -55,7 +56,7 @@ def dry_run(sweep: Sweep, console, uri: str | None = None) -> list[Outcome]:
             outcomes.append(Outcome(v, "PLANNED"))
     if todo:
         plan = Planner(knowledge, opts, gpu_mode_ok="cpu" not in pool.devices).plan(jobs_of(todo), pool.devices)
-        console.print(explain.plan_table(plan))
+        out.show(explain.plan_table(plan), console, output)
         console.print(explain.totals_line(plan), highlight=False, soft_wrap=True)
         for v in todo:
             console.print(f"    {jobs_of([v])[0].name}: {' '.join(v.workloads[0].command)}", highlight=False,
@@ -63,11 +64,10 @@ def dry_run(sweep: Sweep, console, uri: str | None = None) -> list[Outcome]:
     return outcomes
 
 
-def run(sweep: Sweep, dry: bool = False, uri: str | None = None, console=None, pool=None) -> list[Outcome]:
-    from radt_ext.sweep import console as out
-
+def run(sweep: Sweep, dry: bool = False, uri: str | None = None, console=None, pool=None,
+        output: str = "table") -> list[Outcome]:
     console = console or out.console()
     if dry:
-        return dry_run(sweep, console, uri)
+        return dry_run(sweep, console, uri, output)
     executor = PackExecutor(options_of(sweep), pool=pool)
     return execute(job_variants(sweep), uri=uri, console=console, executor=executor)

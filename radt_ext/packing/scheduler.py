@@ -14,5 +14,5 @@ def jobs(spec) -> list:
     return queue.job_variants(spec)
 
 
-def run(spec, dry: bool = False, console=None) -> list:
-    return pack_run.run(spec, dry=dry, console=console)
+def run(spec, dry: bool = False, console=None, output: str = "table") -> list:
+    return pack_run.run(spec, dry=dry, console=console, output=output)

@@ -1,7 +1,9 @@
 """Plotly HTML reports: a run's timelines, a collocation group, a sweep's trade-offs.
 
 `log_report(client, run_id)` is what the session calls at the end of every run; it
-logs `radt_ext_report.html` as an artifact and never raises.
+logs `radt_ext_report.html` as an artifact and never raises. Beside the HTML: `tables.py`, the text
+tables the commands print (rich on a terminal, plain at full width in a log, CSV/JSON for scripts),
+and `settings.py`, which runs repeat one setting (for the statistics over repeats).
 
 May import `radt_ext.figures`, `radt_ext.store` (the run's timeline artifact) and `listeners` (metric
 names) only: the run's end calls it.

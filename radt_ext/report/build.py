@@ -81,12 +81,65 @@ def _prediction_table(runs: list[data.RunData]) -> str | None:
         energy = s.get("gpu_energy_attributed_j")
         rows.append([r.name, r.tags.get("collocation.mode"), r.tags.get("collocation.gpu"),
                      _float(r.tags.get("pack.predicted_slowdown")), s.get("slowdown_ratio"),
+                     s.get("guard_live_slowdown_max"), s.get("guard_paused_s"),
                      _float(r.tags.get("pack.predicted_wall_s")), s.get("e2e_duration_s"),
-                     _float(r.tags.get("pack.predicted_energy_j")), energy, r.tags.get("pack.reason")])
-    header = ["job", "mode", "gpu", "predicted slowdown (active)", "measured slowdown (active)",
-              "predicted wall s", "measured wall s", "predicted energy J (whole run)",
-              "measured energy J (whole run, attributed)", "why"]
+                     _float(r.tags.get("pack.predicted_energy_j")), energy, r.tags.get("pack.reason"),
+                     r.tags.get("collocation.guard")])
+    header = ["job", "mode", "gpu", "predicted slowdown (active)", "measured slowdown (active, paused s left out)",
+              "guard: highest live slowdown", "guard: paused s", "predicted wall s", "measured wall s",
+              "predicted energy J (whole run)", "measured energy J (whole run, attributed)", "why", "guard"]
     return "<h2>Packing: predicted against measured</h2>" + table(header, rows)
+
+
+# a repeated setting's figures in the sweep report: (column, summary key)
+REPEATED = (("makespan s", "makespan_s"), ("active s", "active_s"), ("samples/s", "throughput_samples_per_s"),
+            ("J/sample", "energy_per_sample_j"), ("GPU energy J (run)", "e2e_gpu_total_energy_j"),
+            ("avg SM active %", "gpu_mean_avg_sm_active_pct"), ("avg slowdown", "avg_slowdown_ratio"))
+
+
+def _stat_text(est, noise) -> str | None:
+    if est is None:
+        return None
+    from radt_ext.report.html import fmt
+    from radt_ext.report.tables import NOISE_MARK
+
+    text = fmt(est.mean) + (f" ± {fmt(est.half)}" if est.half is not None else "")
+    return text + (f" {NOISE_MARK}" if noise else "")
+
+
+def _repeats_table(runs: list[data.RunData]) -> str | None:
+    """The groups' settings that ran more than once: each figure's mean over the FINISHED repeats and its
+    95 % interval, ≈ where it lies within the noise of the first setting."""
+    from radt_ext.figures import repeats
+    from radt_ext.report import settings
+
+    groups: dict[tuple, list[data.RunData]] = {}
+    for r in sorted(runs, key=lambda r: r.start_s):
+        if r.tags.get("sweep.group") and r.status == "FINISHED":
+            groups.setdefault(settings.setting_of("", r.tags, r.params), []).append(r)
+    ordered = list(groups.values())
+    if not any(len(g) > 1 for g in ordered):
+        return None
+    cols = [(c, k) for c, k in REPEATED if any(k in r.summary for g in ordered for r in g)]
+    first = ordered[0]
+    rows, classes = [], []
+    for g in ordered:
+        tags = g[0].tags
+        params = " ".join(f"{k[len('sweep.param.'):]}={v}" for k, v in sorted(tags.items())
+                          if k.startswith("sweep.param."))
+        row, cls = [tags.get("collocation.mode"), tags.get("sweep.group"), params, len(g)], ["", "", "", ""]
+        for _, key in cols:
+            est = repeats.estimate(r.summary.get(key) for r in g)
+            noise = repeats.noise(repeats.estimate(r.summary.get(key) for r in first), est) if g is not first else None
+            row.append(_stat_text(est, noise))
+            cls.append("")
+        rows.append(row)
+        classes.append(cls)
+    note = ("<p class=note>Each figure's mean over a setting's FINISHED runs and its 95 % interval (Student t); "
+            "≈: the difference from the first setting lies within the noise (the 95 % interval of the difference "
+            "holds 0). The means are runs of their own under the report run (tag sweep.role=setting).</p>")
+    return "<h2>Repeated settings</h2>" + note + table(["mode", "group", "params", "runs"] + [c for c, _ in cols],
+                                                       rows, classes)
 
 
 def sweep_html(client, runs, title: str) -> str:
@@ -98,7 +151,7 @@ def sweep_html(client, runs, title: str) -> str:
     groups = [r for r in loaded if "makespan_s" in r.summary and figures.energy_of(r) is not None]
     scatter = (figures.time_energy_scatter(groups, "Time vs energy per collocation group (makespan)") if groups
                else figures.time_energy_scatter(loaded))
-    parts = [scatter, figures.per_variant_bars(loaded), figures.slowdown_heatmap(loaded),
+    parts = [scatter, _repeats_table(loaded), figures.per_variant_bars(loaded), figures.slowdown_heatmap(loaded),
              _prediction_table(loaded), _summary_table(loaded)]
     if all(p is None for p in parts):
         parts = [f"<p class=note>None of the {len(loaded)} runs has summary metrics yet.</p>"]

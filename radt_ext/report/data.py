@@ -121,7 +121,7 @@ def all_experiment_ids(client) -> list[str]:
 
 
 def sweep_runs(client, sweep_id: str, experiment_ids: list[str] | None = None):
-    """The sweep's runs (groups' parents and children), not the run that holds its report."""
+    """The sweep's runs (groups' parents and children), not its own runs (its report, its settings' means)."""
     runs = client.search_runs(experiment_ids or all_experiment_ids(client),
                               filter_string=f"tags.`sweep.id` = '{sweep_id}'", max_results=10000)
-    return [r for r in runs if r.data.tags.get("sweep.role") != "report"]
+    return [r for r in runs if not r.data.tags.get("sweep.role")]

@@ -7,6 +7,7 @@ never runs inside the workload's own process.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
 import sys
@@ -76,6 +77,10 @@ def _end(recorder: Recorder, client: MlflowClient, args, listeners, skipped: dic
         from radt_ext.report import log_report
 
         log_report(client, args.run_id)  # never raises: a failed report is a run tag
+        from radt_ext.view import refresh_quietly
+
+        with contextlib.suppress(Exception):  # the comparison view of the run's experiment; never fails it
+            refresh_quietly(client, client.get_run(args.run_id).info.experiment_id)
     say(json.dumps({"summary": summary}), err=False)  # nobody may be reading any more: then it is dropped
 
 

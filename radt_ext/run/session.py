@@ -45,6 +45,7 @@ from radt_ext.sampling.recorder import Recorder, select_listeners
 from radt_ext.run.signals import STOP_SIGNALS, SignalRelay
 from radt_ext.run.watchdog import Watchdog, end_orphans, owner_tags
 from radt_ext.run.workload_runs import WorkloadRuns
+from radt_ext import view
 
 log = logging.getLogger(__name__)
 STORE_READ_TIMEOUT_S = 60.0  # a run's report or its own metrics, read back at its end
@@ -55,10 +56,13 @@ RUN_SIGNALS = (*STOP_SIGNALS, signal.SIGHUP)  # a closed terminal stops the work
 
 
 class Interrupted(Exception):
-    """A stop signal arrived before any run was created; nothing was recorded."""
+    """A stop signal arrived before the workload started and before any run was created: nothing ran,
+    nothing was recorded."""
 
-    def __init__(self, signum: int):
-        super().__init__(f"stopped by {signal.Signals(signum).name} before the run started; nothing was recorded")
+    def __init__(self, signum: int, uri: str | None = None):
+        where = f" in {uri}" if uri else ""
+        super().__init__(f"stopped by {signal.Signals(signum).name} before the workload started; "
+                         f"nothing ran and nothing was recorded{where}")
         self.signum = signum
 
 
@@ -130,6 +134,7 @@ class WorkloadSession:
         self._listeners = []
         self._skipped: dict[str, str] = {}
         self.stderr_tail = None
+        self.spooled: str | None = None  # why the run went to the spool instead of the store (open_run_alongside)
 
     # -- before anything runs -------------------------------------------------------
     def check(self) -> bool:
@@ -174,7 +179,7 @@ class WorkloadSession:
             self._listeners, self._skipped = select_listeners(spec.listeners, spec.interval, self.target)
         self.client = connect(self.uri)
         if self.killed_by is not None:
-            raise Interrupted(self.killed_by)
+            raise Interrupted(self.killed_by, self.uri)
         self._open_run()
         return self
 
@@ -228,6 +233,9 @@ class WorkloadSession:
         })
         for name, reason in self._skipped.items():
             tags[f"radt_ext.listener_skipped.{name}"] = reason[:4000]
+        # its place in the comparison view (a collocation child has its group's, in spec.tags)
+        tags[view.ORDER_TAG] = view.order_key(spec.tags.get("collocation.mode"), spec.tags.get("variant")
+                                              or spec.tags.get("recipe") or spec.run_name, f"{time.time():014.3f}")
         tags.update(spec.tags)
         self.log_tags(tags)
         if spec.params:
@@ -312,20 +320,21 @@ class WorkloadSession:
 
     def open_run_alongside(self) -> None:
         """With the workload running: reach the store, create or join the run, and let the points
-        held so far go out. If the store cannot be used after all, the workload is stopped."""
+        held so far go out. A workload that started is always recorded: if the store cannot be
+        reached now (it answered the checks a moment ago), the run goes to the spool with its points
+        and its end, and `radt-ext sync` makes it in the store later (`spooled` says why)."""
         try:
             self.client = connect(self.uri)
             self.timings["store_connected"] = time.time()
             self._open_run()
+        except Exception as exc:
+            if self.run_id is not None and not self.joined:
+                self._stop_unrecorded()  # the run was made and already ended FAILED (_open_run)
+                raise
+            self._to_spool(exc)
+            return
         except BaseException:
-            self.terminate(signal.SIGTERM)
-            if self.proc is not None:
-                self.proc.wait()
-                self._reap_group()
-            if self.recorder is not None:
-                self.recorder.stop()
-            if self.watchdog is not None:
-                self.watchdog.release()
+            self._stop_unrecorded()
             raise
         self.timings["run_created"] = time.time()
         _import_for_threads()
@@ -335,6 +344,46 @@ class WorkloadSession:
         self.workload_runs.tags = self._run_tags()
         self.workload_runs.bind(self.client, self.run_id).start()
         self.recorder.bind(self.client, self.run_id)
+
+    def _stop_unrecorded(self) -> None:
+        self.terminate(signal.SIGTERM)
+        if self.proc is not None:
+            self.proc.wait()
+            self._reap_group()
+        if self.recorder is not None:
+            self.recorder.stop()
+        if self.watchdog is not None:
+            self.watchdog.release()
+
+    def _to_spool(self, exc: BaseException) -> None:
+        """The store cannot be reached: the run (a new one described in full, or the handed-over one)
+        goes to the spool; the workload goes on unless it was stopped already."""
+        from radt_ext.store.writer import first_line
+
+        self.client = None
+        reason = str(exc) if isinstance(exc, UsageError) else first_line(exc)
+        prefix = f"cannot use the tracking store {self.uri}: "
+        self.spooled = reason[len(prefix):].rsplit("; ", 1)[0] if reason.startswith(prefix) else reason
+        made = None
+        if self.run_id is None:
+            self.run_id = uuid.uuid4().hex  # the spool's name for it; sync makes the run and tags it with this
+            tags = {**owner_tags(), **machine.describe(), **self._run_tags(),
+                    "radt_ext.command": shlex.join(self.spec.command)[:5000], **self.spec.tags}
+            for name, why in self._skipped.items():
+                tags[f"radt_ext.listener_skipped.{name}"] = why[:4000]
+            if self.spec.run_name:
+                tags["mlflow.runName"] = self.spec.run_name
+            made = {"experiment_id": self.experiment_id, "run_name": self.spec.run_name,
+                    "start_time": int(self.timings.get("session_started", time.time()) * 1000),
+                    "tags": tags, "params": {k: str(v) for k, v in self.spec.params.items()}}
+        self.recorder.writer.bind_to_spool(self.run_id, made)
+        write_run_id(self.run_id_path, self.run_id)  # the workload's runs name it; sync's run carries it as a tag
+        log.warning("radt-ext: the tracking store %s cannot be reached now (%s); the run and its samples go to "
+                    "%s (`radt-ext sync` records them)", self.uri, self.spooled, self.spool_path)
+
+    @property
+    def spool_path(self):
+        return self.recorder.writer.spool_path if self.recorder is not None else None
 
     def wait(self) -> int:
         self.returncode = self.proc.wait()
@@ -402,6 +451,7 @@ class WorkloadSession:
             self.timings["summaries_logged"] = time.time()
             if stored:
                 self._log_report()
+                self._refresh_view()
             self.timings["report_logged"] = time.time()
         if self.watchdog is not None:
             self.watchdog.release()
@@ -429,6 +479,8 @@ class WorkloadSession:
         self.stderr_tail.close()
         if status == "FINISHED" or not self.stderr_tail.text().strip():
             return None
+        if self.client is None:  # the run is in the spool: its tag holds the tail
+            return self.stderr_tail.tag()
         try:
             self.client.log_text(self.run_id, self.stderr_tail.text(), "stderr_tail.txt")
         except Exception as exc:  # the store is away: the tag still goes with the spooled end of the run
@@ -452,9 +504,18 @@ class WorkloadSession:
         except TimeoutError as exc:
             log.warning("radt-ext: no report for run %s (%s); the run itself is recorded", self.run_id, exc)
 
+    def _refresh_view(self) -> None:
+        """The experiment's comparison view, brought up to date; never fails the run."""
+        try:
+            self._within_store_deadline(lambda: view.refresh_quietly(self.client, self.experiment_id), 10.0)
+        except TimeoutError as exc:
+            log.warning("radt-ext: the comparison view was not updated (%s)", exc)
+
     def _close_workload_runs(self, status: str) -> None:
         """End the runs the workload opened and log their summaries; skipped with one line when the
         server stops answering meanwhile (radt-ext's own run still ends, spooled if need be)."""
+        if self.spooled:
+            return  # radt-ext's run is in the spool: the workload's runs could not be followed
         try:
             self._within_store_deadline(lambda: self.workload_runs.close(status), WORKLOAD_RUNS_TIMEOUT_S)
         except TimeoutError as exc:
@@ -477,7 +538,7 @@ class WorkloadSession:
             early = self.run_id is None and self.check()
             self.timings["checked"] = time.time()
             if self.killed_by is not None and self.client is None:
-                raise Interrupted(self.killed_by)
+                raise Interrupted(self.killed_by, self.uri)
             if early:
                 self.start()
                 self.open_run_alongside()

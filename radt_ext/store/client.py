@@ -12,6 +12,7 @@ from radt_ext.store import store_probe
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"  # MLflow's record of what an experiment is for
 TRAINING_KIND = "custom_model_development"
+CONNECT_TIMEOUT_S = 15.0  # a tracking server's first answer
 
 
 def tracking_uri(explicit: str | None = None) -> str:
@@ -43,9 +44,14 @@ def connect(uri: str):
                          "start it or check MLFLOW_TRACKING_URI")
     from mlflow.tracking import MlflowClient
 
+    from radt_ext.store.writer import call_with_deadline
+
     try:
         client = MlflowClient(tracking_uri=uri)
-        client.search_experiments(max_results=1)
+        if uri.startswith(("http://", "https://")):  # a server that dies now: not MLflow's minutes of retries
+            call_with_deadline(lambda: client.search_experiments(max_results=1), CONNECT_TIMEOUT_S)
+        else:
+            client.search_experiments(max_results=1)
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         hint = "check MLFLOW_TRACKING_URI"

@@ -24,11 +24,15 @@ from radt_ext.store.writer import MAX_BATCH, MAX_TAGS, first_line, spool_dir
 REPLAYING = ".replaying"
 
 
+TAG_SPOOL_ID = "radt_ext.spool_run_id"  # on a run made by sync: the name the spool gave it
+
+
 @dataclass
 class RunSpool:
     metrics: list[Metric] = field(default_factory=list)
     tags: dict[str, str] = field(default_factory=dict)
     status: tuple[str, int] | None = None  # (status, end_time ms)
+    made: dict | None = None  # a run the store never saw: {experiment_id, run_name, start_time, tags, params}
 
 
 @dataclass
@@ -38,6 +42,7 @@ class Result:
     tags: int = 0
     statuses: int = 0
     bad_lines: int = 0
+    made: list[str] = field(default_factory=list)  # runs made in the store for spooled ones
 
 
 def read_spool(path: Path) -> tuple[dict[tuple[str, str], RunSpool], int]:
@@ -58,6 +63,10 @@ def read_spool(path: Path) -> tuple[dict[tuple[str, str], RunSpool], int]:
                     run.tags[str(r["key"])] = str(r["value"])
                 elif kind == "status":
                     run.status = (str(r["status"]), int(r["end_time"]))
+                elif kind == "run":
+                    run.made = {"experiment_id": str(r.get("experiment_id") or "0"), "run_name": r.get("run_name"),
+                                "start_time": int(r["start_time"]), "tags": dict(r.get("tags") or {}),
+                                "params": dict(r.get("params") or {})}
                 else:
                     bad += 1
             except (ValueError, KeyError, TypeError, AttributeError):
@@ -102,6 +111,25 @@ def replay_run(client: MlflowClient, run_id: str, spool: RunSpool, result: Resul
         result.statuses += 1
 
 
+def made_run(client: MlflowClient, spool_id: str, made: dict, result: Result) -> str:
+    """The store's run for a run spooled before the store could make it: made once, with the start
+    time, tags and params it was spooled with, and found again by its tag on a later sync."""
+    from mlflow.entities import Param, ViewType
+
+    found = client.search_runs([made["experiment_id"]], f"tags.`{TAG_SPOOL_ID}` = '{spool_id}'",
+                               run_view_type=ViewType.ALL, max_results=1)
+    if found:
+        return found[0].info.run_id
+    tags = {**made["tags"], TAG_SPOOL_ID: spool_id}
+    run = client.create_run(made["experiment_id"], start_time=made["start_time"], tags=tags,
+                            run_name=made.get("run_name"))
+    params = [Param(k, str(v)) for k, v in made["params"].items()]
+    for i in range(0, len(params), MAX_TAGS):
+        client.log_batch(run.info.run_id, params=params[i:i + MAX_TAGS], synchronous=True)
+    result.made.append(run.info.run_id)
+    return run.info.run_id
+
+
 def replay(path: Path) -> Result:
     """Replay one spool file; it is removed only when everything in it is stored."""
     if path.name.endswith(REPLAYING):
@@ -119,7 +147,10 @@ def replay(path: Path) -> Result:
         result.bad_lines += bad
         for (uri, run_id), spool in runs.items():
             check_reachable(uri)
-            replay_run(MlflowClient(tracking_uri=uri), run_id, spool, result)
+            client = MlflowClient(tracking_uri=uri)
+            if spool.made is not None:
+                run_id = made_run(client, run_id, spool.made, result)
+            replay_run(client, run_id, spool, result)
     except BaseException:
         _put_back(work, original)
         raise
@@ -201,6 +232,8 @@ def sync(directory):
         total.stored += r.stored
         total.skipped += r.skipped
         total.bad_lines += r.bad_lines
+        for run_id in r.made:
+            click.echo(f"{path.name}: made run {run_id} (its samples were spooled before the store was reached)")
         extra = f", {r.skipped} already stored" if r.skipped else ""
         extra += f", {r.bad_lines} unreadable line(s) skipped" if r.bad_lines else ""
         click.echo(f"{path.name}: {r.stored} points stored{extra}, {r.tags} tags, "

@@ -158,6 +158,7 @@ class MetricWriter:
         self._spool_failed = False
         self._bulk = None  # a BulkMetricInserter once opened
         self._bulk_wanted = bulk and not self._http  # opened on first use, in the writer's thread
+        self._spool_only = False  # bound to the spool: the store is not tried (bind_to_spool)
         self._thread = threading.Thread(target=self._loop, name=f"radt-writer-{(run_id or 'unbound')[:8]}",
                                         daemon=True)
 
@@ -169,6 +170,16 @@ class MetricWriter:
     def bind(self, client, run_id: str) -> "MetricWriter":
         """The run now exists: the points held so far go out with the next flush."""
         self.client, self.run_id = client, run_id
+        self._bound.set()
+        return self
+
+    def bind_to_spool(self, run_id: str, made: dict | None = None) -> "MetricWriter":
+        """The store could not be opened for this run: everything goes to the spool, the points held so
+        far first. `made` describes a run still to be made ({experiment_id, run_name, start_time, tags,
+        params}); `radt-ext sync` makes it, once, and replays the rest into it."""
+        self.run_id, self._spool_only, self.down = run_id, True, True
+        if made is not None:
+            self._append([{"tracking_uri": self._spool_uri, "run_id": run_id, "kind": "run", **made}], what="the run")
         self._bound.set()
         return self
 
@@ -344,6 +355,8 @@ class MetricWriter:
         """fn(), which reaches the store through MLflow's client: as it is on a database store; on a
         tracking server not tried when the server does not answer and cut short after `timeout`
         (TimeoutError both ways), since MLflow's HTTP retries take minutes to give up on a dead one."""
+        if self._spool_only:
+            raise TimeoutError("the store was not reached; the run is in the spool")
         if not self._http:
             return fn()
         if not self._probe():
@@ -364,6 +377,8 @@ class MetricWriter:
 
     def _probe(self) -> bool:
         """Cheap check that the store answers again (no MLflow retries)."""
+        if self._spool_only:
+            return False
         uri = self.tracking_uri
         if uri.startswith(("http://", "https://")):
             try:

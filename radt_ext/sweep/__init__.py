@@ -34,10 +34,11 @@ def plan_from_dict(data: dict, source: str = "<dict>", name: str = "sweep") -> l
 
 
 def run(variants: list[Variant], dry_run: bool = False, tracking_uri: str | None = None, console=None,
-        executor="local") -> list[Outcome]:
+        executor="local", output: str = "table") -> list[Outcome]:
     """executor: "local" (a pool of devices, or a lane per device), "sequential", "slurm", or an
-    executor object such as `radt_ext.sweep.slurm.SlurmExecutor(options)`."""
-    return execute(variants, dry_run=dry_run, uri=tracking_uri, console=console, executor=executor)
+    executor object such as `radt_ext.sweep.slurm.SlurmExecutor(options)`; output: how a dry run shows
+    its plan (table, csv, json)."""
+    return execute(variants, dry_run=dry_run, uri=tracking_uri, console=console, executor=executor, output=output)
 
 
 __all__ = ["plan", "plan_from_dict", "run", "load", "parse", "expand", "execute", "Variant", "Outcome",

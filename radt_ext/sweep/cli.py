@@ -51,7 +51,10 @@ def _slurm_options(file: str, given: dict):
 @click.option("--slurm-folder", default=None, help="job scripts, logs and jobs.json, on a filesystem the nodes share "
                                                    "(slurm; default radt-ext-slurm beside FILE)")
 @click.option("--no-wait", is_flag=True, help="submit the jobs and return; --status follows them (slurm)")
-def sweep(file, dry_run, executor, status, cancel, **slurm_flags):
+@click.option("--output", "-o", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True,
+              help="the plan, status or results table: for people (on stderr; a plain table at full width when "
+                   "it is not a terminal), or as CSV or JSON on stdout for scripts")
+def sweep(file, dry_run, executor, status, cancel, output, **slurm_flags):
     """Run every variant of FILE (YAML spec or radT CSV); variants FINISHED before are skipped."""
     from radt_ext import sweep as api
 
@@ -64,27 +67,52 @@ def sweep(file, dry_run, executor, status, cancel, **slurm_flags):
     console = make_console()
     packed = _packed(file, executor)
     if packed is not None:
-        return _run_packed(file, packed, dry_run, console)
+        return _run_packed(file, packed, dry_run, console, output)
     if status or cancel:
-        return _status_or_cancel(file, variants, console, cancel, slurm_flags)
+        return _status_or_cancel(file, variants, console, cancel, slurm_flags, output)
     runner = executor
     if executor == "slurm" and not dry_run:
         from radt_ext.sweep.slurm import SlurmExecutor
 
         runner = SlurmExecutor(_slurm_options(file, slurm_flags), wait=not slurm_flags["no_wait"])
-    outcomes = api.run(variants, dry_run=dry_run, console=console, executor=runner)
+    outcomes = api.run(variants, dry_run=dry_run, console=console, executor=runner, output=output)
     if dry_run:
         todo = sum(o.status == "PLANNED" for o in outcomes)
-        click.echo(f"{len(variants)} variants, {todo} to run, {len(variants) - todo} done (dry run: nothing ran)")
+        click.echo(f"{len(variants)} variants, {todo} to run, {len(variants) - todo} done (dry run: nothing ran)",
+                   err=output != "table")
         return
+    from radt_ext.sweep import console as out
     from radt_ext.sweep.executor import results_table
 
-    console.print(results_table(outcomes))
+    out.show(results_table(outcomes), console, output)
+    _view_links(outcomes)
     if slurm_flags["no_wait"]:
         queued = sum(o.status == "QUEUED" for o in outcomes)
-        click.echo(f"{queued} variants queued as Slurm jobs; follow them with: radt-ext sweep {file} --status")
+        click.echo(f"{queued} variants queued as Slurm jobs; follow them with: radt-ext sweep {file} --status",
+                   err=output != "table")
         return
     _exit(outcomes, len(variants))
+
+
+def _view_links(outcomes) -> None:
+    """The comparison view of each experiment the sweep wrote, with its parameters, and its link."""
+    from radt_ext.store.client import connect, tracking_uri
+    from radt_ext.view import link_line, refresh_quietly
+
+    params: dict[str, set[str]] = {}
+    for o in outcomes:
+        params.setdefault(o.variant.experiment, set()).update(o.variant.setting)
+    uri = tracking_uri()
+    try:
+        client = connect(uri)
+    except UsageError as exc:
+        click.echo(f"radt-ext: no comparison view link: {exc}", err=True)
+        return
+    for name, keys in params.items():
+        experiment = client.get_experiment_by_name(name)
+        if experiment is not None:
+            refresh_quietly(client, experiment.experiment_id, sorted(keys))
+            click.echo(link_line(uri, experiment.experiment_id), err=True)
 
 
 def _exit(outcomes, expected: int) -> None:
@@ -110,22 +138,25 @@ def _packed(file: str, executor: str):
     return spec if scheduled or executor == "pack" else None
 
 
-def _run_packed(file, spec, dry_run: bool, console) -> None:
+def _run_packed(file, spec, dry_run: bool, console, output: str = "table") -> None:
+    from radt_ext.sweep import console as out
     from radt_ext.sweep.executor import results_table
     from radt_ext.sweep.schedulers import scheduler
 
     packing = scheduler("pack")
     jobs = packing.jobs(spec)  # a group of several workloads: one line before anything runs
-    outcomes = packing.run(spec, dry=dry_run, console=console)
+    outcomes = packing.run(spec, dry=dry_run, console=console, output=output)
     if dry_run:
         todo = sum(o.status == "PLANNED" for o in outcomes)
-        click.echo(f"{len(outcomes)} jobs, {todo} to run, {len(outcomes) - todo} done (dry run: nothing ran)")
+        click.echo(f"{len(outcomes)} jobs, {todo} to run, {len(outcomes) - todo} done (dry run: nothing ran)",
+                   err=output != "table")
         return
-    console.print(results_table(outcomes))
+    out.show(results_table(outcomes), console, output)
+    _view_links(outcomes)
     _exit(outcomes, len(jobs))
 
 
-def _status_or_cancel(file, variants, console, cancel: bool, slurm_flags) -> None:
+def _status_or_cancel(file, variants, console, cancel: bool, slurm_flags, output: str = "table") -> None:
     from radt_ext.sweep import console as out
     from radt_ext.sweep import slurm
     from radt_ext.sweep.executor import resume_state
@@ -141,7 +172,7 @@ def _status_or_cancel(file, variants, console, cancel: bool, slurm_flags) -> Non
     table = out.table("#", "hash", "variant", "state", "slurm job", "run", title="sweep status")
     counts: dict[str, int] = {}
     for v, state, job, run_id in slurm.status_rows(variants, client, folder, done):
-        table.add_row(str(v.index), v.hash[:10], v.title, state, job or "-", run_id or "-")
+        table.add_row(v.index, v.hash[:10], v.title, state, job, run_id)
         counts[state] = counts.get(state, 0) + 1
-    console.print(table)
-    click.echo(", ".join(f"{n} {state}" for state, n in counts.items()))
+    out.show(table, console, output)
+    click.echo(", ".join(f"{n} {state}" for state, n in counts.items()), err=output != "table")

@@ -1,14 +1,16 @@
-"""rich's console, progress bar and tables, or plain lines where rich is not installed
-(the GPU machines carry only what MLflow needs)."""
+"""rich's console and progress bar, or plain lines where rich is not installed (the GPU machines carry
+only what MLflow needs); tables as `report.tables.DataTable`: rich on a terminal, a plain table at full
+width in a file or a pipe, CSV or JSON with `--output`."""
 from __future__ import annotations
 
 import contextlib
 import sys
 
+from radt_ext.report.tables import NOISE_MARK, Column, DataTable, Stat, emit  # noqa: F401  (the sweep's tables)
+
 try:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    from rich.table import Table
 
     HAVE_RICH = True
 except ImportError:  # pragma: no cover - exercised on machines without rich
@@ -18,20 +20,6 @@ except ImportError:  # pragma: no cover - exercised on machines without rich
 class PlainConsole:
     def print(self, obj="", **_kw) -> None:
         print(obj if isinstance(obj, str) else str(obj), file=sys.stderr, flush=True)
-
-
-class PlainTable:
-    def __init__(self, *columns, title: str = ""):
-        self.columns, self.title, self.rows = list(columns), title, []
-
-    def add_row(self, *cells) -> None:
-        self.rows.append([str(c) for c in cells])
-
-    def __str__(self) -> str:
-        lines = [self.title] if self.title else []
-        lines.append(" | ".join(self.columns))
-        lines += [" | ".join(r) for r in self.rows]
-        return "\n".join(lines)
 
 
 class PlainProgress:
@@ -53,8 +41,13 @@ def console():
     return Console(stderr=True) if HAVE_RICH else PlainConsole()
 
 
-def table(*columns, title: str = ""):
-    return Table(*columns, title=title) if HAVE_RICH else PlainTable(*columns, title=title)
+def table(*columns, title: str = "", note: str = "") -> DataTable:
+    return DataTable(*columns, title=title, note=note)
+
+
+def show(tbl: DataTable, con, output: str = "table") -> None:
+    """The table for people on the console (rich on a terminal, plain elsewhere), or CSV/JSON on stdout."""
+    emit(tbl, output, con)
 
 
 @contextlib.contextmanager

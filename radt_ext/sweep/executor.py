@@ -14,6 +14,7 @@ from radt_ext.sweep import console as out
 from radt_ext.sweep import report as sweep_report
 from radt_ext.sweep.plan import Variant
 from radt_ext.sweep.variant_run import Outcome, baseline, experiment_ids  # noqa: F401  (imported from here)
+from radt_ext import view
 
 
 def finished_parents(client, experiment: str) -> list:
@@ -106,9 +107,8 @@ def _command_diff(old: str, new: list[str]) -> str:
 def plan_table(variants: list[Variant], done: dict[str, str], changed: dict[str, str] | None = None):
     table = out.table("#", "hash", "mode", "group", "device", "params", "rep", "workloads", "state", title="sweep plan")
     for v in variants:
-        table.add_row(str(v.index), v.hash[:10], v.mode, v.label, v.device,
-                      " ".join(f"{k}={val}" for k, val in v.setting.items()), str(v.repeat),
-                      str(len(v.workloads)), "done, skip" if key(v) in done else
+        table.add_row(v.index, v.hash[:10], v.mode, v.label, v.device, _params(v), v.repeat, len(v.workloads),
+                      "done, skip" if key(v) in done else
                       "spec changed, rerun" if key(v) in (changed or {}) else "to run")
     return table
 
@@ -145,10 +145,11 @@ def executor_for(name_or_executor="local"):
 
 
 def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = None,
-            console=None, executor="local") -> list[Outcome]:
+            console=None, executor="local", output: str = "table") -> list[Outcome]:
     """Skip the variants FINISHED before (by `sweep.hash`), run the rest with the executor (see
     `executor_for`; any object with `run(todo, ctx) -> [Outcome]` and optionally `check(uri)` does),
-    then rebuild the sweep reports."""
+    then rebuild the sweep reports and the means of its repeated settings. A dry run shows the plan
+    (`output`: table, csv or json)."""
     console = console or out.console()
     uri = tracking_uri(uri)
     if dry_run:
@@ -162,7 +163,7 @@ def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = No
             console.print(f"{(str(exc).strip() or type(exc).__name__).splitlines()[0][:300]}; "
                           "the plan shows no runs as done", highlight=False, soft_wrap=True)
             done, changed = {}, {}
-        console.print(plan_table(variants, done, changed))
+        out.show(plan_table(variants, done, changed), console, output)
         for v in variants:
             console.print(f"[{v.index}] {v.title}", highlight=False)
             for w in v.workloads:
@@ -179,32 +180,99 @@ def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = No
     for v in variants:
         if key(v) in done:
             console.print(f"[{v.index}] {v.title}: FINISHED before (run {done[key(v)]}), skipped", highlight=False)
-            outcomes.append(Outcome(v, "SKIPPED", done[key(v)]))
+            outcomes.append(Outcome(v, "SKIPPED", done[key(v)], summary=summary_of(client, done[key(v)])))
     todo = [v for v in variants if key(v) not in done]
     for experiment in dict.fromkeys(v.experiment for v in todo):
-        experiment_id_for(client, experiment)  # made here, once: lanes and jobs starting together would race
+        experiment_id = experiment_id_for(client, experiment)  # made here, once: lanes and jobs would race
+        # the comparison view, with the sweep's parameters, before the first run ends
+        view.refresh_quietly(client, experiment_id, sorted({k for v in todo if v.experiment == experiment
+                                                            for k in v.setting}))
     ctx = Context(client, uri, console, changed)
     outcomes += runner.run(todo, ctx) if todo else []
     outcomes.sort(key=lambda o: o.variant.index)
     for sweep_id, experiment in dict.fromkeys((v.sweep_id, v.experiment) for v in variants):
         run_id, path = sweep_report.log(client, sweep_id, experiment)
         if path:
-            console.print(f"sweep {sweep_id}: report {path} on run {run_id}", highlight=False)
+            console.print(f"sweep {sweep_id}: report {path} on run {run_id}", highlight=False, soft_wrap=True)
+        if run_id:
+            means = sweep_report.log_setting_means(client, sweep_id, experiment, run_id)
+            if means:
+                console.print(f"sweep {sweep_id}: the means of {means} repeated settings on runs under {run_id}",
+                              highlight=False, soft_wrap=True)
     return outcomes
 
 
-def results_table(outcomes: list[Outcome]):
-    table = out.table("#", "mode", "group", "device", "params", "status", "makespan s", "active s", "start-up %",
-                      "samples/s", "J/sample", "avg SM active %", "avg slowdown",
-                      title="sweep results (samples/s, J/sample, SM active: over the active phase)")
+def summary_of(client, run_id: str) -> dict[str, float]:
+    """A run's summary/* figures (a variant FINISHED before), by today's names; none when it cannot be read."""
+    from radt_ext.figures.summary_names import upgrade
 
-    def f(s, key, fmt="{:.2f}"):
-        return fmt.format(s[key]) if key in s else "-"
+    try:
+        metrics = client.get_run(run_id).data.metrics
+    except Exception:
+        return {}
+    return upgrade({k[len("summary/"):]: v for k, v in metrics.items() if k.startswith("summary/")}, prefix="")
 
+
+# the results table's figures: (header, summary key, format)
+FIGURES = (("makespan s", "makespan_s", "{:.2f}"), ("active s", "active_s", "{:.2f}"),
+           ("start-up %", "startup_share_pct", "{:.0f}"), ("samples/s", "throughput_samples_per_s", "{:.1f}"),
+           ("J/sample", "energy_per_sample_j", "{:.4f}"), ("avg SM active %", "gpu_mean_avg_sm_active_pct", "{:.1f}"),
+           ("avg slowdown", "avg_slowdown_ratio", "{:.2f}"))
+COUNTED = ("FINISHED", "SKIPPED")  # a setting's figures come from its finished runs (now, or before)
+
+
+def setting_key(v: Variant) -> tuple:
+    """The variant's setting: its content but the repeat (a pooled variant's place is the pool)."""
+    return (v.sweep_id, v.experiment, v.setting_hash)
+
+
+def by_setting(outcomes: list[Outcome]) -> list[list[Outcome]]:
+    groups: dict[tuple, list[Outcome]] = {}
     for o in outcomes:
-        v, s = o.variant, o.summary
-        table.add_row(str(v.index), v.mode, v.label, o.device or v.device, " ".join(f"{k}={x}" for k, x in v.setting.items()),
-                      o.status, f(s, "makespan_s"), f(s, "active_s"), f(s, "startup_share_pct", "{:.0f}"),
-                      f(s, "throughput_samples_per_s", "{:.1f}"), f(s, "energy_per_sample_j", "{:.4f}"),
-                      f(s, "gpu_mean_avg_sm_active_pct", "{:.1f}"), f(s, "avg_slowdown_ratio"))
+        groups.setdefault(setting_key(o.variant), []).append(o)
+    return list(groups.values())
+
+
+def _params(v: Variant) -> str:
+    return " ".join(f"{k}={x}" for k, x in v.setting.items())
+
+
+def results_table(outcomes: list[Outcome]):
+    """One row per variant; where the sweep repeats its settings, one row per setting: each figure's mean
+    over its finished repeats with its 95 % interval (Student t), ≈ where it lies within the noise of
+    the first setting."""
+    title = "sweep results (samples/s, J/sample, SM active: over the active phase)"
+    figures = [out.Column(header, fmt, key=name) for header, name, fmt in FIGURES]
+    groups = by_setting(outcomes)
+    if all(len(g) == 1 for g in groups):
+        table = out.table("#", "mode", "group", "device", "params", "status", *figures, title=title)
+        for o in outcomes:
+            v, s = o.variant, o.summary
+            table.add_row(v.index, v.mode, v.label, o.device or v.device, _params(v), o.status,
+                          *(s.get(name) for _, name, _ in FIGURES))
+        return table
+    from radt_ext.figures import repeats
+
+    first = groups[0]
+    note = (f"a ± b: the mean over a setting's finished repeats and its 95 % interval (Student t); "
+            f"{out.NOISE_MARK}: within the noise of the first setting (#{first[0].variant.index})")
+    table = out.table("#", "mode", "group", "device", "params", out.Column("runs"), "status", *figures,
+                      title=title.replace("(", "per setting (", 1), note=note)
+
+    def estimate(group, name):
+        return repeats.estimate(o.summary.get(name) for o in group if o.status in COUNTED)
+
+    for group in groups:
+        v = group[0].variant
+        statuses: dict[str, int] = {}
+        for o in group:
+            statuses[o.status] = statuses.get(o.status, 0) + 1
+        devices = ",".join(dict.fromkeys(o.device or o.variant.device for o in group))
+        cells = []
+        for _, name, _ in FIGURES:
+            est = estimate(group, name)
+            noise = repeats.noise(estimate(first, name), est) if group is not first else None
+            cells.append(out.Stat(est, noise))
+        table.add_row(",".join(str(o.variant.index) for o in group), v.mode, v.label, devices, _params(v), len(group),
+                      ", ".join(f"{n} {status}" for status, n in statuses.items()), *cells)
     return table

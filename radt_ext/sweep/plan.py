@@ -74,14 +74,24 @@ class Variant:
     pool: list[str] = field(default_factory=list)  # the devices a pooled variant may run on; [] : `device` fixed
     gpus: int = 1  # devices a pooled variant takes
 
-    @property
-    def hash(self) -> str:
-        return digest({
+    def _content(self) -> dict:
+        return {
             "mode": self.mode, "device": self.device, "repeat": self.repeat,
             "listeners": self.listeners, "child_listeners": self.child_listeners, "interval": self.interval,
             "workloads": [{"name": w.name, "command": w.command, "env": w.env, "mps": [w.mps_thread_percentage,
                            w.mps_pinned_mem_limit], "mig": w.mig} for w in self.workloads],
-        })[:24]
+        }
+
+    @property
+    def hash(self) -> str:
+        return digest(self._content())[:24]
+
+    @property
+    def setting_hash(self) -> str:
+        """The same content but the repeat: the variant's repeats share it (tag `sweep.setting`)."""
+        content = self._content()
+        del content["repeat"]
+        return digest(content)[:24]
 
     @property
     def title(self) -> str:
@@ -96,8 +106,8 @@ class Variant:
 
     def group(self, baselines: dict[str, tuple[str, float]] | None = None, tracking_uri: str | None = None,
               devices: list[str] | None = None) -> Group:
-        tags = {"sweep.id": self.sweep_id, "sweep.hash": self.hash, "sweep.group": self.label,
-                "sweep.repeat": str(self.repeat), **self.extra_tags}
+        tags = {"sweep.id": self.sweep_id, "sweep.hash": self.hash, "sweep.setting": self.setting_hash,
+                "sweep.group": self.label, "sweep.repeat": str(self.repeat), **self.extra_tags}
         tags.update({f"sweep.param.{k}": v for k, v in self.setting.items()})
         workloads = [w.workload(self.mode) for w in self.workloads]
         return Group(mode=self.mode, workloads=workloads, experiment_name=self.experiment,

@@ -5,7 +5,7 @@ packing scheduler of `radt_ext.packing`) plug in here through the entry-point gr
 A scheduler is an object with
     parse(data, modes, source) -> options or None   # its keys of the spec's top level; None: not asked for
     jobs(spec) -> list                              # the jobs it will run (one line on bad input)
-    run(spec, dry, console) -> list[Outcome]        # dry: the plan only
+    run(spec, dry, console, output) -> list[Outcome]  # dry: the plan only (output: table, csv, json)
 """
 from __future__ import annotations
 

@@ -293,24 +293,13 @@ def test_ops_heldout_report_prints_the_committed_figures():
     assert proc.stdout == committed
 
 
-def test_ops_heldout_report_scores_the_suite_once_an_h200_measured_it(tmp_path):
-    """Stand-in for the H200's run: the H100's suite files relabelled, so every prediction is scored."""
-    import gzip
+def test_ops_heldout_report_scores_the_suite_on_the_committed_h200_measurements(tmp_path):
+    """The H200 machine's suite files committed beside the H100's: every prediction is scored both ways."""
     import shutil
-
-    import pandas as pd
 
     ops = os.path.join(REPO, "docs", "ops")
     shutil.copytree(ops, tmp_path / "ops", ignore=shutil.ignore_patterns("*.png", "runs", "launch_bound"))
-    h200 = tmp_path / "ops" / "heldout" / "h200"
-    h200.mkdir()
-    h100 = tmp_path / "ops" / "heldout" / "h100"
-    for name in ("suite", "repeat", "dataset"):
-        df = pd.read_csv(h100 / f"{name}.csv.gz")
-        df["gpu"], df["gpu_name"] = "H200", "NVIDIA H200"
-        with gzip.open(h200 / f"{name}.csv.gz", "wt") as f:
-            df.to_csv(f, index=False)
-    shutil.copy(h100 / "rounds.csv.gz", h200 / "rounds.csv.gz")
+    assert (tmp_path / "ops" / "heldout" / "h200" / "suite.csv.gz").exists()
     env = dict(os.environ, PYTHONPATH=REPO)
     proc = subprocess.run([sys.executable, "-m", "benchmarks.ops_heldout", "report", "--out", str(tmp_path / "ops")],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
@@ -369,3 +358,76 @@ def test_attribution_pairs_reads_the_driver_ticks_of_the_h100_recording(tmp_path
         assert sum(s["named"].values()) == s["busy_ticks_while_all_busy"]
         assert sum(int(k) * v for k, v in s["run_lengths"].items()) == s["busy_ticks_while_all_busy"]
     assert "at most 1 process(es) named in one tick" in (tmp_path / "attribution_pairs.md").read_text()
+
+
+def test_pack_heldout_checks_the_bound_with_its_tolerance_and_shows_the_guards_account():
+    from benchmarks.pack_heldout import markdown, verdict
+
+    def job(name, slowdown, paused=0.0):
+        return {"name": name, "alone": {"active_s": 6.0, "duration_s": 14.0, "energy_j": 900.0},
+                "packed": {"slowdown": slowdown, "mode": "mps", "gpu": "0", "guard_paused_s": paused,
+                           "predicted_slowdown": 1.2, "launch_bound": name == "infer4"}}
+    steps = {"alone": {"makespan_s": 100.0, "groups": 10, "jobs": 10, "finished": 10, "gpu_energy_j": 9000.0,
+                       "modes": ["exclusive"]},
+             "packed": {"makespan_s": 65.0, "groups": 5, "jobs": 10, "finished": 10, "gpu_energy_j": 7000.0,
+                        "modes": ["exclusive", "mps"],
+                        "guard": {"mps 2 jobs: infer4-5 + cnn128-3": "max slowdown 1.5: 2.3s over infer4-5 live 2.41"}}}
+    fig = {"steps": steps, "jobs": {"a": job("infer4", 1.64), "b": job("cnn128", 1.1, paused=4.0)},
+           "makespan_ratio": 0.65, "max_slowdown_measured": 1.64}
+    v = verdict(fig, 1.5)
+    assert v["bound_kept"] and v["makespan_goal_met"] and v["paused_jobs"] == 1  # 1.64 <= 1.1 x 1.5
+    fig["jobs"]["a"]["packed"]["slowdown"] = 1.7
+    fig["verdict"] = v = verdict(fig, 1.5)
+    assert not v["bound_kept"] and v["over_tolerance"] == [("infer4", 1.7)]
+    text = markdown(fig, 1.5)
+    assert "NOT kept: infer4 1.70" in text and "- mps 2 jobs: infer4-5 + cnn128-3: max slowdown 1.5: 2.3s over" in text
+    assert "| infer4 | mps (0) | yes |" in text
+
+
+def test_ops_host_moves_by_a_ratio_of_two_hosts_measured_the_same_way():
+    """The second suite's host-aware predictions take both machines' hosts from one kind of measurement: the
+    command's (`radt-ext ops host`) or the profiles' own records, never one over the other; each ratio applied
+    is the hosts' ratio, and the two directions' ratios are each other's inverse."""
+    import math
+
+    import pandas as pd
+
+    from benchmarks.ops_host import move
+    from radt_ext.ops import dataset as ds, host, predict
+
+    data = ds.load(os.path.join(REPO, "tests", "radt_ext", "ops", "data", "slice.csv.gz"))
+    vit = data[(data.model == "vit") & (data.precision == "bf16") & (data["mode"] == "inference")]
+    command = {"H100": {"cpu_model": "Xeon", "cpus": 16, "launch_us": 5.6, "dispatch_us": 10.2, "module_us": 27.0,
+                        "autograd_us": 310.0, "copy_us": 21.8},
+               "H200": {"cpu_model": "Xeon", "cpus": 32, "launch_us": 3.7, "dispatch_us": 6.1, "module_us": 16.4,
+                        "autograd_us": 160.4, "copy_us": 18.1}}
+    # the profiles' records: taken in a warm process, they differ from the command's on the same machine
+    records = {g: {**h, **{k: h[k] * f for k in host.FIGURES}} for (g, h), f in zip(command.items(), (0.65, 0.9))}
+    both = []
+    for g in ("H100", "H200"):
+        rows = vit[vit.gpu == g].assign(**host.columns(records[g]))
+        net = rows.op == "network"
+        rows.loc[net, "host_ms"] = rows.loc[net, "time_ms"]  # host-bound: the host issues the whole step
+        both.append(rows)
+    both = pd.concat(both, ignore_index=True)
+    res = move(predict.fit(data), both, (0.05, 0.06), command, records)
+    assert set(res.predictor) == {"aware", "records", "assumed", "blind"}
+    for name, hosts_used in (("aware", command), ("records", records)):
+        ratio = {(r.source, r.target): r.host_ratio for r in res[res.predictor == name].itertuples()}
+        assert ratio[("H100", "H200")] == pytest.approx(host.ratio(hosts_used["H100"], hosts_used["H200"], "inference"))
+        assert ratio[("H100", "H200")] * ratio[("H200", "H100")] == pytest.approx(1.0)
+    # one kind over the other would have applied neither machine's ratio
+    mixed = host.ratio(records["H100"], command["H200"], "inference")
+    assert not math.isclose(mixed, host.ratio(command["H100"], command["H200"], "inference"), rel_tol=0.05)
+
+
+def test_ops_host_report_prints_the_committed_figures():
+    env = dict(os.environ, PYTHONPATH=REPO)
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.ops_host", "report"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for line in ("== 1. The hosts ==", "by the profiles' records", "host-aware, target's host measured: H200->H100",
+                 "second suite, host-aware:", "H200: repeat set, time per step, two fresh processes"):
+        assert line in proc.stdout, line
+    # what docs/ops.md quotes is what the committed data gives
+    assert proc.stdout == open(os.path.join(REPO, "docs", "ops", "host", "report.txt")).read()

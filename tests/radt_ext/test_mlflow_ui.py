@@ -250,3 +250,102 @@ def test_a_radt_ext_experiment_opens_in_the_training_view(store, server, browser
     _wait_text(page, "gpu0_energy_j")
     page.evaluate("() => localStorage.clear()")  # leave the module's browser as it found it
     page.close()
+
+
+ROWS_JS = """() => {
+  const rows = {};
+  document.querySelectorAll('.ag-row[row-index]').forEach(r => {
+    const i = Number(r.getAttribute('row-index'));
+    rows[i] = rows[i] || {};
+    r.querySelectorAll('.ag-cell[col-id]').forEach(c => { rows[i][c.getAttribute('col-id')] = c.innerText.trim(); });
+  });
+  return Object.keys(rows).sort((a, b) => a - b).map(k => rows[k]);
+}"""
+NAME_COLUMN = "attributes.`Run Name`"
+
+
+def _table_rows(page, names: list[str]) -> list[dict]:
+    """The runs table's rows, cell texts by column id, once every run named shows with its values."""
+    deadline = time.time() + WAIT_MS / 1000
+    while True:
+        rows = [r for r in page.evaluate(ROWS_JS) if r.get(NAME_COLUMN)]
+        shown = [next((n for n in names if r[NAME_COLUMN].splitlines()[-1] == n), None) for r in rows]
+        if sorted(filter(None, shown)) == sorted(names) and all(len(r) > 6 for r in rows):
+            return rows
+        if time.time() > deadline:
+            raise AssertionError(f"the runs table shows {rows}")
+        page.wait_for_timeout(500)
+
+
+def _open_view(page, url: str) -> None:
+    page.goto(url)
+    page.wait_for_url(re.compile(r".*workflowType=machine_learning.*orderByKey=tags\.%60radt_ext\.view_order%60.*"),
+                      timeout=WAIT_MS)  # the view's sort, applied from the experiment's tag
+    page.get_by_text("radt-ext comparison").first.wait_for(timeout=WAIT_MS)  # its name in the Views list
+
+
+def test_the_comparison_view_link_opens_its_columns_in_a_fresh_browser(store, server, browser):  # noqa: F811
+    """The link radt-ext prints opens the training view with the comparison columns and their values,
+    runs in the view's order: each collocation parent right before its children."""
+    from radt_ext.view import content, link
+
+    client = MlflowClient(store.uri)
+    page = browser.new_page()
+    page.goto(f"{server.url}/#/experiments")
+    page.evaluate("() => localStorage.clear()")  # a browser that never opened MLflow
+    for experiment_id, names, shot in (
+            (client.get_run(store.baseline).info.experiment_id, ["amp", "baseline"], "mlflow_comparison_table.png"),
+            (client.get_run(store.parent).info.experiment_id, [client.get_run(store.parent).info.run_name,
+                                                               "small", "large"], "mlflow_comparison_group.png")):
+        page.set_viewport_size({"width": 6000, "height": 1000})  # every column drawn (the grid draws what shows)
+        _open_view(page, link(store.uri, experiment_id, ui_url=server.url))
+        rows = _table_rows(page, names)
+        assert [r[NAME_COLUMN].splitlines()[-1] for r in rows] == names  # sorted by radt_ext.view_order
+        runs = {r.info.run_name: r for r in client.search_runs([experiment_id])}
+        for row in rows:
+            run = runs[row[NAME_COLUMN].splitlines()[-1]]
+            for key in content.METRICS:
+                if key in run.data.metrics:
+                    shown = row[f"metrics.`{key}`"]
+                    assert float(shown) == pytest.approx(run.data.metrics[key], rel=1e-6), (key, shown)
+            for key in content.TAGS:
+                if key in run.data.tags:
+                    assert row[f"tags.`{key}`"] == run.data.tags[key], key
+        page.set_viewport_size({"width": 2400, "height": 560})
+        _close_assistant(page)
+        page.wait_for_timeout(1500)
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / shot))
+    page.evaluate("() => localStorage.clear()")
+    page.close()
+
+
+def test_the_comparison_view_draws_its_charts(store, server, browser):  # noqa: F811
+    """Its Chart view: J/sample and throughput per run (bars), active time against GPU energy (a point per
+    run), GPU power over time (a line per run), in a section above the ones MLflow adds."""
+    from radt_ext.view import link
+
+    client = MlflowClient(store.uri)
+    experiment_id = client.get_run(store.baseline).info.experiment_id
+    page = browser.new_page()
+    page.set_viewport_size({"width": 1600, "height": 1500})
+    page.goto(f"{server.url}/#/experiments")
+    page.evaluate("() => localStorage.clear()")
+    _open_view(page, link(store.uri, experiment_id, ui_url=server.url) + "&compareRunsMode=CHART")
+    _close_assistant(page)
+    counts = "() => [document.querySelectorAll('.barlayer .point').length, " \
+             "document.querySelectorAll('.scatterlayer .points .point').length, " \
+             "document.querySelectorAll('.scatterlayer .js-line').length]"
+    page.wait_for_function(f"() => {{ const [bars, points, lines] = ({counts})(); "
+                           "return bars >= 4 && points >= 2 && lines >= 2; }", timeout=WAIT_MS)
+    bars, points, lines = page.evaluate(counts)
+    assert bars >= 4 and points >= 2 and lines >= 2  # two runs: two bar charts, a point each, a line each
+    body = page.inner_text("body")
+    ours = re.search(r"radt-ext comparison\s*\(4\)", body)  # its section, its four charts
+    assert ours, body[:3000]
+    assert ours.start() < body.index("Model metrics") < body.index("System metrics")
+    page.wait_for_timeout(1500)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "mlflow_comparison_charts.png"))
+    page.evaluate("() => localStorage.clear()")
+    page.close()

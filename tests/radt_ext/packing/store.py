@@ -35,13 +35,16 @@ def _end(client, run_id, metrics: dict[str, float], tags: dict[str, str]) -> Non
 def log_profile(uri: str, experiment: str, key: str, figures: tuple, gpu_mib: float = GPU_MIB,
                 model: str | None = None, whole: tuple | None = None, energy_j: float | None = None,
                 startup_s: float | None = None, busy: tuple[float, float] | None = None,
-                child_later_s: float = 0.0) -> str:
+                child_later_s: float = 0.0, throughput: float | None = 1000.0, cpu_pct: float | None = None,
+                cores: int | None = None) -> str:
     """An exclusive group run of one job with these figures (measured on a GPU `model`, as a pooled
     variant's child says); returns the child run id. Without `whole`, a run recorded under the old
     names (whole-run figures only); with it, today's names: `figures` over the active phase and
     `whole` (the same fields) over the whole run. `energy_j`: the job's attributed GPU energy over its
     whole run; `startup_s`: its start-up as logged (else whole run less active phase); `busy`: the
-    span the parent's GPU was busy, from the parent's start, the child starting `child_later_s` after it."""
+    span the parent's GPU was busy, from the parent's start, the child starting `child_later_s` after it;
+    `throughput`: its samples/s (None: a job that reports no progress); `cpu_pct`: its CPU (100 = a
+    core); `cores`: the host's logical CPUs."""
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name(experiment)
     exp_id = exp.experiment_id if exp else client.create_experiment(experiment)
@@ -63,6 +66,10 @@ def log_profile(uri: str, experiment: str, key: str, figures: tuple, gpu_mib: fl
             device[span], own[span] = duration + (2.0 if prefix else 0.0), duration
     if energy_j is not None:
         own["gpu_energy_attributed_j"] = energy_j
+    if throughput is not None:
+        own["throughput_samples_per_s" if whole is not None else "e2e_throughput_samples_per_s"] = throughput
+    if cpu_pct is not None:
+        own["proc_avg_cpu_pct" if whole is not None else "e2e_proc_avg_cpu_pct"] = cpu_pct
     if startup_s is not None:
         own["startup_s"] = startup_s
     if busy is not None:
@@ -72,7 +79,8 @@ def log_profile(uri: str, experiment: str, key: str, figures: tuple, gpu_mib: fl
     child = client.create_run(exp_id, start_time=began + int(child_later_s * 1000),
                               tags={"mlflow.parentRunId": parent}).info.run_id
     _end(client, child, own,
-         {"collocation.mode": "exclusive", "sweep.workload_hash": key, **({"sweep.gpu_model": model} if model else {})})
+         {"collocation.mode": "exclusive", "sweep.workload_hash": key, **({"sweep.gpu_model": model} if model else {}),
+          **({"machine.cpu_logical_cores": str(cores)} if cores else {})})
     return child
 
 

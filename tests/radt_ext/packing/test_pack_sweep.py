@@ -3,6 +3,7 @@ replayed from the 2-GPU trace; the jobs' profiles logged into the store beforeha
 recorded by the queue's own first runs."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -65,15 +66,13 @@ def test_profiled_jobs_share_the_gpus_and_each_group_says_why(tmp_path, two_gpus
     assert dry.returncode == 0, dry.stderr
     assert "naive: predicted slowdown 1.08 <= 1.5 (contention model)" in dry.stderr  # 1 + the other's 8 % util
     assert "4 jobs in 2 groups on 2 GPU(s), 4 sharing a GPU" in dry.stderr
-    done = radt("sweep", path, env={"COLUMNS": "250"})
+    done = radt("sweep", path, "--output", "json")
     assert done.returncode == 0, done.stdout + done.stderr
     assert finished_jobs(two_gpus) == {h: 1 for h in hashes.values()}
-    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in (done.stdout + done.stderr).splitlines()
-            if "│ naive" in line and "FINISHED" in line]
+    rows = [r for r in json.loads(done.stdout) if r["mode"] == "naive" and r["status"] == "FINISHED"]
     assert len(rows) == 4
     for row in rows:  # each job's own wall time and slowdown in the results table
-        makespan, slowdown = float(row[6]), float(row[-1])
-        assert makespan > 0.4 and slowdown > 0
+        assert row["makespan_s"] > 0.4 and row["avg_slowdown_ratio"] > 0
     client = MlflowClient(two_gpus)
     exp = client.get_experiment_by_name("queue").experiment_id
     groups = client.search_runs([exp], "tags.`pack.decision` LIKE 'naive%' and tags.`collocation.size` = '2'")
@@ -217,6 +216,7 @@ def test_an_mps_group_runs_with_the_planned_thread_percentages(tmp_path, trackin
     ("", "packed", "queue.yaml: schedule: 'packed' is not a schedule; use one of pack"),
     ("pack: {mps_thread_percentage: 150}\n", "pack", "pack.mps_thread_percentage: expected auto, none or a whole"),
     ("pack: {max_gpus: 2}\n", "pack", "pack.max_gpus: unknown field; use one of max_jobs_per_gpu"),
+    ("pack: {guard: maybe}\n", "pack", "pack.guard: expected true or false, got 'maybe'"),
 ])
 def test_bad_input_is_one_line_before_anything_runs(tmp_path, two_gpus, extra, schedule, message):
     path = spec(tmp_path, {"a": "--seconds 0.3"}, extra=extra, schedule=schedule)
@@ -248,3 +248,31 @@ def test_the_queue_runs_with_plain_output_where_rich_is_missing(tmp_path, tracki
     assert [o.status for o in outcomes] == ["FINISHED", "FINISHED"]
     err = capsys.readouterr().err
     assert "gpu cpu: alone: a-0: no exclusive profile in the store" in err and "sweep queue: report" in err
+
+
+def test_a_guarded_group_pauses_the_companion_of_a_job_beyond_the_bound_and_says_so(tmp_path, two_gpus):
+    path = tmp_path / "queue.yaml"
+    path.write_text(open(spec(tmp_path, {"a": "--seconds 3", "b": "--seconds 4"})).read()
+                    .replace('devices: ["0", "1"]', 'devices: ["0"]'))
+    client = MlflowClient(two_gpus)
+    for v in queue.job_variants(load(str(path))):  # a's profile did far more alone than it can here
+        log_profile(two_gpus, "queue", v.workloads[0].key, LIGHT, whole=LIGHT, throughput=1e6 if v.index == 0 else 1.0)
+    done = radt("sweep", str(path), env={"COLUMNS": "250"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "radt-ext guard: a-0 live slowdown" in done.stdout + done.stderr
+    exp = client.get_experiment_by_name("queue").experiment_id
+    (group,) = client.search_runs([exp], "tags.`collocation.size` = '2'")
+    assert group.data.tags["pack.guard"] == "on" and group.data.tags["pack.reason"].endswith("; guarded")
+    text = group.data.tags["collocation.guard"]
+    assert text.startswith("max slowdown 1.5: ") and " over a-0 live " in text and " pause b-1 " in text
+    assert " resume b-1: " in text
+    kids = {k.data.tags["collocation.workload"]: k for k in
+            client.search_runs([exp], f"tags.`mlflow.parentRunId` = '{group.info.run_id}'")}
+    assert kids["b-1"].data.metrics["summary/guard_paused_s"] > 0
+    assert kids["a-0"].data.metrics["summary/guard_live_slowdown_max"] > 1.5
+    # what the next plan learns: together, a ran beyond the bound (as the guard read it live)
+    measured = profiles.read(client, "queue").groups[0]
+    assert measured.guarded and max(measured.slowdowns[kids["a-0"].data.tags["sweep.workload_hash"]]) > 1.5
+    report = client.search_runs([exp], "tags.`sweep.role` = 'report'")[0]
+    html = open(os.path.join(report.info.artifact_uri.replace("file://", ""), "radt_ext_sweep_report.html")).read()
+    assert "guard: paused s" in html and "pause b-1" in html

@@ -182,3 +182,58 @@ def test_a_run_whose_radt_ext_and_watchdog_were_killed_is_ended_by_the_next_run(
     orphans = [r for r in runs if r.info.status == "KILLED"]
     assert len(orphans) == 2  # radt-ext's run and the workload's own
     assert any("ended by a later radt-ext run" in r.data.tags.get(TAG_ENDED_BY, "") for r in orphans)
+
+
+# the workload notes that it started, then waits to be stopped
+STARTED_THEN_WAITS = "import sys, time\nopen(sys.argv[1], 'w').write('x')\ntime.sleep(300)\n"
+
+
+def test_a_workload_stopped_before_the_store_was_reached_is_recorded_through_the_spool(tmp_path):
+    """The server answers radt-ext's checks, then is gone when radt-ext goes to make its run; the
+    workload, already running, is stopped: its run is spooled, KILLED with its samples, and
+    `radt-ext sync` makes it in the store once the server is back."""
+    from tests.servers import start_mlflow_server
+
+    backend = f"sqlite:///{tmp_path / 'server.db'}"
+    server = start_mlflow_server(backend, tmp_path / "server")
+    port = int(server.url.rsplit(":", 1)[1])
+    spool, started = tmp_path / "spool", tmp_path / "started"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": server.url, "RADT_EXT_SPOOL_DIR": str(spool)}
+    proc = subprocess.Popen([sys.executable, "-m", "radt_ext.cli", "run", "-l", "top", "-i", "0.05",
+                             "--run-name", "early", "--", sys.executable, "-c", STARTED_THEN_WAITS, str(started)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lambda: started.exists() or proc.poll() is not None, 120, "the workload to start")
+        os.killpg(server.proc.pid, signal.SIGKILL)  # radt-ext is still importing MLflow
+        server.stop()
+        time.sleep(1.0)  # samples taken
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        server.stop()
+    assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
+    (path,) = spool.glob("*.jsonl")
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("radt-ext: run KILLED") and str(path) in last and "radt-ext sync" in last, err[-3000:]
+    assert MlflowClient(backend).search_runs(["0"]) == []  # nothing reached the store
+
+    server = start_mlflow_server(backend, tmp_path / "server", port=port)
+    try:
+        synced = subprocess.run([sys.executable, "-m", "radt_ext.cli", "sync"], env=env, capture_output=True,
+                                text=True, timeout=180)
+        assert synced.returncode == 0, synced.stdout + synced.stderr
+        assert "made run" in synced.stdout
+        path.write_text("")  # a later sync finds nothing new (the file is gone once synced)
+        again = subprocess.run([sys.executable, "-m", "radt_ext.cli", "sync"], env=env, capture_output=True,
+                               text=True, timeout=180)
+        assert again.returncode == 0, again.stdout + again.stderr
+    finally:
+        server.stop()
+    (run,) = MlflowClient(backend).search_runs(["0"])
+    assert run.info.status == "KILLED" and run.info.run_name == "early"
+    assert run.data.tags["radt_ext.exit_code"] == str(-signal.SIGTERM)
+    history = MlflowClient(backend).get_metric_history(run.info.run_id, "system/proc_cpu_pct")
+    assert len(history) > 5  # the samples it had, at their own times
+    assert run.info.start_time <= min(h.timestamp for h in history)

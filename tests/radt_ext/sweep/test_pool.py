@@ -18,7 +18,7 @@ from radt_ext import sweep
 from radt_ext.sweep.pool import DevicePool
 from tests.radt_ext.collocation.support import WORKLOAD
 from tests.radt_ext.helpers import radt
-from tests.traces import TWO_GPUS, gpu_name
+from tests.traces import NO_DRIVER, TWO_GPUS, gpu_name
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RENDEZVOUS = os.path.join(HERE, "rendezvous.py")
@@ -190,6 +190,24 @@ def test_collocate_on_a_gpu_the_host_lacks_is_one_line(two_gpus):
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "device '7'" in lines[0] and "no GPU with index 7" in lines[0], done.stderr
     assert not os.path.exists(two_gpus[len("sqlite:///"):]) or parents(two_gpus) == []
+
+
+def test_a_gpu_on_a_machine_without_gpus_is_one_line(tracking_uri, tmp_path):
+    no_gpu = {nvml_backend.REPLAY_ENV: NO_DRIVER}  # NVML does not start, as on a machine without a driver
+    marker = tmp_path / "ran"
+    done = radt("collocate", "--device", "7", "-w", f"{sys.executable} -c \"open({str(marker)!r}, 'w')\"", env=no_gpu)
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("Error: device '7': this machine has no GPU (NVML does not start"), done.stderr
+    path = write(tmp_path, f"""
+        devices: ["0"]
+        workloads:
+          t: {{command: "{sys.executable} -c pass"}}
+    """)
+    done = radt("sweep", str(path), env=no_gpu)
+    assert done.returncode == 2 and "devices: '0': this machine has no GPU" in done.stderr, done.stderr
+    assert not marker.exists() and not os.path.exists(tracking_uri[len("sqlite:///"):])
 
 
 def test_the_pool_hands_out_the_first_free_devices_and_waits_for_them():

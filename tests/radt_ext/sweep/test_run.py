@@ -81,7 +81,8 @@ RADT_CSV = """Experiment,Workload,Status,Run,Devices,Collocation,    File,    Li
 """
 
 
-def test_radt_csv_is_read_not_written(tmp_path, tracking_uri):
+def test_radt_csv_is_read_not_written(tmp_path, two_gpus):  # the file's rows run on GPU 0 (replayed NVML)
+    tracking_uri = two_gpus
     path = tmp_path / "experiment.csv"
     path.write_text(RADT_CSV.format(wl=WORKLOAD))
     before = hashlib.sha256(path.read_bytes()).hexdigest()

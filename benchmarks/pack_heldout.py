@@ -1,0 +1,97 @@
+"""Figures of the held-out packing queue (scripts/gpu/pack_heldout.sh): jobs the packing model was never
+fitted or tuned on, packed with the guard on, against the same queue one job per GPU at a time.
+
+Per job: the predicted against the measured active-phase slowdown (the bound's figure: the seconds the
+guard paused it left out, as for a job waiting in a queue) and the same with those seconds counted, the
+highest slowdown the guard read live and the seconds it paused the job, wall times, and the GPU energy
+over the whole run alone and packed (the job's attributed share). Per step: the makespan, the total GPU
+energy. Goals: no measured slowdown above 1.1 x the bound; makespan packed / one job per GPU <= 0.7.
+
+    python -m benchmarks.pack_heldout --store sqlite:///mlflow.db --steps steps.json --out DIR [--plan plan.txt]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from mlflow.tracking import MlflowClient
+
+from benchmarks.pack_queue import _n, collect, planned
+
+EXPERIMENT = "pack-heldout"
+TOLERANCE = 1.1  # the design goal: no job's measured slowdown above 1.1 x the bound
+
+
+def verdict(fig: dict, bound: float) -> dict:
+    """The goals, checked: every measured slowdown within TOLERANCE x bound; the makespan ratio <= 0.7."""
+    packed = [(j["name"], j["packed"]) for j in fig["jobs"].values() if j.get("packed", {}).get("slowdown")]
+    over = [(name, p["slowdown"]) for name, p in packed if p["slowdown"] > TOLERANCE * bound]
+    ratio = fig.get("makespan_ratio")
+    return {"jobs_measured": len(packed), "over_tolerance": over, "bound_kept": not over and bool(packed),
+            "makespan_ratio": ratio, "makespan_goal_met": ratio is not None and ratio <= 0.7,
+            "paused_jobs": sum(1 for _, p in packed if (p.get("guard_paused_s") or 0) > 0)}
+
+
+def markdown(fig: dict, bound: float) -> str:
+    v = fig["verdict"]
+    lines = ["| step | groups | jobs FINISHED | makespan s | GPU energy J | energy / job J | modes |",
+             "|---|---|---|---|---|---|---|"]
+    for step, s in fig["steps"].items():
+        per_job = s["gpu_energy_j"] / s["jobs"] if s["jobs"] else None
+        lines.append(f"| {step} | {s['groups']} | {s['finished']}/{s['jobs']} | {_n(s['makespan_s'], '{:.1f}')} | "
+                     f"{s['gpu_energy_j']:.0f} | {_n(per_job, '{:.0f}')} | {', '.join(s['modes'])} |")
+    plan = fig.get("plan", {})
+    lines += ["", f"makespan ratio packed / one job per GPU at a time: {_n(v['makespan_ratio'])} measured "
+                  f"(goal <= 0.7: {'met' if v['makespan_goal_met'] else 'not met'}), {_n(plan.get('ratio'))} planned; "
+                  f"largest measured active-phase slowdown {_n(fig.get('max_slowdown_measured'))} against the bound "
+                  f"{bound:g} (goal: none above {TOLERANCE * bound:.2f}: "
+                  f"{'kept' if v['bound_kept'] else 'NOT kept: ' + ', '.join(f'{n} {s:.2f}' for n, s in v['over_tolerance'])}); "
+                  f"{v['paused_jobs']} job(s) paused by the guard", "",
+              "Per job: slowdown of the active phase predicted, measured (paused seconds left out) and with the "
+              "pauses counted; the guard's highest live reading and its pauses; wall time (start-up + active); "
+              "GPU energy over the whole run (attributed share). LB: launch-bound in its profile.", "",
+              "| job | mode (gpu) | LB | active s alone | slowdown pred. | slowdown meas. | with pauses | guard live max | "
+              "paused s | wall s alone | wall s pred. | wall s packed | energy J alone | energy J pred. | energy J packed |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for job in sorted(fig["jobs"].values(), key=lambda j: j["name"] or ""):
+        a, p = job.get("alone", {}), job.get("packed", {})
+        lines.append(f"| {job['name']} | {p.get('mode', '–')} ({p.get('gpu', '–')}) | "
+                     f"{'yes' if p.get('launch_bound') else ''} | {_n(a.get('active_s'), '{:.1f}')} | "
+                     f"{_n(p.get('predicted_slowdown'))} | {_n(p.get('slowdown'))} | "
+                     f"{_n(p.get('slowdown_with_pauses'))} | {_n(p.get('guard_live_max'))} | "
+                     f"{_n(p.get('guard_paused_s'), '{:.1f}')} | {_n(a.get('duration_s'), '{:.1f}')} | "
+                     f"{_n(p.get('predicted_wall_s'), '{:.1f}')} | {_n(p.get('duration_s'), '{:.1f}')} | "
+                     f"{_n(a.get('energy_j'), '{:.0f}')} | {_n(p.get('predicted_energy_j'), '{:.0f}')} | "
+                     f"{_n(p.get('energy_j'), '{:.0f}')} |")
+    guard = fig["steps"].get("packed", {}).get("guard", {})
+    if guard:
+        lines += ["", "What the guard did, per shared group:", ""]
+        lines += [f"- {decision}: {text}" for decision, text in guard.items()]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--store", required=True)
+    ap.add_argument("--steps", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--max-slowdown", type=float, default=1.5)
+    ap.add_argument("--plan", help="the packed step's dry run output (plan.txt)")
+    args = ap.parse_args()
+    with open(args.steps) as fh:
+        steps = json.load(fh)
+    fig = collect(MlflowClient(args.store), steps, EXPERIMENT)
+    fig["plan"] = planned(args.plan)
+    fig["verdict"] = verdict(fig, args.max_slowdown)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "pack_heldout.json"), "w") as fh:
+        json.dump(fig, fh, indent=1)
+    text = markdown(fig, args.max_slowdown)
+    with open(os.path.join(args.out, "pack_heldout.md"), "w") as fh:
+        fh.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
