@@ -44,6 +44,8 @@ from mlflow.projects.utils import (
     load_project,
 )
 
+from radt_ext.errors import UsageError
+
 _logger = logging.getLogger("mlflow.projects.radt_ext")  # MLflow's projects log, as its own backends write
 SYNCHRONOUS = "synchronous"
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
