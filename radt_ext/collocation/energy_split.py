@@ -39,6 +39,8 @@ class Child:
     series: dict[str, list[tuple[float, float]]]
     mig: str | None = None  # a MIG profile such as "3g.71gb"
     window: tuple[float, float] | None = None  # its first and last progress mark, where it reported progress
+    progress: list[tuple[float, float]] | None = None  # (t, cumulative samples) at its progress records
+    kind: str = ""  # its command: workloads of one kind run at the same rate alone
 
 
 def activity(child: Child, position: int = 0) -> tuple[list[tuple[float, float]], float, bool]:
@@ -67,7 +69,8 @@ def split(devices: list[str], parent_series: dict[str, list[tuple[float, float]]
             mine = [d.strip() for d in c.device.split(",")]
             if device in mine and c.start:
                 points, scale, procs = activity(c, mine.index(device))
-                work.append(WorkloadActivity(c.name, c.start, c.end, points, scale, window=c.window))
+                work.append(WorkloadActivity(c.name, c.start, c.end, points, scale, window=c.window,
+                                             progress=c.progress, kind=c.kind))
                 per_process = per_process and procs
         if work:
             split_i = attribute(power, work, energy, one_per_tick=per_process)
@@ -135,7 +138,8 @@ def parent_summary(parts: dict[int, Attribution], samples_by_name: dict[str, flo
            "gpu_energy_idle_j": sum(a.idle_j for a in parts.values()),
            "gpu_energy_unattributed_j": sum(a.unattributed_j for a in parts.values()),
            "gpu_idle_power_w": sum(a.idle_power_w for a in parts.values()),
-           "attribution_even_split_s": max(a.even_split_s for a in parts.values())}
+           "attribution_even_split_s": max(a.even_split_s for a in parts.values()),
+           "attribution_work_split_s": max(a.work_split_s for a in parts.values())}
     for name, samples in samples_by_name.items():
         energy = sum(a.shares[name].energy_j for a in parts.values() if name in a.shares)
         if any(name in a.shares for a in parts.values()):
