@@ -5,14 +5,18 @@
     python -m benchmarks.attribution_pairs --raw proc_samples.jsonl.gz --out DIR   # the driver's ticks only
     python -m benchmarks.attribution_pairs --raw proc_samples.jsonl.gz --export-ticks FILE.json --note TEXT
         # every stretch where runs shared the GPU: their ticks and the power, the tests' fixture
+    python -m benchmarks.attribution_pairs --store sqlite:///mlflow.db --export-groups FILE.json --group ID... --note TEXT
+        # groups as the store holds them (what `recomputed` reads), the tests' fixture
 
 Writes DIR/attribution_pairs.md and .json:
 - identical pairs (a group of two runs of one workload), per mode and repeat: the two jobs' attributed
-  energy as their runs logged it, the gap between them (of their mean), and each one's interval
+  energy as their runs logged it (as run), the gap between them (of their mean), and each one's interval
   (`summary/gpu_energy_attributed_low_j` / `_high_j`); per mode the mean and largest gap (goal: mean
-  ≤ 3 %, none above 5 %) and whether every job's interval holds the mean of the repeats; beside them the
-  split recomputed from the store as logged, and from the ticks alone (without the jobs' progress marks);
-- the unequal pair (`once` beside `twice`): the energy ratio against the work ratio (progress samples);
+  ≤ 3 %, none above 5 %) and whether every job's interval holds the mean of the repeats; the same
+  recomputed from the store by today's split (`recomputed`), and the ticks alone (no progress);
+- the unequal pair (`once` beside `twice`): the energy ratio against the work ratio (progress samples),
+  as run and recomputed, for the whole energy, its active part and the energy inside each job's own
+  active phase;
 - the driver's ticks, from the raw per-process samples (listeners.record_proc_samples every 50 ms): the
   tick, processes named per tick, busy ticks per group and the runs of one name, and what a reader asking
   once a second keeps of them (--once-a-second: a second recorder's file of the same GPU).
@@ -402,8 +406,20 @@ def main(argv=None) -> int:
     ap.add_argument("--once-a-second", default=None, help="a once-a-second recorder's file of the first --raw GPU")
     ap.add_argument("--out", default=None)
     ap.add_argument("--export-ticks", default=None, help="write the shared stretches of the first --raw file here")
-    ap.add_argument("--note", default="", help="with --export-ticks: where the samples came from")
+    ap.add_argument("--note", default="", help="with --export-ticks/--export-groups: where the samples came from")
+    ap.add_argument("--export-groups", default=None,
+                    help="with --store: write the groups named by --group (parent run id prefixes) here, the tests' fixture")
+    ap.add_argument("--group", nargs="*", default=[], help="parent run id prefixes for --export-groups")
     args = ap.parse_args(argv)
+    if args.export_groups:
+        if not args.store:
+            ap.error("--export-groups needs --store")
+        chosen = [g for g in store_groups(args.store, args.experiment)
+                  if any(g["run_id"].startswith(x) for x in args.group)]
+        with open(args.export_groups, "w") as fh:
+            json.dump({"meta": {"note": args.note}, "groups": chosen}, fh, separators=(",", ":"))
+        if not args.out:
+            return 0
     if args.export_ticks:
         with open(args.export_ticks, "w") as fh:
             json.dump({"meta": {"note": args.note}, "stretches": shared_stretches(read_rows(args.raw[0]))}, fh)

@@ -11,6 +11,9 @@ Pure functions: no NVML, no MLflow. Inputs are (time s, value) series:
   one process per sampling tick (~200 ms on an H100): with per-process samples (`one_per_tick`,
   a time-sliced GPU) who was busy when, and each one's share while several were, come from
   `time_slicing.TimeSlices`; concurrent samples (MIG instances' GPM) weigh the workloads directly.
+  Where the workloads on a time-sliced (or MPS) GPU all report progress, their own work decides instead
+  (`work_shares.WorkShares`): busy from first to last progress mark, shares by work over rate alone, and
+  the stretches where none of them works (start-up, tear-down) pooled by each one's time outside its work.
 
 Each interval between two samples is split in two parts:
 
@@ -196,7 +199,8 @@ def attribute(power: Points, workloads: list[WorkloadActivity], energy: Points |
     """
     grid, seg, integral = segments(power, energy)
     idle_w = idle_power(grid, seg) if idle_power_w is None else max(0.0, idle_power_w)
-    shares = {w.name: Share() for w in workloads}
+    # each timeline opens at the grid's start, so its first interval has a start (energy_in reads it)
+    shares = {w.name: Share(timeline=[(grid[0], 0.0)] if grid else []) for w in workloads}
     slices = lookups = None
     if one_per_tick:
         slices = TimeSlices([(w.name, w.start, w.end, _clean(w.activity)) for w in workloads],
