@@ -5,7 +5,9 @@ Per GPU of the group: the parent's `gpu{i}_power_w` and `gpu{i}_energy_j`, and e
 activity on it from its child's own listeners — `gpu0_proc_sm_pct` (gpu_procs), or under MIG its
 instance's GPM `gpu0_mig{gi}_sm_active_pct` scaled by the instance's share of the GPU — and, where the
 workload reported progress, the first and last of its marks (`Child.window`: the edges of its own work,
-which NVML's one-process-a-tick samples place only to a tick or two). The split itself is
+which NVML's one-process-a-tick samples place only to a tick or two), its progress records
+(`Child.progress`: its cumulative samples, whose rate over its rate alone weighs it on a time-sliced or MPS
+GPU) and its command (`Child.kind`: jobs of one command run at one rate alone). The split itself is
 `attribution.attribute` (see there for idle power and missing samples, and `time_slicing` for a
 time-sliced GPU). Each child gets its share and the interval the samples allow
 (`gpu_energy_attributed_low_j` / `_high_j`).
