@@ -239,7 +239,8 @@ def attribute(power: Points, workloads: list[WorkloadActivity], energy: Points |
                 value = lookups[w.name].at(mid)
                 weights[w.name] = 0.0 if value is None else value * w.scale
         busy = sum(weights.values())
-        if busy <= 0:  # nobody reports activity: even, and the samples allow anything
+        evenly = busy <= 0
+        if evenly:  # nobody reports activity: even, and the samples allow anything
             weights = {w.name: 1.0 for w in present}
             busy = float(len(present))
             even += dt
@@ -249,6 +250,7 @@ def attribute(power: Points, workloads: list[WorkloadActivity], energy: Points |
         if overhead and from_work is None and not (work.busy_at(mid) & {w.name for w in present}):
             # nobody working by its own clock (start-up, tear-down): the group's overhead, pooled
             pooled_s += dt
+            even -= dt if evenly else 0.0  # split by the overhead, not evenly
             for w in workloads:
                 s = shares[w.name]
                 f = overhead.get(w.name, 0.0)

@@ -141,7 +141,8 @@ def parent_summary(parts: dict[int, Attribution], samples_by_name: dict[str, flo
            "gpu_energy_unattributed_j": sum(a.unattributed_j for a in parts.values()),
            "gpu_idle_power_w": sum(a.idle_power_w for a in parts.values()),
            "attribution_even_split_s": max(a.even_split_s for a in parts.values()),
-           "attribution_work_split_s": max(a.work_split_s for a in parts.values())}
+           "attribution_work_split_s": max(a.work_split_s for a in parts.values()),
+           "attribution_overhead_pooled_s": max(a.overhead_pooled_s for a in parts.values())}
     for name, samples in samples_by_name.items():
         energy = sum(a.shares[name].energy_j for a in parts.values() if name in a.shares)
         if any(name in a.shares for a in parts.values()):

@@ -147,6 +147,7 @@ def test_without_activity_the_split_follows_progress_and_still_adds_up(tracking_
     parts = long["summary/gpu_energy_attributed_j"] + short["summary/gpu_energy_attributed_j"]
     assert parts + p["summary/gpu_energy_unattributed_j"] == pytest.approx(p["summary/e2e_gpu_total_energy_j"], rel=0.01)
     assert p["summary/attribution_work_split_s"] > 1.5  # the long one's 2 s of work
+    assert p["summary/attribution_overhead_pooled_s"] > 0  # start-up and tear-down
     assert long["summary/gpu_energy_attributed_j"] > short["summary/gpu_energy_attributed_j"]
     long_work = [float(x) for x in kids["long"].data.tags["collocation.progress_window"].split(",")]
     ended = float(kids["short"].data.tags["collocation.ended_s"])
