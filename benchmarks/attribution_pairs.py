@@ -5,14 +5,18 @@
     python -m benchmarks.attribution_pairs --raw proc_samples.jsonl.gz --out DIR   # the driver's ticks only
     python -m benchmarks.attribution_pairs --raw proc_samples.jsonl.gz --export-ticks FILE.json --note TEXT
         # every stretch where runs shared the GPU: their ticks and the power, the tests' fixture
+    python -m benchmarks.attribution_pairs --store sqlite:///mlflow.db --export-groups FILE.json --group ID... --note TEXT
+        # groups as the store holds them (what `recomputed` reads), the tests' fixture
 
 Writes DIR/attribution_pairs.md and .json:
 - identical pairs (a group of two runs of one workload), per mode and repeat: the two jobs' attributed
-  energy as their runs logged it, the gap between them (of their mean), and each one's interval
+  energy as their runs logged it (as run), the gap between them (of their mean), and each one's interval
   (`summary/gpu_energy_attributed_low_j` / `_high_j`); per mode the mean and largest gap (goal: mean
-  ≤ 3 %, none above 5 %) and whether every job's interval holds the mean of the repeats; beside them the
-  split recomputed from the store as logged, and from the ticks alone (without the jobs' progress marks);
-- the unequal pair (`once` beside `twice`): the energy ratio against the work ratio (progress samples);
+  ≤ 3 %, none above 5 %) and whether every job's interval holds the mean of the repeats; the same
+  recomputed from the store by today's split (`recomputed`), and the ticks alone (no progress);
+- the unequal pair (`once` beside `twice`): the energy ratio against the work ratio (progress samples),
+  as run and recomputed, for the whole energy, its active part and the energy inside each job's own
+  active phase;
 - the driver's ticks, from the raw per-process samples (listeners.record_proc_samples every 50 ms): the
   tick, processes named per tick, busy ticks per group and the runs of one name, and what a reader asking
   once a second keeps of them (--once-a-second: a second recorder's file of the same GPU).
@@ -29,7 +33,7 @@ from collections import Counter, defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from radt_ext.collocation.energy_split import Child, split  # noqa: E402
+from radt_ext.collocation.energy_split import Child, energy_in, split  # noqa: E402
 
 MEAN_GOAL, MAX_GOAL, WORK_GOAL = 3.0, 5.0, 5.0  # %
 
@@ -87,6 +91,9 @@ def store_groups(uri: str, experiment: str) -> list[dict]:
                 "high_j": m.get("summary/gpu_energy_attributed_high_j"),
                 "active_j": m.get("summary/gpu_energy_active_attributed_j"),
                 "samples": m.get("summary/e2e_samples", m.get("summary/samples")),
+                "window_samples": m.get("summary/samples"),
+                "overlap_samples": m.get("summary/overlap_samples"),
+                "command": t.get("radt_ext.command", ""),
                 "start": float(t.get("collocation.started_s", 0) or 0),
                 "end": float(t.get("collocation.ended_s", 0) or 0) or None,
                 "window": tuple(float(x) for x in window.split(",")) if window else None,
@@ -100,14 +107,42 @@ def store_groups(uri: str, experiment: str) -> list[dict]:
     return out
 
 
-def recomputed(group: dict, windows: bool) -> dict[str, float]:
-    """The split recomputed from the store (with or without the jobs' progress windows)."""
+def stored_progress(child: dict, overlap: tuple[float, float] | None) -> list[tuple[float, float]] | None:
+    """A job's progress as far as the store holds it: its first and last mark (the window), the samples
+    between them and those inside the group's overlap (where every job was active); the part outside
+    the overlap at its mean rate there. The live split reads every progress record instead."""
+    window, total = child["window"], child["window_samples"]
+    if not window or not total or window[1] <= window[0]:
+        return None
+    a, b = window
+    inside = child["overlap_samples"]
+    if overlap is None or inside is None or not (a <= overlap[0] < overlap[1] <= b):
+        return [(a, 0.0), (b, float(total))]
+    before, after = overlap[0] - a, b - overlap[1]
+    outside = max(0.0, total - inside)
+    pre = outside * before / (before + after) if before + after > 0 else 0.0
+    points = [(a, 0.0), (overlap[0], pre), (overlap[1], pre + inside), (b, float(total))]
+    return [p for i, p in enumerate(points) if i == 0 or p[0] > points[i - 1][0]]
+
+
+def recomputed(group: dict, windows: bool, progress: bool | None = None) -> dict[str, dict[str, float]]:
+    """The split recomputed from the store: {name: {energy_j, active_j, low_j, high_j}}. windows: with the
+    jobs' progress windows; progress (default: as windows): with their work (`stored_progress`)."""
+    progress = windows if progress is None else progress
+    spans = [c["window"] for c in group["children"] if c["window"]]
+    overlap = None
+    if len(spans) == len(group["children"]) and spans:
+        lo, hi = max(w[0] for w in spans), min(w[1] for w in spans)
+        overlap = (lo, hi) if hi > lo else None
     kids = [Child(c["name"], "0", c["start"], c["end"], {"gpu0_proc_sm_pct": c["sm"]} if c["sm"] else {},
-                  window=c["window"] if windows else None) for c in group["children"]]
+                  window=c["window"] if windows else None,
+                  progress=stored_progress(c, overlap) if progress else None, kind=c.get("command", ""))
+            for c in group["children"]]
     parts = split(["0"], group["parent_series"], kids)
     if not parts:
         return {}
-    return {n: s.energy_j for n, s in parts[0].shares.items()}
+    return {n: {"energy_j": s.energy_j, "active_j": s.active_j, "low_j": s.low_j, "high_j": s.high_j}
+            for n, s in parts[0].shares.items()}
 
 
 def gap_pct(a: float, b: float) -> float:
@@ -118,7 +153,39 @@ def ratio(a, b) -> float:
     return a / b if a is not None and b else float("nan")
 
 
+def own_phase_energy(group: dict, name: str, window) -> float:
+    """A job's recomputed energy inside its own active phase (its progress window): the energy of its work."""
+    spans = [c["window"] for c in group["children"] if c["window"]]
+    overlap = None
+    if len(spans) == len(group["children"]) and spans:
+        lo, hi = max(w[0] for w in spans), min(w[1] for w in spans)
+        overlap = (lo, hi) if hi > lo else None
+    kids = [Child(c["name"], "0", c["start"], c["end"], {"gpu0_proc_sm_pct": c["sm"]} if c["sm"] else {},
+                  window=c["window"], progress=stored_progress(c, overlap), kind=c.get("command", ""))
+            for c in group["children"]]
+    parts = split(["0"], group["parent_series"], kids)
+    if not parts or not window or name not in parts[0].shares:
+        return float("nan")
+    return energy_in(parts[0].shares[name].timeline, *window)
+
+
+def _summary(rows: list[dict], prefix: str) -> dict:
+    """Mean and largest gap over the repeats, the goal, and how many intervals hold the repeats' mean."""
+    gaps = [r[f"{prefix}gap_pct"] for r in rows if r.get(f"{prefix}gap_pct") == r.get(f"{prefix}gap_pct")]
+    energies = [e for r in rows for e in (r[f"{prefix}a_j"], r[f"{prefix}b_j"]) if e is not None]
+    if not gaps or not energies:
+        return {"repeats": len(rows), "mean_gap_pct": float("nan"), "max_gap_pct": float("nan"), "goal_met": None,
+                "mean_energy_j": float("nan"), "intervals_holding_the_mean": "–"}
+    mean_e = statistics.mean(energies)
+    held = sum(1 for r in rows for lo_hi in (r[f"{prefix}a_interval"], r[f"{prefix}b_interval"])
+               if None not in lo_hi and lo_hi[0] <= mean_e <= lo_hi[1])
+    return {"repeats": len(rows), "mean_gap_pct": statistics.mean(gaps), "max_gap_pct": max(gaps),
+            "goal_met": statistics.mean(gaps) <= MEAN_GOAL and max(gaps) <= MAX_GOAL,
+            "mean_energy_j": mean_e, "intervals_holding_the_mean": f"{held}/{2 * len(rows)}"}
+
+
 def pair_tables(groups: list[dict]) -> dict:
+    """As run (what the runs logged) and recomputed from the store with today's split (`rc_` fields)."""
     identical = defaultdict(list)  # (workload, mode) -> rows
     unequal = []
     for g in groups:
@@ -126,18 +193,20 @@ def pair_tables(groups: list[dict]) -> dict:
         if len(c) != 2 or any(x["energy_j"] is None for x in c):
             continue
         a, b = c
+        store = recomputed(g, windows=True)
         if a["workload"] == b["workload"]:
             row = {"repeat": g["repeat"], "device": g["device"], "status": g["status"],
                    "a_j": a["energy_j"], "b_j": b["energy_j"], "gap_pct": gap_pct(a["energy_j"], b["energy_j"]),
                    "a_interval": [a["low_j"], a["high_j"]], "b_interval": [b["low_j"], b["high_j"]],
                    "a_samples": a["samples"], "b_samples": b["samples"]}
-            if g["mode"] == "naive":
-                store = recomputed(g, windows=True)
-                ticks = recomputed(g, windows=False)
-                if store:
-                    row["store_gap_pct"] = gap_pct(store[a["name"]], store[b["name"]])
-                if ticks:
-                    row["ticks_only_gap_pct"] = gap_pct(ticks[a["name"]], ticks[b["name"]])
+            if store:
+                ra, rb = store[a["name"]], store[b["name"]]
+                row.update({"rc_a_j": ra["energy_j"], "rc_b_j": rb["energy_j"],
+                            "rc_gap_pct": gap_pct(ra["energy_j"], rb["energy_j"]),
+                            "rc_a_interval": [ra["low_j"], ra["high_j"]], "rc_b_interval": [rb["low_j"], rb["high_j"]]})
+            ticks = recomputed(g, windows=False)
+            if ticks and g["mode"] == "naive":
+                row["ticks_only_gap_pct"] = gap_pct(ticks[a["name"]]["energy_j"], ticks[b["name"]]["energy_j"])
             identical[(a["workload"], g["mode"])].append(row)
         elif {a["workload"], b["workload"]} == {"once", "twice"}:
             once, twice = (a, b) if a["workload"] == "once" else (b, a)
@@ -149,21 +218,17 @@ def pair_tables(groups: list[dict]) -> dict:
                    "once_interval": [once["low_j"], once["high_j"]], "twice_interval": [twice["low_j"], twice["high_j"]]}
             row["error_pct"] = (ratio(row["energy_ratio"], work) - 1) * 100
             row["active_error_pct"] = (ratio(row["active_ratio"], work) - 1) * 100
-            ticks = recomputed(g, windows=False)
-            if ticks:
-                row["ticks_only_error_pct"] = (ratio(ratio(ticks[twice["name"]], ticks[once["name"]]), work) - 1) * 100
+            if store:
+                ro, rt = store[once["name"]], store[twice["name"]]
+                row["rc_once_j"], row["rc_twice_j"] = ro["energy_j"], rt["energy_j"]
+                row["rc_error_pct"] = (ratio(ratio(rt["energy_j"], ro["energy_j"]), work) - 1) * 100
+                row["rc_active_error_pct"] = (ratio(ratio(rt["active_j"], ro["active_j"]), work) - 1) * 100
+                row["rc_own_phase_error_pct"] = (ratio(ratio(own_phase_energy(g, twice["name"], twice["window"]),
+                                                             own_phase_energy(g, once["name"], once["window"])),
+                                                       work) - 1) * 100
             unequal.append(row)
-    summary = {}
-    for (workload, mode), rows in sorted(identical.items()):
-        gaps = [r["gap_pct"] for r in rows if r["gap_pct"] == r["gap_pct"]] or [float("nan")]
-        energies = [e for r in rows for e in (r["a_j"], r["b_j"])]
-        mean_e = statistics.mean(energies)
-        held = sum(1 for r in rows for lo_hi in (r["a_interval"], r["b_interval"])
-                   if None not in lo_hi and lo_hi[0] <= mean_e <= lo_hi[1])
-        summary[f"{workload} {mode}"] = {
-            "repeats": len(rows), "mean_gap_pct": statistics.mean(gaps), "max_gap_pct": max(gaps),
-            "goal_met": None if gaps[0] != gaps[0] else statistics.mean(gaps) <= MEAN_GOAL and max(gaps) <= MAX_GOAL,
-            "mean_energy_j": mean_e, "intervals_holding_the_mean": f"{held}/{2 * len(rows)}"}
+    summary = {f"{w} {m}": {"as_run": _summary(rows, ""), "recomputed": _summary(rows, "rc_")}
+               for (w, m), rows in sorted(identical.items())}
     return {"identical": {f"{w} {m}": rows for (w, m), rows in sorted(identical.items())}, "summary": summary,
             "unequal": unequal}
 
@@ -275,31 +340,47 @@ def fmt(v, digits=1):
 def markdown(result: dict) -> str:
     lines = ["# Each job's own energy on a shared GPU", ""]
     tables = result.get("pairs")
+    goal = {True: "met", False: "missed", None: "–"}
     if tables:
         lines += ["## Identical pairs", "",
-                  "| pair | mode | repeats | mean gap % | largest gap % | goal (mean ≤ 3, each ≤ 5) | intervals holding the repeats' mean |",
-                  "|---|---|---|---|---|---|---|"]
+                  "As run: what the runs logged (`summary/gpu_energy_attributed_j`, the split of the version that ran). "
+                  "Recomputed: today's split from the same store (each job's progress window, samples and samples "
+                  "inside the group's overlap; the driver's ticks; the parent's power and counter).", "",
+                  "| pair | mode | repeats | as run: mean gap % | largest % | goal (mean ≤ 3, each ≤ 5) | intervals holding the mean "
+                  "| recomputed: mean gap % | largest % | goal | intervals holding the mean |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for key, s in tables["summary"].items():
             w, m = key.rsplit(" ", 1)
-            lines.append(f"| {w} | {m} | {s['repeats']} | {fmt(s['mean_gap_pct'])} | {fmt(s['max_gap_pct'])} | "
-                         f"{ {True: 'met', False: 'missed', None: '–'}[s['goal_met']]} | {s['intervals_holding_the_mean']} |")
-        lines += ["", "| pair | mode | repeat | GPU | a J [low, high] | b J [low, high] | gap % | recomputed from the store % | ticks only % |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+            x, y = s["as_run"], s["recomputed"]
+            lines.append(f"| {w} | {m} | {x['repeats']} | {fmt(x['mean_gap_pct'])} | {fmt(x['max_gap_pct'])} | "
+                         f"{goal[x['goal_met']]} | {x['intervals_holding_the_mean']} | {fmt(y['mean_gap_pct'])} | "
+                         f"{fmt(y['max_gap_pct'])} | {goal[y['goal_met']]} | {y['intervals_holding_the_mean']} |")
+        lines += ["", "| pair | mode | repeat | GPU | as run: a J [low, high] | b J [low, high] | gap % "
+                      "| recomputed: a J [low, high] | b J [low, high] | gap % | ticks only (no progress) gap % |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for key, rows in tables["identical"].items():
             w, m = key.rsplit(" ", 1)
             for r in rows:
+                rc = (f"{fmt(r.get('rc_a_j'), 0)} [{fmt((r.get('rc_a_interval') or [None])[0], 0)}, "
+                      f"{fmt((r.get('rc_a_interval') or [None, None])[1], 0)}] | {fmt(r.get('rc_b_j'), 0)} "
+                      f"[{fmt((r.get('rc_b_interval') or [None])[0], 0)}, {fmt((r.get('rc_b_interval') or [None, None])[1], 0)}]")
                 lines.append(f"| {w} | {m} | {r['repeat']} | {r['device']} | {fmt(r['a_j'], 0)} [{fmt(r['a_interval'][0], 0)}, "
                              f"{fmt(r['a_interval'][1], 0)}] | {fmt(r['b_j'], 0)} [{fmt(r['b_interval'][0], 0)}, "
-                             f"{fmt(r['b_interval'][1], 0)}] | {fmt(r['gap_pct'])} | {fmt(r.get('store_gap_pct'))} | "
+                             f"{fmt(r['b_interval'][1], 0)}] | {fmt(r['gap_pct'])} | {rc} | {fmt(r.get('rc_gap_pct'))} | "
                              f"{fmt(r.get('ticks_only_gap_pct'))} |")
         if tables["unequal"]:
             lines += ["", "## The unequal pair (same kernel, one does twice the work)", "",
-                      "| repeat | GPU | once J | twice J | work ratio | energy ratio | error % | active-part error % | ticks only error % |",
-                      "|---|---|---|---|---|---|---|---|---|"]
+                      "Error: the energy ratio against the work ratio. Whole: each job's whole attributed energy (its "
+                      "start-up and tear-down, the same for both jobs, included); active: its active part; own phase: "
+                      "its energy inside its own active phase (the energy of its work).", "",
+                      "| repeat | GPU | work ratio | as run: once J | twice J | whole error % | active error % "
+                      "| recomputed: once J | twice J | whole error % | active error % | own phase error % |",
+                      "|---|---|---|---|---|---|---|---|---|---|---|---|"]
             for r in tables["unequal"]:
-                lines.append(f"| {r['repeat']} | {r['device']} | {fmt(r['once_j'], 0)} | {fmt(r['twice_j'], 0)} | "
-                             f"{fmt(r['work_ratio'], 3)} | {fmt(r['energy_ratio'], 3)} | {fmt(r['error_pct'])} | "
-                             f"{fmt(r['active_error_pct'])} | {fmt(r.get('ticks_only_error_pct'))} |")
+                lines.append(f"| {r['repeat']} | {r['device']} | {fmt(r['work_ratio'], 3)} | {fmt(r['once_j'], 0)} | "
+                             f"{fmt(r['twice_j'], 0)} | {fmt(r['error_pct'])} | {fmt(r['active_error_pct'])} | "
+                             f"{fmt(r.get('rc_once_j'), 0)} | {fmt(r.get('rc_twice_j'), 0)} | {fmt(r.get('rc_error_pct'))} | "
+                             f"{fmt(r.get('rc_active_error_pct'))} | {fmt(r.get('rc_own_phase_error_pct'))} |")
     for name, t in result.get("ticks", {}).items():
         lines += ["", f"## The driver's ticks: {name}", "",
                   f"{t['ticks']} ticks, one every {fmt(t['tick_ms'], 0)} ms; at most {t['most_processes_in_one_tick']} "
@@ -328,8 +409,20 @@ def main(argv=None) -> int:
     ap.add_argument("--once-a-second", default=None, help="a once-a-second recorder's file of the first --raw GPU")
     ap.add_argument("--out", default=None)
     ap.add_argument("--export-ticks", default=None, help="write the shared stretches of the first --raw file here")
-    ap.add_argument("--note", default="", help="with --export-ticks: where the samples came from")
+    ap.add_argument("--note", default="", help="with --export-ticks/--export-groups: where the samples came from")
+    ap.add_argument("--export-groups", default=None,
+                    help="with --store: write the groups named by --group (parent run id prefixes) here, the tests' fixture")
+    ap.add_argument("--group", nargs="*", default=[], help="parent run id prefixes for --export-groups")
     args = ap.parse_args(argv)
+    if args.export_groups:
+        if not args.store:
+            ap.error("--export-groups needs --store")
+        chosen = [g for g in store_groups(args.store, args.experiment)
+                  if any(g["run_id"].startswith(x) for x in args.group)]
+        with open(args.export_groups, "w") as fh:
+            json.dump({"meta": {"note": args.note}, "groups": chosen}, fh, separators=(",", ":"))
+        if not args.out:
+            return 0
     if args.export_ticks:
         with open(args.export_ticks, "w") as fh:
             json.dump({"meta": {"note": args.note}, "stretches": shared_stretches(read_rows(args.raw[0]))}, fh)

@@ -11,6 +11,9 @@ Pure functions: no NVML, no MLflow. Inputs are (time s, value) series:
   one process per sampling tick (~200 ms on an H100): with per-process samples (`one_per_tick`,
   a time-sliced GPU) who was busy when, and each one's share while several were, come from
   `time_slicing.TimeSlices`; concurrent samples (MIG instances' GPM) weigh the workloads directly.
+  Where the workloads on a time-sliced (or MPS) GPU all report progress, their own work decides instead
+  (`work_shares.WorkShares`): busy from first to last progress mark, shares by work over rate alone, and
+  the stretches where none of them works (start-up, tear-down) pooled by each one's time outside its work.
 
 Each interval between two samples is split in two parts:
 
@@ -38,6 +41,7 @@ import math
 from dataclasses import dataclass, field
 
 from radt_ext.collocation.time_slicing import TimeSlices
+from radt_ext.collocation.work_shares import Progress, WorkShares, usable
 
 IDLE_QUANTILE = 0.05  # the GPU's floor power: this time-weighted quantile of the group's power
 MIN_GAP_S = 1.0  # an activity sample counts for at most max(this, 3 x its median spacing)
@@ -53,6 +57,8 @@ class WorkloadActivity:
     activity: Points  # (t, SM %) samples
     scale: float = 1.0  # MIG: its instance's fraction of the GPU's SMs
     window: tuple[float, float] | None = None  # its first and last progress mark, where it has them
+    progress: Points | None = None  # (t, cumulative work) at its progress records, where it has them
+    kind: str = ""  # workloads of one kind (the same command) run at the same rate alone
 
 
 @dataclass
@@ -74,6 +80,8 @@ class Attribution:
     even_split_s: float  # seconds where no workload reported activity and the active part was split evenly
     power_integral_j: float  # trapezoid of the power samples alone, for comparison with the counter
     shares: dict[str, Share]
+    work_split_s: float = 0.0  # seconds whose active part was split by the workloads' own progress
+    overhead_pooled_s: float = 0.0  # seconds of start-up/tear-down shared by each workload's overhead time
 
     def check(self) -> float:
         """Relative gap between the parts and the total (0 when they add up)."""
@@ -191,14 +199,20 @@ def attribute(power: Points, workloads: list[WorkloadActivity], energy: Points |
     """
     grid, seg, integral = segments(power, energy)
     idle_w = idle_power(grid, seg) if idle_power_w is None else max(0.0, idle_power_w)
-    shares = {w.name: Share() for w in workloads}
+    # each timeline opens at the grid's start, so its first interval has a start (energy_in reads it)
+    shares = {w.name: Share(timeline=[(grid[0], 0.0)] if grid else []) for w in workloads}
     slices = lookups = None
     if one_per_tick:
         slices = TimeSlices([(w.name, w.start, w.end, _clean(w.activity)) for w in workloads],
                             {w.name: w.window for w in workloads if w.window})
     else:
         lookups = {w.name: _Lookup(w.activity) for w in workloads}
-    idle_total = unattributed = even = 0.0
+    work = None
+    if one_per_tick and any(w.progress and usable(w.progress) for w in workloads):
+        work = WorkShares([Progress(w.name, w.kind or w.name, list(w.progress)) for w in workloads
+                           if w.progress and usable(w.progress)])
+    overhead = _overhead(work, workloads, grid[-1] if grid else 0.0)
+    idle_total = unattributed = even = by_work = pooled_s = 0.0
     for a, b, e in zip(grid, grid[1:], seg):
         dt = b - a
         mid = (a + b) / 2.0
@@ -211,7 +225,11 @@ def attribute(power: Points, workloads: list[WorkloadActivity], energy: Points |
                 s.timeline.append((b, 0.0))
             continue
         active = e - idle
-        if slices is not None:
+        from_work = _from_work(work, slices, mid, [w.name for w in present])
+        if from_work is not None:
+            weights, bounds = from_work
+            by_work += dt
+        elif slices is not None:
             got = slices.shares(mid, [w.name for w in present])
             weights = {w.name: got[w.name][0] if w.name in got else 0.0 for w in present}
             bounds = {n: (lo, hi) for n, (_, lo, hi) in got.items()}
@@ -221,13 +239,31 @@ def attribute(power: Points, workloads: list[WorkloadActivity], energy: Points |
                 value = lookups[w.name].at(mid)
                 weights[w.name] = 0.0 if value is None else value * w.scale
         busy = sum(weights.values())
-        if busy <= 0:  # nobody reports activity: even, and the samples allow anything
+        evenly = busy <= 0
+        if evenly:  # nobody reports activity: even, and the samples allow anything
             weights = {w.name: 1.0 for w in present}
             busy = float(len(present))
             even += dt
             bounds = {w.name: (0.0, 1.0) for w in present}
         parts = {n: active * v / busy for n, v in weights.items()}
         part_idle = idle / len(present)
+        if overhead and from_work is None and not (work.busy_at(mid) & {w.name for w in present}):
+            # nobody working by its own clock (start-up, tear-down): the group's overhead, pooled
+            pooled_s += dt
+            even -= dt if evenly else 0.0  # split by the overhead, not evenly
+            for w in workloads:
+                s = shares[w.name]
+                f = overhead.get(w.name, 0.0)
+                alone = parts.get(w.name, 0.0) + (part_idle if w.name in parts else 0.0)
+                lo, hi = (active * x for x in bounds.get(w.name, (0.0, 0.0)))
+                lo, hi = lo + (part_idle if w.name in parts else 0.0), hi + (part_idle if w.name in parts else 0.0)
+                s.active_j += active * f
+                s.idle_j += idle * f
+                s.energy_j += e * f
+                s.low_j += min(e * f, alone, lo)
+                s.high_j += max(e * f, alone, hi)
+                s.timeline.append((b, e * f / dt if dt > 0 else 0.0))
+            continue
         for w in workloads:
             s = shares[w.name]
             if w.name not in parts:
@@ -241,7 +277,7 @@ def attribute(power: Points, workloads: list[WorkloadActivity], energy: Points |
             s.low_j += lo + part_idle
             s.high_j += hi + part_idle
             s.timeline.append((b, (part + part_idle) / dt if dt > 0 else 0.0))
-        if slices is not None and active > 0:  # a stretch added to a busy span at its edge: maybe not busy
+        if from_work is None and slices is not None and active > 0:  # a stretch added to a busy span at its edge: maybe not busy
             for n, part in parts.items():
                 if part > 0 and slices.was_moved(n, mid):
                     shares[n].low_j -= part
@@ -253,7 +289,48 @@ def attribute(power: Points, workloads: list[WorkloadActivity], energy: Points |
         s.high_j = max(s.high_j, s.energy_j)
     total = sum(seg)
     return Attribution(total_j=total, idle_power_w=idle_w, idle_j=idle_total, unattributed_j=unattributed,
-                       even_split_s=even, power_integral_j=integral, shares=shares)
+                       even_split_s=even, power_integral_j=integral, shares=shares, work_split_s=by_work,
+                       overhead_pooled_s=pooled_s)
+
+
+def _overhead(work: WorkShares | None, workloads: list[WorkloadActivity], last: float) -> dict[str, float]:
+    """{name: fraction} of the group's overhead (the energy while workloads are present but none is working
+    by its own progress: start-up, tear-down) each pays: its own time present outside its work, over the
+    sum of them. Empty unless every workload reported progress."""
+    if work is None or not work.covers([w.name for w in workloads]):
+        return {}
+    own = {}
+    for w in workloads:
+        lo, hi = work.progress[w.name].span
+        end = last if w.end is None else w.end
+        own[w.name] = max(0.0, (end - w.start) - (min(hi, end) - max(lo, w.start)))
+    total = sum(own.values())
+    return {n: v / total for n, v in own.items()} if total > 0 else {}
+
+
+def _from_work(work: WorkShares | None, slices: TimeSlices | None, t: float, present: list[str]):
+    """(weights, bounds) of the active energy at t from the workloads' own progress (`work_shares`), or
+    None where it cannot tell (a workload present without progress, none busy by its marks, or work that
+    does not fix the split). The bounds join the split by work with the equal time share and the driver's
+    ticks (their interval): where the estimators disagree, the interval says so."""
+    if work is None or not work.covers(present):
+        return None
+    got = work.split(t)
+    if not got:
+        return None
+    busy = [n for n in got if n in present]
+    if not busy:
+        return None
+    if len(busy) == 1:
+        return {n: (1.0 if n in busy else 0.0) for n in present}, {busy[0]: (1.0, 1.0)}
+    weights = {n: got.get(n, 0.0) for n in present}
+    ticks = slices.shares(t, busy) if slices is not None else {}
+    fair = 1.0 / len(busy)
+    bounds = {}
+    for n in busy:
+        lo, hi = (ticks[n][1], ticks[n][2]) if n in ticks and len(ticks) == len(busy) else (0.0, 1.0)
+        bounds[n] = (min(lo, fair, weights[n]), max(hi, fair, weights[n]))
+    return weights, bounds
 
 
 def binned(timeline: Points, start: float, width_s: float) -> Points:

@@ -5,7 +5,9 @@ Per GPU of the group: the parent's `gpu{i}_power_w` and `gpu{i}_energy_j`, and e
 activity on it from its child's own listeners — `gpu0_proc_sm_pct` (gpu_procs), or under MIG its
 instance's GPM `gpu0_mig{gi}_sm_active_pct` scaled by the instance's share of the GPU — and, where the
 workload reported progress, the first and last of its marks (`Child.window`: the edges of its own work,
-which NVML's one-process-a-tick samples place only to a tick or two). The split itself is
+which NVML's one-process-a-tick samples place only to a tick or two), its progress records
+(`Child.progress`: its cumulative samples, whose rate over its rate alone weighs it on a time-sliced or MPS
+GPU) and its command (`Child.kind`: jobs of one command run at one rate alone). The split itself is
 `attribution.attribute` (see there for idle power and missing samples, and `time_slicing` for a
 time-sliced GPU). Each child gets its share and the interval the samples allow
 (`gpu_energy_attributed_low_j` / `_high_j`).
@@ -39,6 +41,8 @@ class Child:
     series: dict[str, list[tuple[float, float]]]
     mig: str | None = None  # a MIG profile such as "3g.71gb"
     window: tuple[float, float] | None = None  # its first and last progress mark, where it reported progress
+    progress: list[tuple[float, float]] | None = None  # (t, cumulative samples) at its progress records
+    kind: str = ""  # its command: workloads of one kind run at the same rate alone
 
 
 def activity(child: Child, position: int = 0) -> tuple[list[tuple[float, float]], float, bool]:
@@ -67,7 +71,8 @@ def split(devices: list[str], parent_series: dict[str, list[tuple[float, float]]
             mine = [d.strip() for d in c.device.split(",")]
             if device in mine and c.start:
                 points, scale, procs = activity(c, mine.index(device))
-                work.append(WorkloadActivity(c.name, c.start, c.end, points, scale, window=c.window))
+                work.append(WorkloadActivity(c.name, c.start, c.end, points, scale, window=c.window,
+                                             progress=c.progress, kind=c.kind))
                 per_process = per_process and procs
         if work:
             split_i = attribute(power, work, energy, one_per_tick=per_process)
@@ -135,7 +140,9 @@ def parent_summary(parts: dict[int, Attribution], samples_by_name: dict[str, flo
            "gpu_energy_idle_j": sum(a.idle_j for a in parts.values()),
            "gpu_energy_unattributed_j": sum(a.unattributed_j for a in parts.values()),
            "gpu_idle_power_w": sum(a.idle_power_w for a in parts.values()),
-           "attribution_even_split_s": max(a.even_split_s for a in parts.values())}
+           "attribution_even_split_s": max(a.even_split_s for a in parts.values()),
+           "attribution_work_split_s": max(a.work_split_s for a in parts.values()),
+           "attribution_overhead_pooled_s": max(a.overhead_pooled_s for a in parts.values())}
     for name, samples in samples_by_name.items():
         energy = sum(a.shares[name].energy_j for a in parts.values() if name in a.shares)
         if any(name in a.shares for a in parts.values()):

@@ -104,6 +104,17 @@ def _progress_window(session: _Session) -> tuple[float, float] | None:
     return (times[0], times[-1]) if len(times) > 1 else None
 
 
+def _progress_points(session: _Session) -> list[tuple[float, float]] | None:
+    """(t, cumulative samples — else steps, else FLOPs — over its processes) at each progress record."""
+    marks = session.marks
+    times = marks.progress_times() if marks is not None else []
+    for key in ("samples", "steps", "flops"):
+        points = [(t, marks.total_at(key, t)) for t in dict.fromkeys(times)]
+        if len(points) > 1 and points[-1][1] > points[0][1]:
+            return points
+    return None
+
+
 class GroupRunner:
     def __init__(self, group: Group, echo=print):
         check(group)
@@ -327,7 +338,8 @@ class GroupRunner:
         try:
             kids = [energy_split.Child(r.name, w.device, r.started, r.ended,
                                        s.recorder.series if s.recorder is not None else {}, w.mig,
-                                       window=_progress_window(s))
+                                       window=_progress_window(s), progress=_progress_points(s),
+                                       kind=" ".join(w.command))
                     for w, s, r in zip(g.workloads, self.sessions, self.results)]
             parts = energy_split.split(g.devices, recorder.series, kids)
             samples = {r.name: r.summary.get("e2e_samples", 0.0) for r in self.results}

@@ -131,9 +131,17 @@ def test_refuses_a_gpu_another_daemon_owns(standins, tracking_uri, tmp_path):
 
 
 def test_missing_control_binary_is_one_line(tracking_uri, monkeypatch):
+    """A host with a GPU (NVML replayed: no nvidia-smi on this PATH) but without MPS's control binary."""
+    from listeners import nvml_backend
+
     monkeypatch.setenv("PATH", "/nonexistent")
-    with pytest.raises(UsageError, match="needs nvidia-cuda-mps-control on PATH"):
-        run_group(Group(mode="mps", workloads=[Workload("a", ["true"], device=MPS_GPU)]), echo=lambda m: None)
+    monkeypatch.setenv(nvml_backend.REPLAY_ENV, TWO_GPUS)
+    nvml_backend.reset()
+    try:
+        with pytest.raises(UsageError, match="needs nvidia-cuda-mps-control on PATH"):
+            run_group(Group(mode="mps", workloads=[Workload("a", ["true"], device="0")]), echo=lambda m: None)
+    finally:
+        nvml_backend.reset()
 
 
 def test_gpu1_of_a_two_gpu_host_daemon_and_clients_name_it_by_uuid(standins, tracking_uri, tmp_path, monkeypatch):
