@@ -53,7 +53,10 @@ def read_rows(path: str) -> list[dict]:
 # ---- the store ---------------------------------------------------------------------------------------
 
 def _series(client, run_id: str, key: str) -> list[tuple[float, float]]:
-    return sorted((m.timestamp / 1000.0, m.value) for m in client.get_metric_history(run_id, key))
+    """A run's timeline at its full rate: its timeline artifact (the store holds the timeline's shape)."""
+    from radt_ext.store import timelines
+
+    return sorted((m.timestamp / 1000.0, m.value) for m in timelines.history(client, run_id, [key])[key])
 
 
 def store_groups(uri: str, experiment: str) -> list[dict]:

@@ -31,7 +31,10 @@ EXPERIMENT = "collocation-energy"
 
 
 def series(client, run_id: str, key: str) -> list[tuple[float, float]]:
-    return sorted((m.timestamp / 1000.0, m.value) for m in client.get_metric_history(run_id, key))
+    """A run's timeline at its full rate: its timeline artifact (the store holds the timeline's shape)."""
+    from radt_ext.store import timelines
+
+    return sorted((m.timestamp / 1000.0, m.value) for m in timelines.history(client, run_id, [key])[key])
 
 
 def raw_activity(path: str | None) -> dict[str, list[tuple[float, float]]]:

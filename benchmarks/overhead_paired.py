@@ -125,8 +125,11 @@ def run_timestamps(client, run_id: str) -> tuple[int, list[int], list[int]]:
     The power timeline's points carry the driver's own sample times: the driver samples on while
     the monitor is frozen, and the thawed monitor logs those samples at the times they were taken.
     """
+    from radt_ext.store import timelines
+
     keys = list(client.get_run(run_id).data.metrics)
-    stamps = {k: [m.timestamp for m in client.get_metric_history(run_id, k)] for k in keys}
+    # at the full rate: the run's timeline artifact (the store holds the timelines' shape)
+    stamps = {k: [m.timestamp for m in history] for k, history in timelines.history(client, run_id, keys).items()}
     own = [ts for k, v in stamps.items() if not k.endswith("_power_w") for ts in v]
     return len(keys), [ts for v in stamps.values() for ts in v], own
 

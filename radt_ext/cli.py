@@ -20,6 +20,7 @@ LAZY_COMMANDS = {
     "compare": ("radt_ext.compare.cli", "compare"),
     "collocate": ("radt_ext.collocation.cli", "collocate"),
     "ops": ("radt_ext.ops.cli", "ops"),
+    "compact": ("radt_ext.store.compact", "compact"),
     "ui": ("radt_ext.view.ui", "ui"),
 }
 
@@ -82,8 +83,11 @@ def main():
 @click.option("--run-name", default=None)
 @click.option("--run-id", default=None, help="join this existing run (default: MLFLOW_RUN_ID, else a new run)")
 @click.option("--tag", "tags", multiple=True, help="KEY=VALUE tag for the run; repeatable")
+@click.option("--full-rate-store", is_flag=True,
+              help="every point into the tracking store (default: a bounded shape there, every point in the "
+                   "run's timeline artifact; also RADT_EXT_FULL_RATE_STORE=1)")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def run(listeners, interval, experiment_name, run_name, run_id, tags, command):
+def run(listeners, interval, experiment_name, run_name, run_id, tags, full_rate_store, command):
     """Run COMMAND under the listeners, logging to an MLflow run; exits with COMMAND's code.
 
     radt-ext run [OPTIONS] -- COMMAND [ARGS]...
@@ -101,7 +105,8 @@ def run(listeners, interval, experiment_name, run_name, run_id, tags, command):
         except OSError as exc:
             raise UsageError(f"cannot start {command[0]!r}: {exc.strerror or exc}") from None
     spec = WorkloadSpec(command=command, listeners=listeners, interval=interval, experiment_name=experiment_name,
-                        run_name=run_name, run_id=run_id, tags=_tags(tags))
+                        run_name=run_name, run_id=run_id, tags=_tags(tags),
+                        full_rate_store=True if full_rate_store else None)
     session = WorkloadSession(spec)
 
     def announce(s):

@@ -29,7 +29,10 @@ from radt_ext.errors import UsageError
 from radt_ext.sampling.recorder import Recorder, select_listeners
 from radt_ext.report import log_report
 from radt_ext.run.session import WorkloadSession, WorkloadSpec, exit_code
+from radt_ext.store import timelines
 from radt_ext.store.client import connect, experiment_id_for, tracking_uri
+from radt_ext.store.run_points import full_rate_default
+from radt_ext.store.shaper import shape
 from radt_ext.run.signals import SignalRelay
 from radt_ext.figures.summaries import E2E, counts_per_s
 from radt_ext.run.watchdog import owner_tags
@@ -342,7 +345,8 @@ class GroupRunner:
             samples = {r.name: r.summary.get("e2e_samples", 0.0) for r in self.results}
             summary.update(energy_split.parent_summary(parts, samples))
             for r in self.results:
-                metrics = energy_split.child_metrics(r.name, parts, samples[r.name], t0)
+                metrics = self._attributed_timeline(r.run_id, energy_split.child_metrics(r.name, parts,
+                                                                                          samples[r.name], t0))
                 if overlap is not None:  # the same over the window in which all the group's workloads are active
                     metrics += energy_split.overlap_metrics(r.name, parts, r.summary.get("overlap_samples", 0.0),
                                                             overlap)
@@ -358,6 +362,21 @@ class GroupRunner:
         except Exception as exc:
             return f"{type(exc).__name__}: {exc}"
         return None
+
+    def _attributed_timeline(self, run_id: str, metrics: list) -> list:
+        """A child's attributed power timeline: every point into its timeline artifact
+        (timelines/attributed.parquet), its shape into the store (every point with the full rate)."""
+        timeline = [m for m in metrics if m.key.startswith("system/")]
+        if not timeline:
+            return metrics
+        rest = [m for m in metrics if not m.key.startswith("system/")]
+        points = sorted(((m.key, m.value, m.timestamp, m.step) for m in timeline), key=lambda p: (p[0], p[3]))
+        with contextlib.suppress(Exception):  # the store's points below still carry the timeline's shape
+            timelines.log_points(self.client, run_id, ((k, t, s, v) for k, v, t, s in points),
+                                 timelines.ATTRIBUTED_FILE)
+        if not full_rate_default():
+            points = shape(points)
+        return rest + [Metric(k, v, t, s) for k, v, t, s in points]
 
     def _overlap_figures(self, recorder: Recorder, overlap: tuple[float, float], windows, summary: dict,
                          now: int) -> None:
@@ -510,6 +529,7 @@ class GroupRunner:
             code = 128 + int(self.stopping)
         if status != "FINISHED" and not code:
             code = 1
+        recorder.log_timelines(self.client, self.parent_run_id, call=lambda fn: recorder.writer.call(fn, 60.0))
         tags = recorder.listener_tags()
         if self.guard is not None:
             tags["collocation.guard"] = f"max slowdown {g.guard_slowdown:g}: {self.guard.log_text()}"[:5000]

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from radt_ext.figures.summary_names import SUMMARY, upgrade
+from radt_ext.store import timelines
 
 JOB_TAG = "pack.job"  # a packed group's child: the hash of the sweep variant (job) it ran
 
@@ -256,8 +257,8 @@ def _busy_trace(client, p: Profile, child, parent) -> None:
         return
     t0, bins = child.info.start_time / 1000.0, {}
     try:
-        for key in keys:
-            for m in client.get_metric_history(parent.info.run_id, key):
+        for key, history in timelines.history(client, parent.info.run_id, keys).items():  # at the full rate
+            for m in history:
                 b = int((m.timestamp / 1000.0 - t0) // TRACE_BIN_S)
                 if b >= 0:
                     bins[b] = max(bins.get(b, 0.0), float(m.value))

@@ -5,7 +5,8 @@ logs `radt_ext_report.html` as an artifact and never raises. Beside the HTML: `t
 tables the commands print (rich on a terminal, plain at full width in a log, CSV/JSON for scripts),
 and `settings.py`, which runs repeat one setting (for the statistics over repeats).
 
-May import `radt_ext.figures` and `listeners` (metric names) only: the run's end calls it.
+May import `radt_ext.figures`, `radt_ext.store` (the run's timeline artifact) and `listeners` (metric
+names) only: the run's end calls it.
 """
 from __future__ import annotations
 

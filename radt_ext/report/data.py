@@ -1,6 +1,7 @@
 """Reading runs back from the store for reports: system timelines, epoch markers, children.
 
-Reports are the one place that reads a run's metric history back (once, at the end);
+Reports are the one place that reads a run's metric history back (once, at the end; the `system/*`
+timelines from the run's full-rate timeline artifact where it has one, radt_ext/store/timelines.py);
 summaries never do.
 """
 from __future__ import annotations
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
 from radt_ext.figures.summary_names import upgrade
+from radt_ext.store import timelines
 
 SYSTEM = "system/"
 SUMMARY = "summary/"
@@ -50,8 +52,9 @@ def load_run(client, run_id: str, origin_s: float | None = None, run=None) -> Ru
     """A run with its system timelines and epoch/phase markers, times relative to origin_s
     (default: the first point of the run)."""
     run = run or client.get_run(run_id)
-    histories = {key: client.get_metric_history(run_id, key) for key in run.data.metrics
-                 if not key.startswith(SUMMARY)}
+    # system timelines at their full rate from the run's timeline artifact where it has one (the store
+    # holds their bounded shape), the workload's own metrics from the store
+    histories = timelines.history(client, run_id, [key for key in run.data.metrics if not key.startswith(SUMMARY)])
     if origin_s is None:
         stamps = [m.timestamp for hist in histories.values() for m in hist]
         origin_s = min(stamps + [run.info.start_time]) / 1000.0

@@ -2,8 +2,10 @@
 
 Runs the project's entry point exactly as MLflow's local backend would, but under `radt-ext run`, so
 the hardware metrics land in the project's run. backend-config keys: `listeners` ("nvml,gpm,top"),
-`interval` (seconds), `synchronous` (false: start the job and return). Environment managers: `local`
-(default) and `virtualenv`/`uv`, whose activation runs inside the monitored command.
+`interval` (seconds), `synchronous` (false: start the job and return), `full_rate_store` (true: every
+point into the store, as `radt-ext run --full-rate-store`; default false: the store's bounded shape, the
+full rate in the run's timeline artifact). Environment managers: `local` (default) and
+`virtualenv`/`uv`, whose activation runs inside the monitored command.
 
 It behaves as the local backend does: `mlflow run` waits for the job, its output streams through,
 and the command exits with the job's exit code (non-zero when it failed, 128 + N when signal N
@@ -42,6 +44,8 @@ from mlflow.projects.utils import (
     load_project,
 )
 
+from radt_ext.errors import UsageError
+
 _logger = logging.getLogger("mlflow.projects.radt_ext")  # MLflow's projects log, as its own backends write
 SYNCHRONOUS = "synchronous"
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -60,6 +64,20 @@ def _activation(project, work_dir: str, env_manager: str) -> str | None:
     env_dir = Path(_get_mlflow_virtualenv_root()) / _get_virtualenv_name(python_env, Path(work_dir))
     return _create_virtualenv(local_model_path=Path(work_dir), python_env=python_env, env_dir=env_dir,
                               env_manager=env_manager)
+
+
+def _flag(config: dict, key: str) -> bool:
+    """A yes/no backend-config value: true/false (JSON), or the words true/false/yes/no/1/0."""
+    value = config.get(key, False)
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "1", "on"):
+        return True
+    if text in ("false", "no", "0", "off", ""):
+        return False
+    raise UsageError(f"backend-config {key}={value!r} is not true or false; write e.g. "
+                     f"--backend-config '{{\"{key}\": true}}'")
 
 
 class RadtSubmittedRun(SubmittedRun):
@@ -168,6 +186,7 @@ def _synchronous(backend_config) -> bool | None:
 
 class RadtBackend(AbstractBackend):
     def run(self, project_uri, entry_point, params, version, backend_config, tracking_uri, experiment_id):
+        full_rate = _flag(backend_config, "full_rate_store")  # bad input before anything runs
         synchronous = _synchronous(backend_config)
         work_dir = fetch_and_validate_project(project_uri, version, entry_point, params)
         project = load_project(work_dir)
@@ -183,6 +202,8 @@ class RadtBackend(AbstractBackend):
             radt += ["--listeners", str(backend_config["listeners"])]
         if backend_config.get("interval") is not None:
             radt += ["--interval", str(backend_config["interval"])]
+        if full_rate:
+            radt.append("--full-rate-store")
         env = {**os.environ, **get_run_env_vars(run_id, experiment_id)}
         _logger.info("=== Running command '%s' in run with ID '%s' under radt-ext === ", command, run_id)
         # a session of its own: a terminal's Ctrl-C reaches it once, through this process

@@ -33,13 +33,15 @@ def main(argv=None) -> int:
     ap.add_argument("--interval", type=float, default=None)
     ap.add_argument("--progress-file", default=None)
     ap.add_argument("--t0", type=float, default=None)
+    ap.add_argument("--full-rate-store", action="store_true", default=None)
     args = ap.parse_args(argv)
     tolerate()  # the parent may stop reading us at any time; the run is flushed all the same
 
     client = MlflowClient(tracking_uri=args.tracking_uri)
     target = Target(pid=args.pid)
     listeners, skipped = select_listeners(args.listeners, args.interval, target)
-    recorder = Recorder(client, args.run_id, args.tracking_uri, listeners, t0=args.t0).start()
+    recorder = Recorder(client, args.run_id, args.tracking_uri, listeners, t0=args.t0,
+                        full_rate=args.full_rate_store).start()
     done = threading.Event()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
     threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
@@ -52,6 +54,10 @@ def main(argv=None) -> int:
     return 0
 
 
+def _away():
+    raise TimeoutError("the store was away at the run's end")
+
+
 def _end(recorder: Recorder, client: MlflowClient, args, listeners, skipped: dict[str, str]) -> None:
     """Flush the samples, then log the summaries, tags and report; print the summary for the parent."""
     recorder.stop()
@@ -60,6 +66,8 @@ def _end(recorder: Recorder, client: MlflowClient, args, listeners, skipped: dic
     marks = read_marks(args.progress_file)
     now = int(time.time() * 1000)
     summary = recorder.summary(marks, lambda: logged_span(client, [args.run_id]))
+    recorder.log_timelines(client, args.run_id,
+                           call=lambda fn: recorder.writer.call(fn, 60.0) if not recorder.writer.down else _away())
     tags = recorder.listener_tags()
     tags.update({f"radt_ext.listener_skipped.{k}": v[:4000] for k, v in skipped.items()})
     tags["radt_ext.listeners"] = ",".join(f"{lst.name}:{lst.interval:g}" for lst in listeners)

@@ -81,6 +81,7 @@ class WorkloadSpec:
     env: dict[str, str] = field(default_factory=dict)  # extra environment for the workload
     cwd: str | None = None
     t0: float | None = None  # common time origin of a collocation group
+    full_rate_store: bool | None = None  # every point into the store (else its shape); None: RADT_EXT_FULL_RATE_STORE
 
 
 def _import_for_threads() -> None:
@@ -301,9 +302,11 @@ class WorkloadSession:
         self.target.pid = self.proc.pid
         self.tree = ProcessTree(self.proc.pid, (ENV_ACTIVE, self.marker)).start()  # catches setsid() escapes
         self.workload_runs = WorkloadRuns(self.client, self.uri, self.run_id, self.starts_path, self._run_tags(),
-                                          progress_path=self.progress_path)
+                                          progress_path=self.progress_path, full_rate=self.spec.full_rate_store,
+                                          spill_dir=self._workdir)
         self.recorder = Recorder(self.client, self.run_id, self.uri, self._listeners, t0=self.spec.t0,
-                                 keep=self.keep_series, workload_runs=self.workload_runs).start()
+                                 keep=self.keep_series, workload_runs=self.workload_runs,
+                                 full_rate=self.spec.full_rate_store, spill_dir=self._workdir).start()
         self.timings["listeners_started"] = time.time()
         if self.client is not None:
             self.workload_runs.start()
@@ -433,6 +436,8 @@ class WorkloadSession:
             self._close_workload_runs(status)
             self.marks = read_marks(self.progress_path)
             self.summary = self.recorder.summary(self.marks, self._logged_span)
+            self._log_timelines()
+            self.timings["timelines_logged"] = time.time()
             now = int(time.time() * 1000)
             metrics = [Metric(f"summary/{k}", float(v), now, 0) for k, v in self.summary.items()]
             tags = self.recorder.listener_tags()
@@ -453,6 +458,18 @@ class WorkloadSession:
         if self.returncode is None:
             return 128 + self.killed_by if self.killed_by else 1
         return exit_code(self.returncode)
+
+    def _log_timelines(self) -> None:
+        """The run's full-rate timelines as its artifact, before the report that reads them; when the store
+        is away, the reason goes with the run's spooled tags (the file stays where the tag says)."""
+        def call(fn):
+            if self.recorder.writer.down:
+                raise TimeoutError("the store was away at the run's end")
+            return self._within_store_deadline(fn)
+        try:
+            self.recorder.log_timelines(self.client, self.run_id, call=call)
+        except Exception as exc:  # log_timelines reports its own failures; this is the deadline's
+            self.recorder.timelines_error = f"{type(exc).__name__}: {exc}".splitlines()[0]
 
     def _stderr_tail(self, status: str) -> str | None:
         """For a run that did not finish: the end of the workload's stderr as an artifact, and returned

@@ -23,14 +23,17 @@ READY_TIMEOUT_S = 120
 
 @contextlib.contextmanager
 def track(listeners: str | None = None, interval: float | None = None, run_name: str | None = None,
-          experiment_name: str | None = None, tags: dict[str, str] | None = None):
+          experiment_name: str | None = None, tags: dict[str, str] | None = None, full_rate_store: bool = False):
     """Sample the hardware while the block runs; yields the active MLflow run.
 
     Uses the active run, or the one in MLFLOW_RUN_ID, or starts a new one (and ends
     it FINISHED, or FAILED when the block raises). Under `radt-ext run` the outer
     one already monitors this process and gives the run the points of its span, so
-    no second monitor is started.
+    no second monitor is started. full_rate_store: every point into the store (else its
+    bounded shape, every point in the run's timeline artifact), as `radt-ext run --full-rate-store`.
     """
+    if not isinstance(full_rate_store, bool):
+        raise UsageError(f"full_rate_store={full_rate_store!r} is not True or False")
     uri = tracking_uri()
     outer = os.environ.get(ENV_ACTIVE)
     if outer and os.environ.get("MLFLOW_RUN_ID") in (None, "", outer):
@@ -68,6 +71,8 @@ def track(listeners: str | None = None, interval: float | None = None, run_name:
         cmd += ["--listeners", listeners]
     if interval is not None:
         cmd += ["--interval", str(interval)]
+    if full_rate_store:
+        cmd.append("--full-rate-store")
     monitor = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     ready = monitor.stdout.readline()
     if not ready.strip().startswith("{"):

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from radt_ext.figures import active
 from radt_ext.figures.energy import ENERGY, EnergySeries
 from radt_ext.workload_api.markers import TAG_MONITOR_RUN, TAG_START_ID
-from radt_ext.store.point_filter import PointFilter
+from radt_ext.store.run_points import RunPoints, full_rate_default
 from radt_ext.workload_api.progress import read_marks
 from radt_ext.figures.summaries import Summaries
 from radt_ext.store.writer import MetricWriter, first_line
@@ -54,15 +54,17 @@ class WorkloadRun:
     start: float  # s since the epoch
     end: float | None = None
     writer: MetricWriter | None = None
-    points: PointFilter | None = None  # in front of the writer: points that repeat a value are held back
+    points: RunPoints | None = None  # the run's timeline artifact, and its shape in front of the writer
     summaries: Summaries = field(default_factory=lambda: Summaries(counters_from_zero=False))
 
 
 class WorkloadRuns:
     def __init__(self, client, tracking_uri: str, monitor_run_id: str | None, starts_path: str,
                  tags: dict[str, str] | None = None, poll: float = POLL_S, lag: float = ROUTE_LAG_S,
-                 progress_path: str | None = None):
+                 progress_path: str | None = None, full_rate: bool | None = None, spill_dir: str | None = None):
         self.client = client
+        self.full_rate = full_rate_default() if full_rate is None else full_rate  # every point into the store
+        self.spill_dir = spill_dir  # where each run's timeline waits for its end
         self.tracking_uri = tracking_uri
         self.monitor_run_id = monitor_run_id
         self.starts_path = starts_path
@@ -203,7 +205,7 @@ class WorkloadRuns:
             if info.status in ENDED:
                 found_run.end = (info.end_time or info.start_time) / 1000.0
             found_run.writer = MetricWriter(self.client, info.run_id, self.tracking_uri).start()
-            found_run.points = PointFilter(found_run.writer.add)
+            found_run.points = RunPoints(found_run.writer.add, self.full_rate, self.spill_dir)
             self.runs[info.run_id] = found_run
             self._open.append(found_run)
         now = time.time()
@@ -254,7 +256,10 @@ class WorkloadRuns:
         tags.update(active.tags(window))
         tags["radt_ext.metrics_sent"] = str(run.writer.sent)
         tags["radt_ext.metrics_stored"] = str(run.writer.stored)
-        tags["radt_ext.metrics_repeated"] = str(run.points.held_back)
+        tags.update(run.points.tags())
+        failed = run.points.log_artifact(self.client, run.run_id, tracking_uri=self.tracking_uri)
+        if failed:
+            tags["radt_ext.timelines_error"] = failed[:4000]
         if run.writer.spooled:
             tags["radt_ext.metrics_spooled"] = str(run.writer.spooled)
             tags["radt_ext.spool_file"] = str(run.writer.spool_path)

@@ -1,4 +1,5 @@
-"""Recorder: listeners -> monitor -> (writer, summaries) for one MLflow run.
+"""Recorder: listeners -> monitor -> (summaries; point filter -> timeline artifact and, shaped, writer) for
+one MLflow run.
 
 Used in-process by `radt-ext run` (the workload is a child process) and inside
 the separate monitor process that `radt_ext.track()` starts.
@@ -13,8 +14,8 @@ from listeners import registry
 from listeners.base import Listener, ListenerError, Reading, Target
 from radt_ext.errors import UsageError
 from radt_ext.sampling.monitor import Monitor
-from radt_ext.store.point_filter import PointFilter
 from radt_ext.figures.summaries import Summaries
+from radt_ext.store.run_points import RunPoints, full_rate_default
 from radt_ext.store.writer import MetricWriter
 
 PREFIX = "system/"
@@ -61,14 +62,18 @@ def select_listeners(spec: str | None, interval: float | None, target: Target) -
 
 class Recorder:
     def __init__(self, client, run_id: str | None, tracking_uri: str, listeners: list[Listener], t0: float | None = None,
-                 keep: re.Pattern | None = None, workload_runs=None):
+                 keep: re.Pattern | None = None, workload_runs=None, full_rate: bool | None = None,
+                 spill_dir: str | None = None):
         self.t0 = time.time() if t0 is None else t0
         self.keep = keep  # metric names whose (t, value) series stay in memory (collocation's energy split)
         self._kept: dict[str, tuple[array, array]] = {}  # name -> (times, values): 16 bytes a point
         self.workload_runs = workload_runs  # WorkloadRuns: the points also go to the runs the workload started
         self.summaries = Summaries()
         self.writer = MetricWriter(client, run_id, tracking_uri)
-        self.points = PointFilter(self.writer.add)  # the store gets the points that say something new
+        # every point that says something new goes to the run's timeline artifact; the store gets its
+        # bounded shape (every one of them with full_rate: `--full-rate-store`)
+        self.full_rate = full_rate_default() if full_rate is None else full_rate
+        self.points = RunPoints(self.writer.add, self.full_rate, spill_dir)
         self.monitor = Monitor(listeners, self._sink)
         self.started = self.stopped = None
         self.window = None  # the active phase the summary used (radt_ext.figures.active.Window)
@@ -120,6 +125,14 @@ class Recorder:
         self.points.flush()
         self.writer.close()
 
+    timelines_error = None  # why the timeline artifact was not stored (log_timelines)
+
+    def log_timelines(self, client, run_id: str, call=None) -> str | None:
+        """After stop(): the run's full-rate timelines as its artifact (timelines/system.parquet); None when
+        stored, else the one-line reason (also the run's tag `radt_ext.timelines_error`)."""
+        self.timelines_error = self.points.log_artifact(client, run_id, call, self.writer.tracking_uri)
+        return self.timelines_error
+
     def summary(self, marks=None, logged=None, window=None) -> dict[str, float]:
         """The run's summaries over its active phase (found from the workload's marks, else its logged
         metrics' span `logged`, else the whole run; or the `window` given) and over the whole run."""
@@ -146,7 +159,9 @@ class Recorder:
                 tags[f"radt_ext.listener_error.{name}"] = state.error[:4000]
         tags["radt_ext.metrics_sent"] = str(self.writer.sent)
         tags["radt_ext.metrics_stored"] = str(self.writer.stored)
-        tags["radt_ext.metrics_repeated"] = str(self.points.held_back)
+        tags.update(self.points.tags())
+        if self.timelines_error:
+            tags["radt_ext.timelines_error"] = self.timelines_error[:4000]
         if self.writer.spooled:
             tags["radt_ext.metrics_spooled"] = str(self.writer.spooled)
             tags["radt_ext.spool_file"] = str(self.writer.spool_path)

@@ -174,6 +174,30 @@ def spool_files(directory: Path) -> list[Path]:
     return sorted(plain | left)
 
 
+def timeline_dirs(directory: Path) -> list[Path]:
+    """Timeline files a run's end could not store, each in a folder with its target (run_points.TARGET)."""
+    from radt_ext.store.run_points import TARGET
+
+    return sorted(p.parent for p in (directory / "timelines").glob(f"*/{TARGET}"))
+
+
+def send_timelines(folder: Path) -> int:
+    """Log a spooled run's timeline files as its artifacts; the folder goes once they are in."""
+    from radt_ext.store.run_points import TARGET
+    from radt_ext.store.timelines import ARTIFACT_DIR
+
+    target = json.loads((folder / TARGET).read_text())
+    check_reachable(target["tracking_uri"])
+    client = MlflowClient(tracking_uri=target["tracking_uri"])
+    files = sorted(folder.glob("*.parquet"))
+    for path in files:
+        client.log_artifact(target["run_id"], str(path), ARTIFACT_DIR)
+    for path in [*files, folder / TARGET]:
+        path.unlink()
+    folder.rmdir()
+    return len(files)
+
+
 @click.command()
 @click.option("--spool-dir", "directory", type=click.Path(path_type=Path), default=None,
               help="where spool files are (default: RADT_EXT_SPOOL_DIR or ~/.radt-ext/spool)")
@@ -181,11 +205,22 @@ def sync(directory):
     """Replay metrics, tags and run status spooled while the tracking store was unreachable."""
     directory = directory or spool_dir()
     files = spool_files(directory)
-    if not files:
+    folders = timeline_dirs(directory)
+    if not files and not folders:
         click.echo(f"nothing to sync in {directory}")
         return
     total = Result()
     kept = 0
+    kept_timelines = 0
+    for folder in folders:  # a run's timeline artifact that its end could not store
+        try:
+            sent = send_timelines(folder)
+        except Exception as exc:
+            kept_timelines += 1
+            click.echo(f"Error: timelines of run {folder.name}: the store still refuses ({first_line(exc)[:300]}); "
+                       "kept, run `radt-ext sync` again later", err=True)
+            continue
+        click.echo(f"timelines of run {folder.name}: {sent} file(s) logged as its artifact")
     for path in files:
         try:
             r = replay(path)
@@ -205,5 +240,5 @@ def sync(directory):
                    f"{'status set' if r.statuses else 'no status'}")
     click.echo(f"synced {total.stored} points from {len(files) - kept} file(s)"
                + (f" ({total.skipped} already stored)" if total.skipped else ""))
-    if kept:
+    if kept or kept_timelines:
         raise SystemExit(1)

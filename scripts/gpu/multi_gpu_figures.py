@@ -12,6 +12,8 @@ import re
 
 from mlflow.tracking import MlflowClient
 
+from radt_ext.store import timelines
+
 
 def runs_of(client: MlflowClient):
     ids = [e.experiment_id for e in client.search_experiments()]
@@ -89,8 +91,10 @@ def ddp(uri: str) -> dict:
         gpus = sorted({int(m.group(1)) for k in r.data.metrics if (m := re.match(r"system/gpu(\d+)_power_w$", k))})
         per_gpu = {}
         for i in gpus:
-            power = [(m.timestamp / 1000, m.value) for m in client.get_metric_history(r.info.run_id, f"system/gpu{i}_power_w")]
-            energy = [(m.timestamp / 1000, m.value) for m in client.get_metric_history(r.info.run_id, f"system/gpu{i}_energy_j")]
+            keys = [f"system/gpu{i}_power_w", f"system/gpu{i}_energy_j"]  # full rate: the timeline artifact
+            full = timelines.history(client, r.info.run_id, keys)
+            power = [(m.timestamp / 1000, m.value) for m in full[keys[0]]]
+            energy = [(m.timestamp / 1000, m.value) for m in full[keys[1]]]
             inside = sorted(p for p in energy if t0 <= p[0] <= t1)
             per_gpu[str(i)] = {
                 "power_points": len(power), "power_integrated_j": integrate(power, t0, t1),

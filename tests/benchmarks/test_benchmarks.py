@@ -322,6 +322,27 @@ def test_startup_times_every_step_of_a_run(tmp_path, tracking_uri):
     assert "under_radt_ext_s" in result["matmul"]
 
 
+def test_store_growth_relogs_a_recorded_run_before_and_after_the_shape(tmp_path, tracking_uri):
+    """scripts/gpu/store_growth.sh's analysis on a run recorded here on the replay: the run's full-rate
+    artifact logged again through the old path and through the shape (SQLite only here)."""
+    env = dict(os.environ, RADT_EXT_NVML_REPLAY=TRACE, MLFLOW_TRACKING_URI=tracking_uri,
+               PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-m", "radt_ext.cli", "run", "-l", "nvml,top", "--", sys.executable, "-c",
+                           "import time; time.sleep(3)"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (artifact,) = tmp_path.glob("mlruns/*/*/artifacts/timelines/system.parquet")
+    out = tmp_path / "out"
+    result = run_script("store_growth", out, tracking_uri, "--store", tracking_uri, "--timelines", str(artifact),
+                        "--no-postgres")
+    sqlite = result["sqlite"]
+    assert sqlite["before"]["rows"] > sqlite["after"]["rows"] > 0 and sqlite["before"]["bytes"] > 0
+    assert result["measured"]["shape_matches_store"]  # the shape made here is what the run stored
+    assert abs(result["energy"]["stored_vs_summary_pct"]) < 0.1 and abs(result["energy"]["full_rate_vs_summary_pct"]) < 0.1
+    synthetic = run_script("store_growth", tmp_path / "synthetic", tracking_uri, "--synthetic", "60,2", "--no-postgres")
+    assert synthetic["sqlite"]["before"]["rows"] > 10 * synthetic["sqlite"]["after"]["rows"]
+
+
 def test_attribution_pairs_reads_the_driver_ticks_of_the_h100_recording(tmp_path):
     """The tick table of the recording docs/collocation.md quotes: one process a tick, every 200 ms."""
     raw = os.path.join(REPO, "docs", "validation", "collocation", "energy_attribution_logs", "proc_samples.jsonl.gz")

@@ -14,6 +14,14 @@ def radt(*args: str, env: dict | None = None, timeout: float = 120, **kw) -> sub
                           timeout=timeout, env={**os.environ, **(env or {})}, **kw)
 
 
+def full_rate(uri: str, run_id: str, key: str) -> list:
+    """A run's timeline at its full rate, as MLflow Metrics: from its timeline artifact where it has one
+    (the store holds the timeline's bounded shape), else the store's history."""
+    from radt_ext.store import timelines
+
+    return timelines.history(MlflowClient(uri), run_id, [key])[key]
+
+
 def only_run(uri: str):
     client = MlflowClient(uri)
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
@@ -22,6 +30,7 @@ def only_run(uri: str):
 
 
 def stored_system_points(uri: str, run) -> int:
+    """The run's system/* rows in the store."""
     client = MlflowClient(uri)
     return sum(len(client.get_metric_history(run.info.run_id, key))
                for key in run.data.metrics if key.startswith("system/"))

@@ -8,7 +8,7 @@ import sys
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.radt_ext.helpers import only_run, radt
+from tests.radt_ext.helpers import full_rate, only_run, radt
 
 pytestmark = pytest.mark.gpu
 
@@ -24,19 +24,19 @@ def test_matmul_under_every_listener(tracking_uri):
     print({k: v for k, v in sorted(m.items()) if k.startswith("summary/")})
     assert "nvml" in tags["radt_ext.listeners"] and "gpm" in tags["radt_ext.listeners"]
 
-    power = sorted(client.get_metric_history(run.info.run_id, "system/gpu0_power_w"), key=lambda p: p.timestamp)
+    power = sorted(full_rate(tracking_uri, run.info.run_id, "system/gpu0_power_w"), key=lambda p: p.timestamp)
     idle = min(p.value for p in power[:10])
     peak = max(p.value for p in power)
     print(f"idle {idle:.0f} W, peak {peak:.0f} W")
     assert peak > idle + 100
 
-    energy = sorted(client.get_metric_history(run.info.run_id, "system/gpu0_energy_j"), key=lambda p: p.timestamp)
+    energy = sorted(full_rate(tracking_uri, run.info.run_id, "system/gpu0_energy_j"), key=lambda p: p.timestamp)
     assert all(b.value >= a.value for a, b in zip(energy, energy[1:]))  # the counter only grows
     counter, integrated = m["summary/e2e_gpu_total_energy_j"], m["summary/e2e_gpu_total_energy_integrated_j"]
     print(f"counter {counter:.1f} J, integrated power {integrated:.1f} J")
     assert abs(counter - integrated) / counter < 0.05
 
-    sm = client.get_metric_history(run.info.run_id, "system/gpu0_sm_active_pct")
+    sm = full_rate(tracking_uri, run.info.run_id, "system/gpu0_sm_active_pct")
     loaded = [p.value for p in sm if p.value > 0]
     assert max(loaded) > 50
     half = (idle + peak) / 2

@@ -14,7 +14,7 @@ ALLOWED = {
     "store": set(),
     "view": {"store"},
     "sampling": {"listeners", "store", "figures"},
-    "report": {"listeners", "figures"},
+    "report": {"listeners", "figures", "store"},
     "run": {"listeners", "workload_api", "figures", "store", "sampling", "report", "view"},
     "collocation": {"listeners", "workload_api", "figures", "store", "sampling", "report", "run", "view"},
     "sweep": {"listeners", "workload_api", "figures", "store", "sampling", "report", "run", "collocation", "view"},

@@ -15,6 +15,7 @@ from listeners.replay import Replay
 from radt_ext.collocation import Group, Workload, run_group
 from radt_ext.report import ARTIFACT
 from tests.radt_ext.collocation.support import cpu_command
+from tests.radt_ext.helpers import full_rate
 
 TRACE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "listeners", "traces", "h200_matmul.json")
 BUSY_BATCH = 8  # the stand-in that is answered as the recorded matmul process
@@ -124,10 +125,12 @@ def test_children_get_their_share_and_the_parts_add_up(tracking_uri, recorded_gp
         first, last = (float(x) for x in kid.data.tags["collocation.progress_window"].split(","))
         assert float(kid.data.tags["collocation.started_s"]) < first < last <= float(kid.data.tags["collocation.ended_s"])
     assert p["summary/busy_gpu_energy_attributed_j"] == pytest.approx(busy["summary/gpu_energy_attributed_j"])
-    for c in result.children:
-        history = client.get_metric_history(c.run_id, "system/gpu0_power_attributed_w")
+    for c in result.children:  # the timeline at its full rate in the child's artifact, its shape in the store
+        history = full_rate(tracking_uri, c.run_id, "system/gpu0_power_attributed_w")
+        stored = client.get_metric_history(c.run_id, "system/gpu0_power_attributed_w")
         assert len(history) > 3 and all(h.value >= 0 for h in history)
-    timeline = [h.value for h in client.get_metric_history(result.children[0].run_id, "system/gpu0_power_attributed_w")]
+        assert 0 < len(stored) <= len(history) and max(h.value for h in stored) == max(h.value for h in history)
+    timeline = [h.value for h in full_rate(tracking_uri, result.children[0].run_id, "system/gpu0_power_attributed_w")]
     assert max(timeline) > p["summary/gpu_idle_power_w"]  # the busy child draws more than an idle share
     with open(client.download_artifacts(result.parent_run_id, ARTIFACT), encoding="utf-8") as fh:
         page = fh.read()
@@ -151,7 +154,7 @@ def test_without_activity_the_split_follows_progress_and_still_adds_up(tracking_
     assert long["summary/gpu_energy_attributed_j"] > short["summary/gpu_energy_attributed_j"]
     long_work = [float(x) for x in kids["long"].data.tags["collocation.progress_window"].split(",")]
     ended = float(kids["short"].data.tags["collocation.ended_s"])
-    alone = [h for h in client.get_metric_history(kids["short"].info.run_id, "system/gpu0_power_attributed_w")
+    alone = [h for h in full_rate(tracking_uri, kids["short"].info.run_id, "system/gpu0_power_attributed_w")
              if ended + 0.3 < h.timestamp / 1000.0 < long_work[1] - 0.3]
     assert all(h.value == 0.0 for h in alone)  # the long one alone at work: all of it its own
 
@@ -192,8 +195,8 @@ def test_overlap_figures_on_the_recorded_gpu(tracking_uri, recorded_gpu, tmp_pat
     # there (the parent's power shaped by its counter, the split's intervals prorated at the window's edges)
     from radt_ext.collocation.attribution import segments
 
-    def series(key):
-        return sorted((h.timestamp / 1000.0, h.value) for h in client.get_metric_history(parent.info.run_id, key))
+    def series(key):  # at the full rate the split had: the parent's timeline artifact
+        return sorted((h.timestamp / 1000.0, h.value) for h in full_rate(tracking_uri, parent.info.run_id, key))
 
     grid, seg, _ = segments(series("system/gpu0_power_w"), series("system/gpu0_energy_j"))
     tags = next(iter(kids.values())).data.tags

@@ -16,7 +16,7 @@ from mlflow.tracking import MlflowClient
 
 from radt_ext.packing import profiles, queue
 from radt_ext.sweep.spec import load
-from tests.radt_ext.helpers import radt
+from tests.radt_ext.helpers import full_rate, radt
 from tests.radt_ext.packing.store import log_profile
 from tests.traces import TWO_GPUS, gpu_name
 
@@ -146,7 +146,7 @@ def test_a_job_without_a_profile_runs_alone_first(tmp_path, two_gpus):
     child = client.get_run(p.run_id)
     parent = alone[0]
     keys = [k for k in parent.data.metrics if k.startswith("system/gpu") and k.endswith("_util_pct")]
-    readings = [m for k in keys for m in client.get_metric_history(parent.info.run_id, k)
+    readings = [m for k in keys for m in full_rate(two_gpus, parent.info.run_id, k)  # the timeline artifact
                 if m.timestamp >= child.info.start_time]
     assert keys and p.busy_trace is not None
     assert len(p.busy_trace) == int((max(m.timestamp for m in readings) - child.info.start_time) / 1000 // 0.5) + 1

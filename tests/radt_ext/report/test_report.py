@@ -13,6 +13,7 @@ from radt_ext.report import ARTIFACT, figures, log_report
 from radt_ext.report.build import run_document, run_html, sweep_id_html
 from radt_ext.report.data import RunData, Series, load_run
 from radt_ext.report.pareto import pareto_front
+from radt_ext.store import timelines
 from tests.radt_ext.report import page as shown
 from tests.radt_ext.report.store import WORKLOAD, _radt, store  # noqa: F401
 
@@ -38,12 +39,13 @@ def test_every_run_logs_its_report_with_all_panels_and_epoch_markers(store):
     assert "radt_ext.report_error" not in client.get_run(store.baseline).data.tags
 
 
-def test_run_timelines_come_from_the_stored_history(store):
+def test_run_timelines_come_from_the_full_rate_timeline_artifact(store):
     client = MlflowClient(store.uri)
     run = load_run(client, store.baseline)
+    full = timelines.read(client, store.baseline)["system/gpu0_power_w"]  # every point; the store holds its shape
     stored = client.get_metric_history(store.baseline, "system/gpu0_power_w")
-    assert len(run.system["gpu0_power_w"].v) == len(stored) > 3
-    assert run.system["gpu0_power_w"].v == [m.value for m in sorted(stored, key=lambda m: m.timestamp)]
+    assert len(run.system["gpu0_power_w"].v) == len(full) > len(stored) > 3
+    assert run.system["gpu0_power_w"].v == [v for _, _, v in sorted(full)]
     assert [label for _, _, label in run.epochs] == ["epoch 0", "epoch 1", "epoch 2"]
     start, end, _ = run.epochs[0]
     assert 0 <= start < end

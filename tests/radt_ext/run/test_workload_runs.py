@@ -10,7 +10,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from radt_ext.workload_api.markers import TAG_MONITOR_RUN
-from tests.radt_ext.helpers import radt
+from tests.radt_ext.helpers import full_rate, radt
 
 BUSY = textwrap.dedent("""
     import time
@@ -37,17 +37,16 @@ def _runs(uri):
 
 
 def _times(uri, run, key="system/proc_cpu_pct") -> list[int]:
-    return sorted(m.timestamp for m in MlflowClient(uri).get_metric_history(run.info.run_id, key))
+    return sorted(m.timestamp for m in full_rate(uri, run.info.run_id, key))
 
 
 def _assert_points_also_in(uri, inner, outer, within=None, key="system/proc_cpu_pct"):
-    """Each of inner's points (those within [start, end) ms) is outer's too: stored there, or held back
-    there as a repeat of the value outer stored last before it (the store gets only the points that say
-    something new)."""
-    client = MlflowClient(uri)
-    stored = sorted((m.timestamp, m.value) for m in client.get_metric_history(outer.info.run_id, key))
+    """Each of inner's points (those within [start, end) ms) is outer's too: in its full-rate timeline, or
+    held back there as a repeat of the value outer kept last before it (only the points that say something
+    new are kept)."""
+    stored = sorted((m.timestamp, m.value) for m in full_rate(uri, outer.info.run_id, key))
     assert stored
-    for m in client.get_metric_history(inner.info.run_id, key):
+    for m in full_rate(uri, inner.info.run_id, key):
         if within and not within[0] <= m.timestamp < within[1]:  # a point in the end's millisecond may be past it
             continue
         before = [v for t, v in stored if t <= m.timestamp]
@@ -106,7 +105,7 @@ def test_own_experiment_sequential_and_nested_runs(tracking_uri, tmp_path):
     _assert_points_also_in(tracking_uri, runs["inner"], runs["outer"])
     assert runs["inner"].data.tags["mlflow.parentRunId"] == runs["outer"].info.run_id
     # each run's step counts milliseconds from its own start
-    first = MlflowClient(tracking_uri).get_metric_history(runs["lr0.01"].info.run_id, "system/proc_cpu_pct")
+    first = full_rate(tracking_uri, runs["lr0.01"].info.run_id, "system/proc_cpu_pct")
     first = min(first, key=lambda m: m.timestamp)
     assert first.step == pytest.approx(first.timestamp - runs["lr0.01"].info.start_time, abs=1)
 

@@ -11,6 +11,7 @@ from mlflow.tracking import MlflowClient
 
 from listeners import nvml_backend
 from radt_ext.figures.energy import power_integral_j, span_energy_j
+from radt_ext.store import timelines
 from radt_ext.workload_api.markers import TAG_MONITOR_RUN
 from tests.radt_ext.helpers import radt
 
@@ -18,7 +19,8 @@ TRACE = Path(__file__).resolve().parents[3] / "listeners" / "traces" / "h100_pow
 
 
 def _history(client, run_id, key):
-    return sorted((m.timestamp / 1000, m.value) for m in client.get_metric_history(run_id, key))
+    """The timeline at its full rate (the run's timeline artifact)."""
+    return sorted((m.timestamp / 1000, m.value) for m in timelines.history(client, run_id, [key])[key])
 
 
 def _recorded(uri: str, tmp_path, script: str, trace: str) -> tuple:

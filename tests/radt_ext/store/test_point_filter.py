@@ -114,7 +114,9 @@ def test_the_recorder_stores_the_thinned_points_and_summarises_every_reading(tra
     run = client.create_run(client.create_experiment("thin"))
     now = time.time()
     script = _script(now)
-    recorder = Recorder(client, run.info.run_id, tracking_uri, [Script(script)], t0=now - 20).start()
+    # the full rate into the store (--full-rate-store): the store then holds exactly what the filter passes,
+    # as the timeline artifact does at default settings (tests/radt_ext/store/test_store_shape.py)
+    recorder = Recorder(client, run.info.run_id, tracking_uri, [Script(script)], t0=now - 20, full_rate=True).start()
     deadline = time.time() + 30
     while recorder.monitor.states["script"].samples < len(script) and time.time() < deadline:
         time.sleep(0.05)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from radt_ext.store import timelines
 from tests.servers import (  # noqa: F401  (fixtures are found by being imported)
     ENTRYPOINT, REPO, mlflow_auth_server, mlflow_sqlite_server, new_password, postgres, start_mlflow_server,
 )
@@ -186,6 +187,9 @@ def test_radt_ext_run_over_http_stores_every_sample(mlflow_auth_server, user, mo
     points = sum(len(h) for h in histories.values())
     # every point the writer sent is in the server's history, none lost over HTTP
     assert int(tags["radt_ext.metrics_sent"]) == int(tags["radt_ext.metrics_stored"]) == points
+    # and the full rate went through the server too, as the run's timeline artifact
+    full = timelines.read(client, run.info.run_id)
+    assert full and sum(len(p) for p in full.values()) == int(tags["radt_ext.metrics_full_rate"]) >= points
 
     # and they were read at the rate asked for (loose: 2 shared CPU cores); a sleeping workload's values
     # repeat, so the store holds fewer points than readings (README, "Repeated values")

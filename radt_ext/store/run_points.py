@@ -1,0 +1,92 @@
+"""Where one run's `system/*` points go: every one to its timeline artifact, a bounded shape to the store.
+
+    readings ─► PointFilter (a value's repeats held back) ─┬─► TimelineSpill ─► timelines/system.parquet
+                                                           └─► StoreShaper ─► MetricWriter ─► store
+                                                               (left out with full_rate: every point)
+
+Summaries, the collocation energy split and the workload's runs are fed before this, from every reading.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+
+from radt_ext.store.point_filter import PointFilter
+from radt_ext.store.shaper import BUCKET_S, FAST_BUCKET_S, StoreShaper
+from radt_ext.store.timelines import ARTIFACT_DIR, SYSTEM_FILE, TimelineSpill
+from radt_ext.store.writer import absolute_uri, spool_dir
+
+TARGET = "target.json"  # beside a timeline file the store did not take: where it goes (`radt-ext sync`)
+
+ENV_FULL_RATE = "RADT_EXT_FULL_RATE_STORE"  # "1": every run of this process tree keeps the full rate in the store
+
+
+def full_rate_default() -> bool:
+    return os.environ.get(ENV_FULL_RATE, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def shape_tag(full_rate: bool) -> str:
+    if full_rate:
+        return "full_rate"
+    return f"minmax:power_w={FAST_BUCKET_S:g}s,other={BUCKET_S:g}s"
+
+
+class RunPoints:
+    """Used from one thread at a time (the monitor's, or the workload-run router's)."""
+
+    def __init__(self, emit, full_rate: bool = False, spill_dir: str | None = None):
+        self.emit = emit
+        self.full_rate = full_rate
+        self.timeline = TimelineSpill(spill_dir)
+        self.shaper = None if full_rate else StoreShaper(emit)
+        self.filter = PointFilter(self._passed)
+        self.add = self.filter.add
+
+    def _passed(self, key: str, value: float, timestamp_ms: int, step: int) -> None:
+        self.timeline.add(key, value, timestamp_ms, step)
+        if self.shaper is not None:
+            self.shaper.add(key, value, timestamp_ms, step)
+        else:
+            self.emit(key, value, timestamp_ms, step)
+
+    def flush(self) -> None:
+        """The run's end: every held point out."""
+        self.filter.flush()
+        if self.shaper is not None:
+            self.shaper.flush()
+
+    def tags(self) -> dict[str, str]:
+        return {"radt_ext.metrics_repeated": str(self.filter.held_back),
+                "radt_ext.metrics_full_rate": str(self.timeline.points),
+                "radt_ext.store_shape": shape_tag(self.full_rate)}
+
+    def log_artifact(self, client, run_id: str, call=None, tracking_uri: str | None = None) -> str | None:
+        """Write the timeline file and log it as the run's artifact; None when done (or nothing to log),
+        else the one-line reason it was not: the file then stays in the spool directory, named in the
+        reason, and `radt-ext sync` logs it once the store (`tracking_uri`) answers. `call(fn)`: how to
+        reach the store (the writer's deadline on a server)."""
+        if not self.timeline.points:
+            return None
+        directory = spool_dir() / "timelines" / run_id
+        path = str(directory / SYSTEM_FILE)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            self.timeline.write(path)
+        except Exception as exc:
+            return f"cannot write the timeline file: {type(exc).__name__}: {exc}".splitlines()[0]
+        self.timeline.discard()  # the file holds every point now
+        try:
+            (call or (lambda fn: fn()))(lambda: client.log_artifact(run_id, path, ARTIFACT_DIR))
+        except Exception as exc:
+            if tracking_uri:  # for `radt-ext sync`
+                with contextlib.suppress(OSError):
+                    (directory / TARGET).write_text(json.dumps({"tracking_uri": absolute_uri(tracking_uri),
+                                                                "run_id": run_id}))
+            return f"timeline artifact not stored ({type(exc).__name__}: {exc}); the file is {path}".splitlines()[0]
+        try:
+            os.unlink(path)
+            directory.rmdir()
+        except OSError:
+            pass
+        return None

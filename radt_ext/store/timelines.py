@@ -1,0 +1,205 @@
+"""A run's full-rate timelines as one compressed columnar artifact: `timelines/system.parquet`.
+
+The store holds a bounded shape of each `system/*` timeline (shaper.py); this artifact holds every
+point the point filter passed — the 50 Hz driver power, the per-process samples, every reading that
+changed a value, each at its own time — which is what the store held before it was shaped (and still
+holds with `--full-rate-store`). One Parquet file (zstd) with the columns `key` (the metric name as in
+the store, `system/gpu0_power_w`), `timestamp` (ms since the epoch), `step` and `value`; a collocated
+workload's attributed power timeline is `timelines/attributed.parquet` in the same shape.
+
+While a run records, its points go to a spill file of raw arrays in the session's temporary directory
+(appending costs the monitor thread no more than a list append; no Parquet library in the sampling
+path), turned into Parquet once at the end. `history()` reads a run's timelines back: from the
+artifact where the run has one, else from the store (runs recorded before it, or compacted later).
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from array import array
+from pathlib import Path
+
+ARTIFACT_DIR = "timelines"
+SYSTEM_FILE = "system.parquet"
+ATTRIBUTED_FILE = "attributed.parquet"
+COMPACTED_FILE = "compacted.parquet"  # `radt-ext compact`: the store's points beside a file the run already had
+CHUNK = 65_536  # points per spill chunk and per Parquet row group
+COLUMNS = ("key", "timestamp", "step", "value")
+
+
+class TimelineSpill:
+    """Every point of one run, appended from one thread; `write(path)` makes the Parquet file."""
+
+    def __init__(self, directory: str | None = None):
+        self._dir = directory
+        self._path: str | None = None  # the spill file, made with the first full chunk
+        self._names: dict[str, int] = {}
+        self._chunk()
+        self.points = 0
+        self._chunks: list[int] = []  # points per spilled chunk
+
+    def _chunk(self) -> None:
+        self._key, self._ts, self._step, self._value = array("I"), array("q"), array("q"), array("d")
+
+    def add(self, key: str, value: float, timestamp_ms: int, step: int) -> None:
+        code = self._names.get(key)
+        if code is None:
+            code = self._names[key] = len(self._names)
+        self._key.append(code)
+        self._ts.append(timestamp_ms)
+        self._step.append(step)
+        self._value.append(value)
+        self.points += 1
+        if len(self._key) >= CHUNK:
+            self._spill()
+
+    def _spill(self) -> None:
+        if self._path is None:
+            fd, self._path = tempfile.mkstemp(prefix="radt-timeline-", suffix=".bin", dir=self._dir)
+            os.close(fd)
+        with open(self._path, "ab") as fh:
+            for column in (self._key, self._ts, self._step, self._value):
+                column.tofile(fh)
+        self._chunks.append(len(self._key))
+        self._chunk()
+
+    def _read_chunks(self):
+        if self._path is not None:
+            with open(self._path, "rb") as fh:
+                for n in self._chunks:
+                    columns = []
+                    for typecode in "Iqqd":
+                        column = array(typecode)
+                        column.fromfile(fh, n)
+                        columns.append(column)
+                    yield columns
+        if len(self._key):
+            yield [self._key, self._ts, self._step, self._value]
+
+    def write(self, path: str | Path) -> int:
+        """The Parquet file of every point so far; the number of points written."""
+        names = [None] * len(self._names)
+        for name, code in self._names.items():
+            names[code] = name
+        with ParquetTimeline(path) as out:
+            for codes, ts, steps, values in self._read_chunks():
+                out.write_coded(names, codes, ts, steps, values)
+        return self.points
+
+    def discard(self) -> None:
+        if self._path is not None:
+            try:
+                os.unlink(self._path)
+            except OSError:
+                pass
+            self._path = None
+
+
+class ParquetTimeline:
+    """Writes the artifact's Parquet file in row groups (pyarrow imported only here)."""
+
+    def __init__(self, path: str | Path):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        self._pa = pa
+        self.schema = pa.schema([("key", pa.dictionary(pa.int32(), pa.string())), ("timestamp", pa.int64()),
+                                 ("step", pa.int64()), ("value", pa.float64())])
+        self._writer = pq.ParquetWriter(str(path), self.schema, compression="zstd")
+
+    def write_coded(self, names: list[str], codes, timestamps, steps, values) -> None:
+        pa = self._pa
+        keys = pa.DictionaryArray.from_arrays(pa.array(codes, type=pa.int32()), pa.array(names, type=pa.string()))
+        self._writer.write_table(pa.Table.from_arrays(
+            [keys, pa.array(timestamps, type=pa.int64()), pa.array(steps, type=pa.int64()),
+             pa.array(values, type=pa.float64())], schema=self.schema), row_group_size=CHUNK)
+
+    def write_points(self, points) -> None:
+        """(key, timestamp ms, step, value) tuples."""
+        names: dict[str, int] = {}
+        codes, ts, steps, values = array("I"), array("q"), array("q"), array("d")
+        for key, t, step, value in points:
+            codes.append(names.setdefault(key, len(names)))
+            ts.append(int(t))
+            steps.append(int(step))
+            values.append(float(value))
+        if len(codes):
+            self.write_coded(list(names), codes, ts, steps, values)
+
+    def close(self) -> None:
+        self._writer.close()
+
+    def __enter__(self) -> "ParquetTimeline":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def log_points(client, run_id: str, points, name: str) -> None:
+    """(key, timestamp ms, step, value) points as the run's timeline file `timelines/<name>`."""
+    with tempfile.TemporaryDirectory(prefix="radt-timeline-") as tmp:
+        path = os.path.join(tmp, name)
+        with ParquetTimeline(path) as out:
+            out.write_points(points)
+        client.log_artifact(run_id, path, ARTIFACT_DIR)
+
+
+# -- reading back --------------------------------------------------------------------------
+
+def artifact_paths(client, run_id: str) -> list[str]:
+    """The run's timeline files (artifact paths), [] when it has none."""
+    try:
+        return sorted(f.path for f in client.list_artifacts(run_id, ARTIFACT_DIR)
+                      if not f.is_dir and f.path.endswith(".parquet"))
+    except Exception:  # no artifact store, or nothing there
+        return []
+
+
+def read_file(path: str | Path, keys=None) -> dict[str, list[tuple[int, int, float]]]:
+    """{key: [(timestamp ms, step, value), ...] in time order} of one timeline file."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(str(path), filters=[("key", "in", list(keys))] if keys is not None else None)
+    out: dict[str, list[tuple[int, int, float]]] = {}
+    columns = table.to_pydict()
+    for key, t, step, value in zip(*(columns[c] for c in COLUMNS)):
+        out.setdefault(key, []).append((t, step, value))
+    for points in out.values():
+        points.sort()
+    return out
+
+
+def read(client, run_id: str, keys=None) -> dict[str, list[tuple[int, int, float]]] | None:
+    """The run's full-rate timelines {key: [(timestamp ms, step, value), ...]}; None when the run has no
+    timeline artifact."""
+    paths = artifact_paths(client, run_id)
+    if not paths:
+        return None
+    out: dict[str, list[tuple[int, int, float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="radt-timelines-") as tmp:
+        for path in paths:
+            local = client.download_artifacts(run_id, path, tmp)
+            for key, points in read_file(local, keys).items():
+                out.setdefault(key, []).extend(points)
+    if len(paths) > 1:  # a point in two files (a compacted run) once
+        out = {key: sorted(set(points)) for key, points in out.items()}
+    return out
+
+
+def history(client, run_id: str, keys, timelines=None) -> dict[str, list]:
+    """{key: [mlflow Metric, ...]} for each of `keys`: from the run's timeline artifact where it holds
+    the key (full rate), else the store's history (`timelines`: the artifact already read, or None)."""
+    from mlflow.entities import Metric
+
+    keys = list(keys)
+    if timelines is None:
+        timelines = read(client, run_id) or {}
+    out = {}
+    for key in keys:
+        points = timelines.get(key)
+        if points:
+            out[key] = [Metric(key, value, t, step) for t, step, value in points]
+        else:
+            out[key] = client.get_metric_history(run_id, key)
+    return out
