@@ -37,7 +37,8 @@ def collect(client, steps: dict[str, list[float]], experiment: str = EXPERIMENT)
     out: dict = {"steps": {}, "jobs": {}}
     for step, (t0, t1) in steps.items():
         inside = [r for r in runs
-                  if t0 <= r.info.start_time / 1000.0 <= t1 and r.data.tags.get("sweep.role") != "report"]
+                  if t0 <= r.info.start_time / 1000.0 <= t1
+                  and r.data.tags.get("sweep.role") not in ("report", "setting")]  # not the sweep's own runs
         parents = [r for r in inside if "mlflow.parentRunId" not in r.data.tags]
         kids = [r for r in inside if "mlflow.parentRunId" in r.data.tags]
         span = _span(parents)
