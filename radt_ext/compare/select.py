@@ -6,6 +6,7 @@ from collections import Counter
 from mlflow.exceptions import MlflowException
 
 from radt_ext.errors import UsageError
+from radt_ext.store.client import runs_by_id
 
 MAX_RUNS = 500
 
@@ -28,13 +29,7 @@ def _experiment_ids(client, experiment: str | None) -> list[str]:
 def select_runs(client, run_ids=(), experiment: str | None = None, filter_string: str | None = None) -> list:
     """The runs asked for, in the order given (ids) or oldest first (searches)."""
     if run_ids:
-        runs = []
-        for run_id in run_ids:
-            try:
-                runs.append(client.get_run(run_id))
-            except MlflowException:
-                raise UsageError(f"run {run_id!r} is not in this tracking store; check the id "
-                                 "(or MLFLOW_TRACKING_URI)") from None
+        runs = runs_by_id(client, run_ids)
         if filter_string or experiment:
             keep = {r.info.run_id for r in _search(client, _experiment_ids(client, experiment), filter_string)}
             runs = [r for r in runs if r.info.run_id in keep]

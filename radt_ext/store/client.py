@@ -103,3 +103,17 @@ def experiment_id_for(client, name: str | None) -> str:
     if experiment.lifecycle_stage == "deleted":
         raise _deleted(name)
     return experiment.experiment_id
+
+
+def runs_by_id(client, run_ids) -> list:
+    """The runs with these ids, in the order given; a one-line UsageError for an id the store lacks."""
+    from mlflow.exceptions import MlflowException
+
+    runs = []
+    for run_id in run_ids:
+        try:
+            runs.append(client.get_run(run_id))
+        except MlflowException:
+            raise UsageError(f"run {run_id!r} is not in this tracking store; check the id "
+                             "(or MLFLOW_TRACKING_URI)") from None
+    return runs

@@ -64,13 +64,9 @@ def choose_runs(client, run_ids, experiment: str | None):
     if bool(run_ids) == bool(experiment):
         raise UsageError("name the runs to compact: RUN_ID... or --experiment NAME (not both)")
     if run_ids:
-        runs = []
-        for run_id in run_ids:
-            try:
-                runs.append(client.get_run(run_id))
-            except MlflowException:
-                raise UsageError(f"run {run_id} is not in this store") from None
-        return runs
+        from radt_ext.store.client import runs_by_id
+
+        return runs_by_id(client, run_ids)
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
         try:

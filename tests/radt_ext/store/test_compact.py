@@ -80,7 +80,7 @@ def test_compact_refuses_bad_input_in_one_line(tracking_uri):
     cases = [
         (["compact"], "name the runs"),
         (["compact", run_id, "--experiment", "compact"], "not both"),
-        (["compact", "0123456789abcdef0123456789abcdef"], "is not in this store"),
+        (["compact", "0123456789abcdef0123456789abcdef"], "is not in this tracking store"),
         (["compact", "--experiment", "nope"], "is not in this store"),
         (["compact", run_id, "--tracking-uri", "http://127.0.0.1:9"], "database URI"),
         (["compact", run_id, "--tracking-uri", "bogus://x"], ""),
