@@ -51,6 +51,10 @@ if [ -n "${DRY:-}" ]; then
   export PATH=$W/bin:$PATH   # the stand-in MPS daemon
 fi
 say() { echo "[${SECONDS}s] $*" | tee -a "$RESULTS/steps.log"; }
+# the pack scheduler is found through its entry point: radt-ext must be installed (a source tree on
+# PYTHONPATH alone does not register it); `pip install --no-deps --no-build-isolation --no-index -e .` does
+python3 -c "from radt_ext.sweep.schedulers import scheduler; scheduler('pack')" 2>/dev/null \
+  || { echo "radt-ext is not installed here: run pip install --no-deps --no-build-isolation --no-index -e . first"; exit 2; }
 now() { python3 -c 'import time; print(f"{time.time():.3f}")'; }
 
 { nvidia-smi --query-gpu=index,name,memory.total,driver_version,mig.mode.current,compute_mode --format=csv
