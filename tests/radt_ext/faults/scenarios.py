@@ -243,6 +243,9 @@ def listener_raises(workdir: Path) -> Outcome:
     run = MlflowClient(uri).get_run(s.run_id)
     out = outcome_of("a listener raises mid-run", uri, run, code, "workload finished; the other listener carried on")
     out.details["marker"] = marker.exists()
+    from tests.radt_ext.helpers import full_rate
+
+    out.details["full_rate_flaky"] = len(full_rate(uri, s.run_id, "system/flaky_value_count"))
     return out
 
 
