@@ -181,6 +181,23 @@ def timeline_dirs(directory: Path) -> list[Path]:
     return sorted(p.parent for p in (directory / "timelines").glob(f"*/{TARGET}"))
 
 
+def _store_run_id(client: MlflowClient, run_id: str) -> str:
+    """The store's run for a spooled id: the run itself, or the one sync made for a run spooled before the
+    store could make it (found by its tag)."""
+    from mlflow.entities import ViewType
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return client.get_run(run_id).info.run_id
+    except MlflowException:
+        experiments = [e.experiment_id for e in client.search_experiments(view_type=ViewType.ALL)]
+        found = client.search_runs(experiments, f"tags.`{TAG_SPOOL_ID}` = '{run_id}'",
+                                   run_view_type=ViewType.ALL, max_results=1)
+        if not found:
+            raise
+        return found[0].info.run_id
+
+
 def send_timelines(folder: Path) -> int:
     """Log a spooled run's timeline files as its artifacts; the folder goes once they are in."""
     from radt_ext.store.run_points import TARGET
@@ -189,9 +206,10 @@ def send_timelines(folder: Path) -> int:
     target = json.loads((folder / TARGET).read_text())
     check_reachable(target["tracking_uri"])
     client = MlflowClient(tracking_uri=target["tracking_uri"])
+    run_id = _store_run_id(client, target["run_id"])
     files = sorted(folder.glob("*.parquet"))
     for path in files:
-        client.log_artifact(target["run_id"], str(path), ARTIFACT_DIR)
+        client.log_artifact(run_id, str(path), ARTIFACT_DIR)
     for path in [*files, folder / TARGET]:
         path.unlink()
     folder.rmdir()
@@ -212,15 +230,6 @@ def sync(directory):
     total = Result()
     kept = 0
     kept_timelines = 0
-    for folder in folders:  # a run's timeline artifact that its end could not store
-        try:
-            sent = send_timelines(folder)
-        except Exception as exc:
-            kept_timelines += 1
-            click.echo(f"Error: timelines of run {folder.name}: the store still refuses ({first_line(exc)[:300]}); "
-                       "kept, run `radt-ext sync` again later", err=True)
-            continue
-        click.echo(f"timelines of run {folder.name}: {sent} file(s) logged as its artifact")
     for path in files:
         try:
             r = replay(path)
@@ -238,6 +247,16 @@ def sync(directory):
         extra += f", {r.bad_lines} unreadable line(s) skipped" if r.bad_lines else ""
         click.echo(f"{path.name}: {r.stored} points stored{extra}, {r.tags} tags, "
                    f"{'status set' if r.statuses else 'no status'}")
+    for folder in folders:  # a run's timeline artifact that its end could not store (after the
+        # spool files: their replay makes the runs spooled before the store made them)
+        try:
+            sent = send_timelines(folder)
+        except Exception as exc:
+            kept_timelines += 1
+            click.echo(f"Error: timelines of run {folder.name}: the store still refuses ({first_line(exc)[:300]}); "
+                       "kept, run `radt-ext sync` again later", err=True)
+            continue
+        click.echo(f"timelines of run {folder.name}: {sent} file(s) logged as its artifact")
     click.echo(f"synced {total.stored} points from {len(files) - kept} file(s)"
                + (f" ({total.skipped} already stored)" if total.skipped else ""))
     if kept or kept_timelines:
