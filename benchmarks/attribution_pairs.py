@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import itertools
 import json
 import os
 import statistics
@@ -265,15 +266,7 @@ def tick_stats(rows: list[dict], slow: list[dict] | None = None) -> dict:
             continue
         both = [(t, pid) for t, pid in busy if pid in g and max(spans[q][0] for q in g) <= t <= min(spans[q][1] for q in g)]
         names = [pid for _, pid in both]
-        lengths, cur = [], 1
-        for a, b in zip(names, names[1:]):
-            if a == b:
-                cur += 1
-            else:
-                lengths.append(cur)
-                cur = 1
-        if names:
-            lengths.append(cur)
+        lengths = [len(list(run)) for _, run in itertools.groupby(names)]  # runs of one name
         shared.append({"runs": [runs_of[p] for p in sorted(g)], "busy_ticks_while_all_busy": len(names),
                        "named": {runs_of[p]: names.count(p) for p in sorted(g)},
                        "run_lengths": dict(sorted(Counter(lengths).items())),

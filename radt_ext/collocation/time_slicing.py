@@ -30,6 +30,8 @@ scheduler, and the counts only check it:
 """
 from __future__ import annotations
 
+import itertools
+
 import math
 from dataclasses import dataclass, field
 
@@ -68,14 +70,7 @@ def dispersion(named: list[str]) -> float:
     if expected < 1.0:
         rho = min(0.9, max(0.0, (same - expected) / (1.0 - expected)))
         out = (1.0 + rho) / (1.0 - rho)
-    runs, cur = [], 1
-    for a, b in zip(named, named[1:]):
-        if a == b:
-            cur += 1
-        else:
-            runs.append(cur)
-            cur = 1
-    runs.append(cur)
+    runs = [len(list(run)) for _, run in itertools.groupby(named)]
     if len(runs) > 2:
         mean = sum(runs) / len(runs)
         var = sum((r - mean) ** 2 for r in runs) / (len(runs) - 1)
