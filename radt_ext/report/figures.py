@@ -111,21 +111,34 @@ def panels(system: dict[str, Series]) -> list[tuple[str, str, dict[str, Series]]
     return out
 
 
-def _add_markers(fig, run: RunData, row: int | str = "all") -> None:
+def _line(x: float, color: str) -> dict:
+    """A dotted vertical line through every panel (the panels share one time axis)."""
+    return dict(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1,
+                line=dict(width=1, dash="dot", color=color))
+
+
+def _add_shapes(fig, shapes: list[dict]) -> None:
+    """All at once: plotly's add_vline/add_vrect scan every shape per call, minutes for a long run's epochs."""
+    if shapes:
+        fig.update_layout(shapes=list(fig.layout.shapes) + shapes)
+
+
+def _add_markers(fig, run: RunData) -> None:
+    shapes = []
     if run.active is not None:  # the span the unprefixed summaries cover; before it, start-up
         source = run.tags.get("radt_ext.active_source", "")
-        fig.add_vrect(x0=run.active[0], x1=run.active[1], row=row, col=1, fillcolor="#ffa15a", opacity=0.06,
-                      line_width=1, line_color="#ffa15a", layer="below")
+        shapes.append(dict(type="rect", xref="x", yref="paper", x0=run.active[0], x1=run.active[1], y0=0, y1=1,
+                           fillcolor="#ffa15a", opacity=0.06, line=dict(width=1, color="#ffa15a"), layer="below"))
         fig.add_trace(go.Scatter(x=[run.active[0], run.active[1]], y=[0, 0], mode="markers",
                                  marker=dict(symbol="line-ns-open", size=12, color="#ffa15a"),
                                  text=[f"active phase starts ({source})", "active phase ends"],
                                  hoverinfo="text+x", name="active phase", showlegend=True), row=1, col=1)
     for i, (start, end, label) in enumerate(run.epochs):
-        fig.add_vrect(x0=start, x1=end, row=row, col=1, fillcolor="#636efa" if i % 2 else "#00cc96",
-                      opacity=0.08, line_width=0)
-        fig.add_vline(x=start, row=row, col=1, line_width=1, line_dash="dot", line_color="#888")
-    for t, label in run.markers:
-        fig.add_vline(x=t, row=row, col=1, line_width=1, line_dash="dot", line_color="#888")
+        shapes.append(dict(type="rect", xref="x", yref="paper", x0=start, x1=end, y0=0, y1=1, line=dict(width=0),
+                           fillcolor="#636efa" if i % 2 else "#00cc96", opacity=0.08, layer="below"))
+        shapes.append(_line(start, "#888"))
+    shapes += [_line(t, "#888") for t, label in run.markers]
+    _add_shapes(fig, shapes)
     # hoverable labels: invisible points on the first panel
     labelled = [(s, lab) for s, _, lab in run.epochs] + list(run.markers)
     if labelled:
@@ -181,10 +194,8 @@ def group_timelines(children: list[RunData], title: str) -> go.Figure | None:
                               row=row, col=1)
                 first = False
             fig.update_yaxes(title_text=unit, row=row, col=1)
-        for start, end, lab in child.epochs:
-            fig.add_vline(x=start, line_width=1, line_dash="dot", line_color=color)
-        for t, lab in child.markers:
-            fig.add_vline(x=t, line_width=1, line_dash="dot", line_color=color)
+        _add_shapes(fig, [_line(start, color) for start, _, _ in child.epochs] +
+                    [_line(t, color) for t, _ in child.markers])
     fig.update_xaxes(title_text="seconds since the group started", row=len(names), col=1)
     fig.update_layout(title=title, height=220 * len(names) + 120, margin=dict(l=60, r=20, t=80, b=40))
     return fig

@@ -179,3 +179,16 @@ def test_cumulative_energy_of_a_counter_stored_only_at_its_reads_follows_the_pow
     assert at5 == pytest.approx(2000.0 * 500 / 2000, rel=0.01)  # a quarter of the energy in the first half
     dense = Series(energy.t, [1000.0 + v for v in energy.v])  # already dense: kept as stored
     assert figures.with_course(dense, power) is dense
+
+
+def test_epoch_bands_and_lines_are_one_shape_each_through_every_panel():
+    """A long run's 200 epochs: one band and one line per epoch spanning the stacked panels (drawing them
+    panel by panel made plotly scan every shape per call: minutes at a run's end)."""
+    run = _ten_minute_run()
+    run.epochs = [(i * 3.0, i * 3.0 + 2.9, f"epoch {i}") for i in range(200)]
+    run.active = (1.0, 599.0)
+    fig = figures.run_timelines(run)
+    shapes = fig.layout.shapes
+    assert len(shapes) == 1 + 2 * 200  # the active phase, then a band and a line per epoch
+    assert all(s.yref == "paper" and (s.y0, s.y1) == (0, 1) for s in shapes)
+    assert sorted(s.x0 for s in shapes if s.type == "line") == [i * 3.0 for i in range(200)]
