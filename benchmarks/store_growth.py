@@ -172,7 +172,9 @@ def main(argv=None) -> None:
     gpus = int(run.data.metrics.get("summary/e2e_gpu_count") or run.data.metrics.get("summary/gpu_count") or 1)
     per = lambda rows: rows / seconds / gpus  # noqa: E731
     per_hour = lambda b: b / (seconds / 3600.0) / gpus  # noqa: E731
-    cases = {"before": full + other, "after": after_rows + other}
+    own = [r for r in other if r[0].startswith("summary/")]  # radt-ext's rows beside its timelines
+    cases = {"before": full + other, "after": after_rows + other,  # the run as a whole, the workload's own metrics too
+             "before, radt-ext's rows": full + own, "after, radt-ext's rows": after_rows + own}
     results = {"run_id": run.info.run_id, "seconds": seconds, "gpus": gpus,
                "measured": {"rows": len(stored_rows), "system_rows": len(stored_system),
                             "rows_per_s_per_gpu": per(len(stored_rows)),
@@ -194,10 +196,11 @@ def main(argv=None) -> None:
     lines = ["### Store growth: one run, before (every point) and after (the shape)", "",
              f"One run of {seconds:.0f} s on {gpus} GPU(s) at default settings ({run.info.run_id[:8]}): "
              f"{len(full):,} full-rate system points in its timeline artifact, {len(stored_system):,} system rows "
-             f"in its store ({len(stored_rows):,} rows in all).", ""]
+             f"in its store ({len(stored_rows):,} rows in all: {len(stored_rows) - len(stored_system) - len(own):,} of them "
+             f"the workload's own metrics). \"radt-ext's rows\": its timelines and `summary/*` alone.", ""]
     rows = []
     for backend in ("sqlite", "postgresql"):
-        for name in ("before", "after"):
+        for name in cases:
             r = results[backend].get(name)
             if r:
                 r["rows_per_s_per_gpu"] = per(r["rows"])
@@ -244,7 +247,7 @@ def synthetic(args) -> None:
             pg.stop()
     rows = []
     for backend in ("sqlite", "postgresql"):
-        for name in ("before", "after"):
+        for name in cases:
             r = results[backend].get(name)
             if r:
                 r["rows_per_s_per_gpu"] = r["rows"] / seconds / gpus

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What one GPU run at default settings puts into the tracking store (run from the repository root):
-#   RESULTS=<dir> RUN_S=540 bash scripts/gpu/store_growth.sh
+#   RESULTS=<dir> RUN_S=600 bash scripts/gpu/store_growth.sh
 # One `radt-ext run` with no listener options (every listener available on the host, at its default
 # interval; the store's default shape) of a real training workload (the cnn_amp recipe's entry: ResNet-18,
 # synthetic32, bf16, batch 256, epochs of 32768 samples with a validation pass each) on GPU 0, stopped with
@@ -10,8 +10,9 @@
 #   python -m benchmarks.store_growth --store sqlite:///DIR/mlflow.db --timelines DIR/system.parquet --out docs/benchmarks/gpu/store_growth
 # (the full-rate points logged again through the old path, `--full-rate-store`, into SQLite and PostgreSQL).
 # Reads the GPU only; never changes MIG, clocks or limits.
-# Expected wall time: RUN_S + ~25 s (versions, the run's end, compression); RUN_S=540 fits a 600 s command
-# with the install (lower RUN_S when the install takes more than ~30 s: the figures are per second and per hour).
+# Expected wall time: RUN_S + ~25 s (versions, the run's end, compression). A 10-minute run outlasts one
+# 600 s device command: start it detached (`setsid nohup env RESULTS=… RUN_S=600 bash … &`), then collect
+# RESULTS in a second command once its output ends with "====".
 # DRY=1: the same flow on the CPU with the NVML replay backend and a tiny fp32 training (RUN_S default 40).
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
@@ -32,7 +33,7 @@ if [ "$DRY" = 1 ]; then  # fp32 on the CPU: bf16 autocast crawls without bf16 in
   export RADT_EXT_NVML_REPLAY=${RADT_EXT_NVML_REPLAY:-$REPO/listeners/traces/h200_matmul.json}
   TRAIN="$TRAIN --recipe cnn_baseline --variant baseline --device cpu --precision fp32 --batch-size 16 --train-samples 256 --val-samples 32"
 else
-  RUN_S=${RUN_S:-540}
+  RUN_S=${RUN_S:-600}
   TRAIN="$TRAIN --recipe cnn_amp --variant amp --precision bf16 --batch-size 256 --train-samples 32768 --val-samples 512"
 fi
 { nvidia-smi --query-gpu=index,name,memory.total,driver_version,mig.mode.current,power.limit --format=csv
