@@ -185,6 +185,11 @@ def _summary(rows: list[dict], prefix: str) -> dict:
             "mean_energy_j": mean_e, "intervals_holding_the_mean": f"{held}/{2 * len(rows)}"}
 
 
+def _gaps(gaps: list) -> dict:
+    got = [g for g in gaps if g is not None and g == g]
+    return {"mean_gap_pct": statistics.mean(got) if got else float("nan"), "max_gap_pct": max(got, default=float("nan"))}
+
+
 def pair_tables(groups: list[dict]) -> dict:
     """As run (what the runs logged) and recomputed from the store with today's split (`rc_` fields)."""
     identical = defaultdict(list)  # (workload, mode) -> rows
@@ -205,9 +210,12 @@ def pair_tables(groups: list[dict]) -> dict:
                 row.update({"rc_a_j": ra["energy_j"], "rc_b_j": rb["energy_j"],
                             "rc_gap_pct": gap_pct(ra["energy_j"], rb["energy_j"]),
                             "rc_a_interval": [ra["low_j"], ra["high_j"]], "rc_b_interval": [rb["low_j"], rb["high_j"]]})
+            # without progress: the driver's ticks (naive), an even split of who is present (MPS): the split before
             ticks = recomputed(g, windows=False)
-            if ticks and g["mode"] == "naive":
+            if ticks:
                 row["ticks_only_gap_pct"] = gap_pct(ticks[a["name"]]["energy_j"], ticks[b["name"]]["energy_j"])
+            if a["samples"] and b["samples"]:  # jobs bound by time do unequal work: their joules per sample
+                row["per_sample_gap_pct"] = gap_pct(a["energy_j"] / a["samples"], b["energy_j"] / b["samples"])
             identical[(a["workload"], g["mode"])].append(row)
         elif {a["workload"], b["workload"]} == {"once", "twice"}:
             once, twice = (a, b) if a["workload"] == "once" else (b, a)
@@ -228,7 +236,8 @@ def pair_tables(groups: list[dict]) -> dict:
                                                              own_phase_energy(g, once["name"], once["window"])),
                                                        work) - 1) * 100
             unequal.append(row)
-    summary = {f"{w} {m}": {"as_run": _summary(rows, ""), "recomputed": _summary(rows, "rc_")}
+    summary = {f"{w} {m}": {"as_run": _summary(rows, ""), "recomputed": _summary(rows, "rc_"),
+                            "without_progress": _gaps([r.get("ticks_only_gap_pct") for r in rows])}
                for (w, m), rows in sorted(identical.items())}
     return {"identical": {f"{w} {m}": rows for (w, m), rows in sorted(identical.items())}, "summary": summary,
             "unequal": unequal}
@@ -339,18 +348,21 @@ def markdown(result: dict) -> str:
                   "As run: what the runs logged (`summary/gpu_energy_attributed_j`, the split of the version that ran). "
                   "Recomputed: today's split from the same store (each job's progress window, samples and samples "
                   "inside the group's overlap; the driver's ticks; the parent's power and counter).", "",
+                  "Without progress: the same store split as before the split by work (naive: the driver's ticks; "
+                  "MPS, where the driver names only the MPS server: evenly among the jobs present).", "",
                   "| pair | mode | repeats | as run: mean gap % | largest % | goal (mean ≤ 3, each ≤ 5) | intervals holding the mean "
-                  "| recomputed: mean gap % | largest % | goal | intervals holding the mean |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| recomputed: mean gap % | largest % | goal | intervals holding the mean | without progress: mean gap % | largest % |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for key, s in tables["summary"].items():
             w, m = key.rsplit(" ", 1)
             x, y = s["as_run"], s["recomputed"]
             lines.append(f"| {w} | {m} | {x['repeats']} | {fmt(x['mean_gap_pct'])} | {fmt(x['max_gap_pct'])} | "
                          f"{goal[x['goal_met']]} | {x['intervals_holding_the_mean']} | {fmt(y['mean_gap_pct'])} | "
-                         f"{fmt(y['max_gap_pct'])} | {goal[y['goal_met']]} | {y['intervals_holding_the_mean']} |")
+                         f"{fmt(y['max_gap_pct'])} | {goal[y['goal_met']]} | {y['intervals_holding_the_mean']} | "
+                         f"{fmt(s['without_progress']['mean_gap_pct'])} | {fmt(s['without_progress']['max_gap_pct'])} |")
         lines += ["", "| pair | mode | repeat | GPU | as run: a J [low, high] | b J [low, high] | gap % "
-                      "| recomputed: a J [low, high] | b J [low, high] | gap % | ticks only (no progress) gap % |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+                      "| recomputed: a J [low, high] | b J [low, high] | gap % | without progress gap % | as run: J/sample gap % |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for key, rows in tables["identical"].items():
             w, m = key.rsplit(" ", 1)
             for r in rows:
@@ -360,7 +372,7 @@ def markdown(result: dict) -> str:
                 lines.append(f"| {w} | {m} | {r['repeat']} | {r['device']} | {fmt(r['a_j'], 0)} [{fmt(r['a_interval'][0], 0)}, "
                              f"{fmt(r['a_interval'][1], 0)}] | {fmt(r['b_j'], 0)} [{fmt(r['b_interval'][0], 0)}, "
                              f"{fmt(r['b_interval'][1], 0)}] | {fmt(r['gap_pct'])} | {rc} | {fmt(r.get('rc_gap_pct'))} | "
-                             f"{fmt(r.get('ticks_only_gap_pct'))} |")
+                             f"{fmt(r.get('ticks_only_gap_pct'))} | {fmt(r.get('per_sample_gap_pct'))} |")
         if tables["unequal"]:
             lines += ["", "## The unequal pair (same kernel, one does twice the work)", "",
                       "Error: the energy ratio against the work ratio. Whole: each job's whole attributed energy (its "
