@@ -1,4 +1,5 @@
-"""`radt-ext sync`: replay spooled points, tags and run status into their tracking stores.
+"""`radt-ext sync`: replay spooled points, tags and run status into their tracking stores, then log the
+timeline files runs' ends could not store as those runs' artifacts.
 
 Idempotent: points the store already holds (same key, timestamp, step and value)
 are skipped, so a sync that was interrupted half-way, or a batch that reached the
@@ -25,6 +26,7 @@ REPLAYING = ".replaying"
 
 
 TAG_SPOOL_ID = "radt_ext.spool_run_id"  # on a run made by sync: the name the spool gave it
+TAG_TIMELINES_ERROR = "radt_ext.timelines_error"  # why a run's end could not store its timeline file
 
 
 @dataclass
@@ -181,21 +183,21 @@ def timeline_dirs(directory: Path) -> list[Path]:
     return sorted(p.parent for p in (directory / "timelines").glob(f"*/{TARGET}"))
 
 
-def _store_run_id(client: MlflowClient, run_id: str) -> str:
+def _store_run(client: MlflowClient, run_id: str):
     """The store's run for a spooled id: the run itself, or the one sync made for a run spooled before the
     store could make it (found by its tag)."""
     from mlflow.entities import ViewType
     from mlflow.exceptions import MlflowException
 
     try:
-        return client.get_run(run_id).info.run_id
+        return client.get_run(run_id)
     except MlflowException:
         experiments = [e.experiment_id for e in client.search_experiments(view_type=ViewType.ALL)]
         found = client.search_runs(experiments, f"tags.`{TAG_SPOOL_ID}` = '{run_id}'",
                                    run_view_type=ViewType.ALL, max_results=1)
         if not found:
             raise
-        return found[0].info.run_id
+        return found[0]
 
 
 def send_timelines(folder: Path) -> int:
@@ -206,10 +208,13 @@ def send_timelines(folder: Path) -> int:
     target = json.loads((folder / TARGET).read_text())
     check_reachable(target["tracking_uri"])
     client = MlflowClient(tracking_uri=target["tracking_uri"])
-    run_id = _store_run_id(client, target["run_id"])
+    run = _store_run(client, target["run_id"])
+    run_id = run.info.run_id
     files = sorted(folder.glob("*.parquet"))
     for path in files:
         client.log_artifact(run_id, str(path), ARTIFACT_DIR)
+    if TAG_TIMELINES_ERROR in run.data.tags:  # it names a file that is the run's artifact now
+        client.delete_tag(run_id, TAG_TIMELINES_ERROR)
     for path in [*files, folder / TARGET]:
         path.unlink()
     folder.rmdir()
@@ -220,7 +225,7 @@ def send_timelines(folder: Path) -> int:
 @click.option("--spool-dir", "directory", type=click.Path(path_type=Path), default=None,
               help="where spool files are (default: RADT_EXT_SPOOL_DIR or ~/.radt-ext/spool)")
 def sync(directory):
-    """Replay metrics, tags and run status spooled while the tracking store was unreachable."""
+    """Replay metrics, tags, run status and timeline files spooled while the tracking store was unreachable."""
     directory = directory or spool_dir()
     files = spool_files(directory)
     folders = timeline_dirs(directory)

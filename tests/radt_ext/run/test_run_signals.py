@@ -16,6 +16,7 @@ from mlflow.tracking import MlflowClient
 
 from radt_ext.workload_api.markers import TAG_MONITOR_RUN
 from radt_ext.run.watchdog import TAG_ENDED_BY
+from radt_ext.store import timelines
 from tests.radt_ext.helpers import full_rate, radt
 
 # a workload that starts a run of its own and a child process, then waits to be stopped
@@ -229,11 +230,23 @@ def test_a_workload_stopped_before_the_store_was_reached_is_recorded_through_the
         again = subprocess.run([sys.executable, "-m", "radt_ext.cli", "sync"], env=env, capture_output=True,
                                text=True, timeout=180)
         assert again.returncode == 0, again.stdout + again.stderr
-        (run,) = MlflowClient(server.url).search_runs(["0"])
+        client = MlflowClient(server.url)
+        (run,) = client.search_runs(["0"])
+        full = timelines.read(client, run.info.run_id)  # the run's artifact timelines/system.parquet
+        stored = {key: client.get_metric_history(run.info.run_id, key) for key in full or ()}
         history = full_rate(server.url, run.info.run_id, "system/proc_cpu_pct")
     finally:
         server.stop()
     assert run.info.status == "KILLED" and run.info.run_name == "early"
     assert run.data.tags["radt_ext.exit_code"] == str(-signal.SIGTERM)
-    assert len(history) >= 2  # the samples it had (the store's shape of them), at their own times
+    assert "radt_ext.timelines_error" not in run.data.tags  # its file is the run's artifact now
+    # the full-rate timelines reached the run sync made: every point the run recorded, the store's
+    # shape of them among them, more than the shape holds
+    assert full and "system/proc_cpu_pct" in full
+    assert sum(map(len, full.values())) == int(run.data.tags["radt_ext.metrics_full_rate"])
+    for key, points in stored.items():
+        assert {(m.timestamp, m.step, m.value) for m in points} <= set(full[key]), key
+    assert sum(map(len, full.values())) > sum(map(len, stored.values()))
+    assert [(h.timestamp, h.step, h.value) for h in history] == full["system/proc_cpu_pct"]
+    assert len(history) >= 2  # the samples it had, at their own times
     assert run.info.start_time <= min(h.timestamp for h in history)

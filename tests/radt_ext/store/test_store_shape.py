@@ -152,9 +152,11 @@ def test_a_timeline_the_store_did_not_take_is_logged_by_sync(tracking_uri, tmp_p
 
     reason = points.log_artifact(client, run_id, call=away, tracking_uri=tracking_uri)
     assert reason and "the file is" in reason and timelines.read(client, run_id) is None
+    client.set_tag(run_id, "radt_ext.timelines_error", reason)  # as the run's end tags it
     res = radt("sync")
     assert res.returncode == 0, res.stderr
     assert f"timelines of run {run_id}: 1 file(s) logged" in res.stdout
     full = timelines.read(client, run_id)
     assert len(full["system/gpu0_power_w"]) == 500
+    assert "radt_ext.timelines_error" not in client.get_run(run_id).data.tags  # the file it named is in
     assert "nothing to sync" in radt("sync").stdout  # the folder went with it
