@@ -43,6 +43,7 @@ from radt_ext.workload_api.progress import read_marks
 from radt_ext.run.reaper import ProcessTree
 from radt_ext.sampling.recorder import Recorder, select_listeners
 from radt_ext.run.signals import STOP_SIGNALS, SignalRelay
+from radt_ext.run.spills import run_dir, spill_root
 from radt_ext.run.watchdog import Watchdog, end_orphans, owner_tags
 from radt_ext.run.workload_runs import WorkloadRuns
 from radt_ext import view
@@ -277,7 +278,7 @@ class WorkloadSession:
         if self.client is not None:
             _import_for_threads()
         try:  # before the workload exists: it never runs unwatched
-            self.watchdog = Watchdog(self.run_id, self.uri, marker=self.marker)
+            self.watchdog = Watchdog(self.run_id, self.uri, marker=self.marker, spill_dir=spill_root(self._workdir))
         except OSError as exc:  # no process to spare: the run goes on; an orphan is still ended by the next run
             log.warning("radt-ext: cannot start the watchdog process (%s)", exc.strerror or exc)
         try:
@@ -303,10 +304,11 @@ class WorkloadSession:
         self.tree = ProcessTree(self.proc.pid, (ENV_ACTIVE, self.marker)).start()  # catches setsid() escapes
         self.workload_runs = WorkloadRuns(self.client, self.uri, self.run_id, self.starts_path, self._run_tags(),
                                           progress_path=self.progress_path, full_rate=self.spec.full_rate_store,
-                                          spill_dir=self._workdir)
+                                          spill_dir=spill_root(self._workdir))
         self.recorder = Recorder(self.client, self.run_id, self.uri, self._listeners, t0=self.spec.t0,
                                  keep=self.keep_series, workload_runs=self.workload_runs,
-                                 full_rate=self.spec.full_rate_store, spill_dir=self._workdir).start()
+                                 full_rate=self.spec.full_rate_store,
+                                 spill_dir=run_dir(spill_root(self._workdir))).start()
         self.timings["listeners_started"] = time.time()
         if self.client is not None:
             self.workload_runs.start()

@@ -7,7 +7,8 @@ Two safeguards, both ending such a run as KILLED with the points already stored:
   the run exists (the workload may start first), then `done` once the run has its status. When its stdin closes without `done`, radt-ext died: it stops the workload's
   whole process tree (SIGTERM, SIGKILL after a grace period; processes that left the tree are found by
   the run's marker in their environment) and ends radt-ext's run and the runs the workload started that
-  are still RUNNING.
+  are still RUNNING. Then each run it ended gets the full-rate timeline its spill file holds on disk as
+  its artifact (radt_ext.run.spills; told the session's spill folder when it starts), and the folder goes.
 - When the watchdog died too (a whole control group killed), the next `radt-ext run` on the same host
   and store ends them: every run records the host, pid and start time of the radt-ext process that
   follows it (`end_orphans`).
@@ -25,6 +26,7 @@ import time
 import psutil
 
 from radt_ext.run.reaper import ProcessTree
+from radt_ext.run.spills import log_all_spilled
 from radt_ext.run.streams import say
 from radt_ext.workload_api.markers import ENV_MONITOR_RUN, ENV_RUN_ID_FILE, ENV_STARTS_FILE, TAG_MONITOR_RUN
 
@@ -62,13 +64,17 @@ def _alive(pid: str | None, started: str | None) -> bool:
 class Watchdog:
     """The radt-ext side: start before the workload, `watch(pid)` after, `release()` at the very end."""
 
-    def __init__(self, run_id: str | None, tracking_uri: str, marker: str | None = None):
-        """`marker`: the workload's RADT_EXT_ACTIVE (default: the run id); `run_id` None: told by `run()`."""
+    def __init__(self, run_id: str | None, tracking_uri: str, marker: str | None = None,
+                 spill_dir: str | None = None):
+        """`marker`: the workload's RADT_EXT_ACTIVE (default: the run id); `run_id` None: told by `run()`;
+        `spill_dir`: the session's spill folder (radt_ext.run.spills), its runs' timelines."""
         env = {k: v for k, v in os.environ.items() if k not in (ENV_MONITOR_RUN, ENV_STARTS_FILE, ENV_RUN_ID_FILE)}
         argv = [sys.executable, "-m", "radt_ext.run.watchdog", "--tracking-uri", tracking_uri,
                 "--marker", marker or run_id]
         if run_id:
             argv += ["--run-id", run_id]
+        if spill_dir:
+            argv += ["--spill-dir", spill_dir]
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                      start_new_session=True, env=env)
 
@@ -194,6 +200,7 @@ def main(argv=None) -> int:
     ap.add_argument("--run-id", default=None)
     ap.add_argument("--marker", default=None)
     ap.add_argument("--tracking-uri", required=True)
+    ap.add_argument("--spill-dir", default=None)
     args = ap.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # radt-ext decides; only its death makes us act
     parent = os.getppid()
@@ -215,7 +222,24 @@ def main(argv=None) -> int:
         ended = end_killed(MlflowClient(tracking_uri=args.tracking_uri), run_id, reason)
     say(f"radt-ext: the radt-ext process {parent} was killed: stopped {len(stopped)} workload processes, "
          f"ended {len(ended)} runs as KILLED ({', '.join(ended)})")
+    if args.spill_dir:
+        _log_spilled(args.tracking_uri, args.spill_dir, run_id, ended)
     return 0
+
+
+def _log_spilled(tracking_uri: str, spill_dir: str, run_id: str | None, ended: list[str]) -> None:
+    """After the runs are ended: their spilled timelines as their artifacts; a failure is one line."""
+    try:
+        from mlflow.tracking import MlflowClient
+
+        logged = log_all_spilled(MlflowClient(tracking_uri=tracking_uri), spill_dir, run_id, ended, _retry)
+    except Exception as exc:
+        why = (str(exc).splitlines() or [""])[0]
+        say(f"radt-ext: warning: the killed runs' spilled timelines were not logged ({type(exc).__name__}: {why})")
+        return
+    if logged:
+        say(f"radt-ext: logged the timelines spilled before the kill ({sum(logged.values())} points) as "
+            f"timelines/system.parquet of {', '.join(logged)}; the points after the last flushed chunk are missing")
 
 
 if __name__ == "__main__":

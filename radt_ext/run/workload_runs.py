@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from radt_ext.figures import active
 from radt_ext.figures.energy import ENERGY, EnergySeries
 from radt_ext.workload_api.markers import TAG_MONITOR_RUN, TAG_START_ID
+from radt_ext.run.spills import run_dir
 from radt_ext.store.run_points import RunPoints, full_rate_default
 from radt_ext.workload_api.progress import read_marks
 from radt_ext.figures.summaries import Summaries
@@ -64,7 +65,7 @@ class WorkloadRuns:
                  progress_path: str | None = None, full_rate: bool | None = None, spill_dir: str | None = None):
         self.client = client
         self.full_rate = full_rate_default() if full_rate is None else full_rate  # every point into the store
-        self.spill_dir = spill_dir  # where each run's timeline waits for its end
+        self.spill_dir = spill_dir  # where each run's timeline waits for its end: a folder per run (spills.py)
         self.tracking_uri = tracking_uri
         self.monitor_run_id = monitor_run_id
         self.starts_path = starts_path
@@ -205,7 +206,8 @@ class WorkloadRuns:
             if info.status in ENDED:
                 found_run.end = (info.end_time or info.start_time) / 1000.0
             found_run.writer = MetricWriter(self.client, info.run_id, self.tracking_uri).start()
-            found_run.points = RunPoints(found_run.writer.add, self.full_rate, self.spill_dir)
+            found_run.points = RunPoints(found_run.writer.add, self.full_rate,
+                                         self.spill_dir and run_dir(self.spill_dir, info.run_id))
             self.runs[info.run_id] = found_run
             self._open.append(found_run)
         now = time.time()

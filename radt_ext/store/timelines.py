@@ -9,12 +9,19 @@ workload's attributed power timeline is `timelines/attributed.parquet` in the sa
 
 While a run records, its points go to a spill file of raw arrays in the session's temporary directory
 (appending costs the monitor thread no more than a list append; no Parquet library in the sampling
-path), turned into Parquet once at the end. `history()` reads a run's timelines back: from the
-artifact where the run has one, else from the store (runs recorded before it, or compacted later).
+path), turned into Parquet once at the end. Every CHUNK points (`RADT_EXT_TIMELINE_CHUNK`, default 65536)
+go to the file as one record that describes itself — a header (the number of points, the new key names'
+length), the key names first used since the record before, then the four columns — so the file alone
+can be read back: when radt-ext's process was killed, its watchdog turns what the file holds into the
+run's artifact (`spill_to_parquet`; the points after the last whole record, held in memory, are lost).
+`history()` reads a run's timelines back: from the artifact where the run has one, else from the store
+(runs recorded before it, or compacted later).
 """
 from __future__ import annotations
 
+import json
 import os
+import struct
 import tempfile
 from array import array
 from pathlib import Path
@@ -23,20 +30,34 @@ ARTIFACT_DIR = "timelines"
 SYSTEM_FILE = "system.parquet"
 ATTRIBUTED_FILE = "attributed.parquet"
 COMPACTED_FILE = "compacted.parquet"  # `radt-ext compact`: the store's points beside a file the run already had
-CHUNK = 65_536  # points per spill chunk and per Parquet row group
+ENV_CHUNK = "RADT_EXT_TIMELINE_CHUNK"
 COLUMNS = ("key", "timestamp", "step", "value")
+SPILL_PREFIX, SPILL_SUFFIX = "radt-timeline-", ".bin"
+_RECORD = struct.Struct("<4sII")  # magic, points, bytes of the new key names (JSON)
+_MAGIC = b"RTS1"
+_TYPECODES = "Iqqd"  # key code, timestamp ms, step, value
+
+
+def _chunk_size() -> int:
+    try:
+        return max(1, int(os.environ.get(ENV_CHUNK, "")))
+    except ValueError:
+        return 65_536
+
+
+CHUNK = _chunk_size()  # points per spill record and per Parquet row group
 
 
 class TimelineSpill:
     """Every point of one run, appended from one thread; `write(path)` makes the Parquet file."""
 
     def __init__(self, directory: str | None = None):
-        self._dir = directory
+        self._dir = directory  # made with the first record when it does not exist
         self._path: str | None = None  # the spill file, made with the first full chunk
         self._names: dict[str, int] = {}
+        self._named = 0  # key names already in the file
         self._chunk()
         self.points = 0
-        self._chunks: list[int] = []  # points per spilled chunk
 
     def _chunk(self) -> None:
         self._key, self._ts, self._step, self._value = array("I"), array("q"), array("q"), array("d")
@@ -55,35 +76,32 @@ class TimelineSpill:
 
     def _spill(self) -> None:
         if self._path is None:
-            fd, self._path = tempfile.mkstemp(prefix="radt-timeline-", suffix=".bin", dir=self._dir)
+            if self._dir is not None:
+                os.makedirs(self._dir, exist_ok=True)
+            fd, self._path = tempfile.mkstemp(prefix=SPILL_PREFIX, suffix=SPILL_SUFFIX, dir=self._dir)
             os.close(fd)
+        new = json.dumps(list(self._names)[self._named:]).encode()
         with open(self._path, "ab") as fh:
-            for column in (self._key, self._ts, self._step, self._value):
-                column.tofile(fh)
-        self._chunks.append(len(self._key))
+            start = fh.tell()
+            try:
+                fh.write(_RECORD.pack(_MAGIC, len(self._key), len(new)) + new)
+                for column in (self._key, self._ts, self._step, self._value):
+                    column.tofile(fh)
+            except BaseException:  # a disk full: the file keeps whole records only
+                fh.truncate(start)
+                raise
+        self._named = len(self._names)
         self._chunk()
-
-    def _read_chunks(self):
-        if self._path is not None:
-            with open(self._path, "rb") as fh:
-                for n in self._chunks:
-                    columns = []
-                    for typecode in "Iqqd":
-                        column = array(typecode)
-                        column.fromfile(fh, n)
-                        columns.append(column)
-                    yield columns
-        if len(self._key):
-            yield [self._key, self._ts, self._step, self._value]
 
     def write(self, path: str | Path) -> int:
         """The Parquet file of every point so far; the number of points written."""
-        names = [None] * len(self._names)
-        for name, code in self._names.items():
-            names[code] = name
+        names = list(self._names)
         with ParquetTimeline(path) as out:
-            for codes, ts, steps, values in self._read_chunks():
-                out.write_coded(names, codes, ts, steps, values)
+            if self._path is not None:
+                for _, codes, ts, steps, values in read_spill(self._path):
+                    out.write_coded(names, codes, ts, steps, values)
+            if len(self._key):
+                out.write_coded(names, self._key, self._ts, self._step, self._value)
         return self.points
 
     def discard(self) -> None:
@@ -93,6 +111,48 @@ class TimelineSpill:
             except OSError:
                 pass
             self._path = None
+
+
+def read_spill(path: str | Path):
+    """Each whole record of a spill file, in order: (key names so far, codes, timestamps, steps, values).
+    A record cut short (its process killed while writing it) or not a record ends the file."""
+    names: list[str] = []
+    with open(path, "rb") as fh:
+        while True:
+            head = fh.read(_RECORD.size)
+            if len(head) < _RECORD.size:
+                return
+            magic, n, named = _RECORD.unpack(head)
+            if magic != _MAGIC:
+                return
+            try:
+                new = json.loads(fh.read(named))
+                columns = []
+                for typecode in _TYPECODES:
+                    column = array(typecode)
+                    column.fromfile(fh, n)
+                    columns.append(column)
+            except (ValueError, EOFError):
+                return
+            names.extend(new)
+            yield names, *columns
+
+
+def spill_to_parquet(spill_paths, path: str | Path) -> int:
+    """What spill files hold on disk (a run whose process was killed: its points after the last whole
+    record are gone) as one Parquet file; the number of points, 0 and no file when they hold none."""
+    out, points = None, 0
+    try:
+        for spill in spill_paths:
+            for names, codes, ts, steps, values in read_spill(spill):
+                if out is None:
+                    out = ParquetTimeline(path)
+                out.write_coded(names, codes, ts, steps, values)
+                points += len(codes)
+    finally:
+        if out is not None:
+            out.close()
+    return points
 
 
 class ParquetTimeline:

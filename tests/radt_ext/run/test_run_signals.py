@@ -9,12 +9,14 @@ import sys
 import textwrap
 import time
 import uuid
+from pathlib import Path
 
 import psutil
 import pytest
 from mlflow.tracking import MlflowClient
 
 from radt_ext.workload_api.markers import TAG_MONITOR_RUN
+from radt_ext.run.spills import PARTIAL, TAG_PARTIAL, run_dir
 from radt_ext.run.watchdog import TAG_ENDED_BY
 from radt_ext.store import timelines
 from tests.radt_ext.helpers import full_rate, radt
@@ -145,10 +147,31 @@ def _watchdog(proc) -> psutil.Process:
     return kids[0]
 
 
-def test_sigkill_of_radt_ext_stops_the_workload_and_ends_the_runs_killed(tmp_path, tracking_uri):
+SPILL_CHUNK = 8  # points per spill chunk in the SIGKILL test: chunks reach the disk within a second
+
+
+def _spilled(directory: str) -> int:
+    """The points in the whole chunks of the spill files in a run's spill folder (written meanwhile)."""
+    total = 0
+    for path in Path(directory).glob(f"{timelines.SPILL_PREFIX}*{timelines.SPILL_SUFFIX}"):
+        try:
+            total += sum(len(chunk[1]) for chunk in timelines.read_spill(path))
+        except OSError:
+            pass
+    return total
+
+
+def test_sigkill_of_radt_ext_stops_the_workload_and_ends_the_runs_killed(tmp_path, tracking_uri, monkeypatch):
+    monkeypatch.setenv(timelines.ENV_CHUNK, str(SPILL_CHUNK))
     proc, mark = _running_workload(tmp_path, tracking_uri)
     watchdog = _watchdog(proc)
+    argv = watchdog.cmdline()
+    spill_root = argv[argv.index("--spill-dir") + 1]
+    (work_id,) = [r.info.run_id for r in _all_runs(tracking_uri) if TAG_MONITOR_RUN in r.data.tags]
     try:
+        _wait_for(lambda: _spilled(run_dir(spill_root)) >= 2 * SPILL_CHUNK
+                  and _spilled(run_dir(spill_root, work_id)) >= SPILL_CHUNK, 120, "chunks spilled to disk")
+        flushed = {"radt-ext": _spilled(run_dir(spill_root)), "work": _spilled(run_dir(spill_root, work_id))}
         proc.kill()
         proc.wait(timeout=30)
         _wait_for(lambda: not _marked(mark), 60, "the workload's processes to end")
@@ -158,8 +181,20 @@ def test_sigkill_of_radt_ext_stops_the_workload_and_ends_the_runs_killed(tmp_pat
         monitor = next(r for r in runs.values() if TAG_MONITOR_RUN not in r.data.tags)
         assert "was killed" in monitor.data.tags[TAG_ENDED_BY]
         assert runs["work"].data.tags[TAG_MONITOR_RUN] == monitor.info.run_id
-        history = MlflowClient(tracking_uri).get_metric_history(monitor.info.run_id, "system/proc_cpu_pct")
+        client = MlflowClient(tracking_uri)
+        history = client.get_metric_history(monitor.info.run_id, "system/proc_cpu_pct")
         assert history  # the samples it had stay
+        # the points its spill files held on disk are each run's timeline artifact: every whole chunk
+        # written before the kill (and any written after the count above), none of the chunk in memory
+        for name, run in (("radt-ext", monitor), ("work", runs["work"])):
+            rid = run.info.run_id
+            assert [f.path for f in client.list_artifacts(rid, timelines.ARTIFACT_DIR)] == [
+                f"{timelines.ARTIFACT_DIR}/{timelines.SYSTEM_FILE}"], name
+            keys = list(timelines.read(client, rid))
+            points = sum(len(h) for h in timelines.history(client, rid, keys).values())
+            assert points >= flushed[name] and points % SPILL_CHUNK == 0, (name, points, flushed)
+            assert run.data.tags[TAG_PARTIAL] == PARTIAL, name
+        assert not os.path.exists(spill_root)  # removed, as the normal end removes each spill file
     finally:
         for p in _marked(mark):
             p.kill()
