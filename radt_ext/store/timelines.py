@@ -9,7 +9,7 @@ workload's attributed power timeline is `timelines/attributed.parquet` in the sa
 
 While a run records, its points go to a spill file of raw arrays in the session's temporary directory
 (appending costs the monitor thread no more than a list append; no Parquet library in the sampling
-path), turned into Parquet once at the end. Every CHUNK points (`RADT_EXT_TIMELINE_CHUNK`, default 65536)
+path), turned into Parquet once at the end. Every CHUNK points (`RADT_EXT_TIMELINE_CHUNK`, default 16384)
 go to the file as one record that describes itself — a header (the number of points, the new key names'
 length), the key names first used since the record before, then the four columns — so the file alone
 can be read back: when radt-ext's process was killed, its watchdog turns what the file holds into the
@@ -31,6 +31,7 @@ SYSTEM_FILE = "system.parquet"
 ATTRIBUTED_FILE = "attributed.parquet"
 COMPACTED_FILE = "compacted.parquet"  # `radt-ext compact`: the store's points beside a file the run already had
 ENV_CHUNK = "RADT_EXT_TIMELINE_CHUNK"
+DEFAULT_CHUNK = 16_384  # ~2 min of a GPU run's ~120 points a second: what a SIGKILL can lose
 COLUMNS = ("key", "timestamp", "step", "value")
 SPILL_PREFIX, SPILL_SUFFIX = "radt-timeline-", ".bin"
 _RECORD = struct.Struct("<4sII")  # magic, points, bytes of the new key names (JSON)
@@ -42,7 +43,7 @@ def _chunk_size() -> int:
     try:
         return max(1, int(os.environ.get(ENV_CHUNK, "")))
     except ValueError:
-        return 65_536
+        return DEFAULT_CHUNK
 
 
 CHUNK = _chunk_size()  # points per spill record and per Parquet row group

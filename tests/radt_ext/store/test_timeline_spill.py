@@ -55,4 +55,4 @@ def test_the_chunk_size_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv(timelines.ENV_CHUNK, "16")
     assert timelines._chunk_size() == 16
     monkeypatch.setenv(timelines.ENV_CHUNK, "many")
-    assert timelines._chunk_size() == 65_536
+    assert timelines._chunk_size() == timelines.DEFAULT_CHUNK
