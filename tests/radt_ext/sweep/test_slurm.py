@@ -222,7 +222,8 @@ def _job_state(job: str) -> str:
 def test_the_time_limit_warning_stops_the_group_and_fails_the_job(tmp_path, slurm_cluster, server):  # noqa: F811
     hold = f"{sys.executable} -c 'import time; time.sleep(600)' {{bs}}"
     path = write_spec(tmp_path, "limit", hold, [1], colloc=False)
-    done = sweep_cli(str(path), "--executor", "slurm", "--time-limit", "2", server=server)
+    # 3 min: the warning comes after 90 s, time for a loaded machine to start the group's run first
+    done = sweep_cli(str(path), "--executor", "slurm", "--time-limit", "3", server=server)
     assert done.returncode != 0, done.stderr[-2000:]
     (entry,) = jobs(tmp_path).values()
     (run,) = parents(server.url, "limit")
