@@ -170,24 +170,25 @@ def own_phase_energy(group: dict, name: str, window) -> float:
     return energy_in(parts[0].shares[name].timeline, *window)
 
 
+def _gaps(gaps: list) -> dict:
+    """Mean and largest of the gaps there are (None and NaN left out)."""
+    got = [g for g in gaps if g is not None and g == g]
+    return {"mean_gap_pct": statistics.mean(got) if got else float("nan"), "max_gap_pct": max(got, default=float("nan"))}
+
+
 def _summary(rows: list[dict], prefix: str) -> dict:
     """Mean and largest gap over the repeats, the goal, and how many intervals hold the repeats' mean."""
-    gaps = [r[f"{prefix}gap_pct"] for r in rows if r.get(f"{prefix}gap_pct") == r.get(f"{prefix}gap_pct")]
+    gaps = _gaps([r.get(f"{prefix}gap_pct") for r in rows])
     energies = [e for r in rows for e in (r[f"{prefix}a_j"], r[f"{prefix}b_j"]) if e is not None]
-    if not gaps or not energies:
+    if gaps["mean_gap_pct"] != gaps["mean_gap_pct"] or not energies:
         return {"repeats": len(rows), "mean_gap_pct": float("nan"), "max_gap_pct": float("nan"), "goal_met": None,
                 "mean_energy_j": float("nan"), "intervals_holding_the_mean": "–"}
     mean_e = statistics.mean(energies)
     held = sum(1 for r in rows for lo_hi in (r[f"{prefix}a_interval"], r[f"{prefix}b_interval"])
                if None not in lo_hi and lo_hi[0] <= mean_e <= lo_hi[1])
-    return {"repeats": len(rows), "mean_gap_pct": statistics.mean(gaps), "max_gap_pct": max(gaps),
-            "goal_met": statistics.mean(gaps) <= MEAN_GOAL and max(gaps) <= MAX_GOAL,
+    return {"repeats": len(rows), **gaps,
+            "goal_met": gaps["mean_gap_pct"] <= MEAN_GOAL and gaps["max_gap_pct"] <= MAX_GOAL,
             "mean_energy_j": mean_e, "intervals_holding_the_mean": f"{held}/{2 * len(rows)}"}
-
-
-def _gaps(gaps: list) -> dict:
-    got = [g for g in gaps if g is not None and g == g]
-    return {"mean_gap_pct": statistics.mean(got) if got else float("nan"), "max_gap_pct": max(got, default=float("nan"))}
 
 
 def pair_tables(groups: list[dict]) -> dict:

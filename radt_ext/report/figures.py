@@ -117,6 +117,12 @@ def _line(x: float, color: str) -> dict:
                 line=dict(width=1, dash="dot", color=color))
 
 
+def _band(x0: float, x1: float, color: str, opacity: float, line: dict) -> dict:
+    """A shaded span through every panel, below the lines."""
+    return dict(type="rect", xref="x", yref="paper", x0=x0, x1=x1, y0=0, y1=1, fillcolor=color, opacity=opacity,
+                line=line, layer="below")
+
+
 def _add_shapes(fig, shapes: list[dict]) -> None:
     """All at once: plotly's add_vline/add_vrect scan every shape per call, minutes for a long run's epochs."""
     if shapes:
@@ -127,15 +133,13 @@ def _add_markers(fig, run: RunData) -> None:
     shapes = []
     if run.active is not None:  # the span the unprefixed summaries cover; before it, start-up
         source = run.tags.get("radt_ext.active_source", "")
-        shapes.append(dict(type="rect", xref="x", yref="paper", x0=run.active[0], x1=run.active[1], y0=0, y1=1,
-                           fillcolor="#ffa15a", opacity=0.06, line=dict(width=1, color="#ffa15a"), layer="below"))
+        shapes.append(_band(run.active[0], run.active[1], "#ffa15a", 0.06, dict(width=1, color="#ffa15a")))
         fig.add_trace(go.Scatter(x=[run.active[0], run.active[1]], y=[0, 0], mode="markers",
                                  marker=dict(symbol="line-ns-open", size=12, color="#ffa15a"),
                                  text=[f"active phase starts ({source})", "active phase ends"],
                                  hoverinfo="text+x", name="active phase", showlegend=True), row=1, col=1)
     for i, (start, end, label) in enumerate(run.epochs):
-        shapes.append(dict(type="rect", xref="x", yref="paper", x0=start, x1=end, y0=0, y1=1, line=dict(width=0),
-                           fillcolor="#636efa" if i % 2 else "#00cc96", opacity=0.08, layer="below"))
+        shapes.append(_band(start, end, "#636efa" if i % 2 else "#00cc96", 0.08, dict(width=0)))
         shapes.append(_line(start, "#888"))
     shapes += [_line(t, "#888") for t, label in run.markers]
     _add_shapes(fig, shapes)
@@ -180,6 +184,7 @@ def group_timelines(children: list[RunData], title: str) -> go.Figure | None:
     fig = make_subplots(rows=len(names), cols=1, shared_xaxes=True, vertical_spacing=0.03,
                         subplot_titles=names)
     limit = point_limit(sum(len(series) for c in children for _, _, series in panels(c.system)))
+    shapes = []
     for ci, child in enumerate(children):
         color = palette[ci % len(palette)]
         label = f"{child.name} ({child.tags.get('variant', child.run_id[:8])})"
@@ -194,8 +199,8 @@ def group_timelines(children: list[RunData], title: str) -> go.Figure | None:
                               row=row, col=1)
                 first = False
             fig.update_yaxes(title_text=unit, row=row, col=1)
-        _add_shapes(fig, [_line(start, color) for start, _, _ in child.epochs] +
-                    [_line(t, color) for t, _ in child.markers])
+        shapes += [_line(start, color) for start, _, _ in child.epochs] + [_line(t, color) for t, _ in child.markers]
+    _add_shapes(fig, shapes)
     fig.update_xaxes(title_text="seconds since the group started", row=len(names), col=1)
     fig.update_layout(title=title, height=220 * len(names) + 120, margin=dict(l=60, r=20, t=80, b=40))
     return fig
