@@ -20,6 +20,7 @@ run's artifact (`spill_to_parquet`; the points after the last whole record, held
 from __future__ import annotations
 
 import json
+import logging
 import os
 import struct
 import tempfile
@@ -40,9 +41,14 @@ _TYPECODES = "Iqqd"  # key code, timestamp ms, step, value
 
 
 def _chunk_size() -> int:
+    value = os.environ.get(ENV_CHUNK, "").strip()
+    if not value:
+        return DEFAULT_CHUNK
     try:
-        return max(1, int(os.environ.get(ENV_CHUNK, "")))
+        return max(1, int(value))
     except ValueError:
+        logging.getLogger(__name__).warning("radt-ext: %s=%r is not a whole number of points; using %d",
+                                            ENV_CHUNK, value, DEFAULT_CHUNK)
         return DEFAULT_CHUNK
 
 
