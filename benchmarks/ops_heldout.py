@@ -302,20 +302,7 @@ def suite_errors(out: Path, h100: pd.DataFrame, h100_rounds: pd.DataFrame,
     both = pd.concat([h100, h200], ignore_index=True)
     models = predict.fit(ds.load(out / "dataset.csv.gz"))
     error = tuple(json.loads((out / "heldout" / "lofo.json").read_text())["interval"][m] for m in ("time", "energy"))
-    rows = []
-    for key, p in both.groupby(CONFIG):
-        by_gpu = {g: p[p.gpu == g] for g in ("H100", "H200") if (p.gpu == g).any()}
-        for a, b in (("H100", "H200"), ("H200", "H100")):
-            if a in by_gpu and b in by_gpu:
-                pred = predict.predict(models, by_gpu[a], a, b, error=error)
-                t, e = predict._net(by_gpu[b])
-                src_t, src_e = predict._net(by_gpu[a])
-                rows.append({**dict(zip(CONFIG, key)), "source": a, "target": b, "time_ms": t, "energy_mj": e,
-                             "pred_time_ms": pred.time_ms, "pred_energy_mj": pred.energy_mj,
-                             "source_time_ms": src_t, "source_energy_mj": src_e, "source_spread": pred.spread,
-                             "source_energy_spread": pred.energy_spread,
-                             "time_error": abs(pred.time_ms / t - 1), "energy_error": abs(pred.energy_mj / e - 1)})
-    res = pd.DataFrame(rows)
+    res = moved(models, both, error)
     if res.empty:
         print("the suite on an H200: no configuration measured on both GPUs")
         return res
@@ -324,9 +311,9 @@ def suite_errors(out: Path, h100: pd.DataFrame, h100_rounds: pd.DataFrame,
         print(f"{d} ({e['cases']} cases): time median {_pct(e['time']['median'])}, p90 {_pct(e['time']['p90'])}, "
               f"max {_pct(e['time']['max'])}; energy median {_pct(e['energy']['median'])}, p90 "
               f"{_pct(e['energy']['p90'])}, max {_pct(e['energy']['max'])}")
-    inside = _inside(res, {"time": error[0], "energy": error[1]})
-    print(f"measured inside the interval: time {inside['time']}, energy {inside['energy']}; ranked against what "
-          f"both measured beyond the interval: time {inside['time_misranked']}, energy {inside['energy_misranked']}")
+    hits = _inside(res, {"time": error[0], "energy": error[1]})
+    print(f"measured inside the interval: time {hits['time']}, energy {hits['energy']}; ranked against what "
+          f"both measured beyond the interval: time {hits['time_misranked']}, energy {hits['energy_misranked']}")
     there = res[(res.source == "H100") & (res.target == "H200")]
     power = (there.energy_mj / there.time_ms) / (there.source_energy_mj / there.source_time_ms)
     signed = there.pred_energy_mj / there.energy_mj - 1
@@ -336,14 +323,62 @@ def suite_errors(out: Path, h100: pd.DataFrame, h100_rounds: pd.DataFrame,
     return res
 
 
+MACHINES = ("H100", "H200")
+
+
+def moved(models, both: pd.DataFrame, error: tuple[float, float], predictors=None) -> pd.DataFrame:
+    """Every configuration measured on both GPUs moved each way: one row per configuration, direction and
+    predictor (`predictors(source, target)` lists (name, `predict.predict`'s keyword arguments); by default
+    the predictor as it runs on the rows alone) with what the target measured, the prediction, its interval
+    (`<metric>_low|high_<unit>`), the interval without the spread between machines a host-bound step carries
+    (the same with `_before`: the interval until 2026-11-27), and the source's issue share (`pace`)."""
+    from radt_ext.ops import pace, predict
+
+    rows = []
+    for key, p in both.groupby(CONFIG):
+        by_gpu = {g: p[p.gpu == g] for g in MACHINES if (p.gpu == g).any()}
+        for a, b in (MACHINES, MACHINES[::-1]):
+            if a not in by_gpu or b not in by_gpu:
+                continue
+            t, e = predict._net(by_gpu[b])
+            src_t, src_e = predict._net(by_gpu[a])
+            told = pace.of(by_gpu[a], a)
+            base = {**dict(zip(CONFIG, key)), "source": a, "target": b, "time_ms": t, "energy_mj": e,
+                    "source_time_ms": src_t, "source_energy_mj": src_e, "issue_share": told.share,
+                    "host_bound": told.host_bound}
+            for name, kwargs in (predictors(a, b) if predictors else [("", {})]):
+                pred = predict.predict(models, by_gpu[a], a, b, error=error, **kwargs)
+                row = {**base, "predictor": name, "pred_time_ms": pred.time_ms, "pred_energy_mj": pred.energy_mj,
+                       "source_spread": pred.spread + pred.host_error,
+                       "source_energy_spread": (pred.energy_spread if pred.energy_spread is not None
+                                                else pred.spread) + pred.host_error,
+                       "host_share": pred.host_share, "host_ratio": pred.host_ratio,
+                       "time_error": abs(pred.time_ms / t - 1), "energy_error": abs(pred.energy_mj / e - 1)}
+                for m, unit in (("time", "ms"), ("energy", "mj")):
+                    for suffix, across in (("", True), ("_before", False)):
+                        row[f"{m}_low_{unit}{suffix}"], row[f"{m}_high_{unit}{suffix}"] = pred.interval(m, across)
+                rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def inside(res: pd.DataFrame, metric: str, suffix: str = "") -> pd.Series:
+    """Whether each case's measured value lies inside its predicted interval (`moved`'s columns)."""
+    unit = "ms" if metric == "time" else "mj"
+    meas = res[f"{metric}_{unit}"]
+    return (meas >= res[f"{metric}_low_{unit}{suffix}"]) & (meas <= res[f"{metric}_high_{unit}{suffix}"])
+
+
 def _inside(res: pd.DataFrame, error: dict) -> dict:
     out = {}
     for m, unit in (("time", "ms"), ("energy", "mj")):
-        spread = res.source_spread if m == "time" or "source_energy_spread" not in res else \
-            res.source_energy_spread.fillna(res.source_spread)
-        width = spread.fillna(0) + error[m]
         pred, meas = res[f"pred_{m}_{unit}"], res[f"{m}_{unit}"]
-        ok = (meas >= pred * (1 - width)) & (meas <= pred * (1 + width))
+        if f"{m}_low_{unit}" in res:  # the predictor's own interval
+            ok = inside(res, m)
+        else:  # a validation's cases: the profile's spread and the predictor's error
+            spread = res.source_spread if m == "time" or "source_energy_spread" not in res else \
+                res.source_energy_spread.fillna(res.source_spread)
+            width = spread.fillna(0) + error[m]
+            ok = (meas >= pred * (1 - width)) & (meas <= pred * (1 + width))
         out[m] = f"{int(ok.sum())} of {len(res)}"
         source = res[f"source_{m}_{unit}"]
         misranked = ((pred < source) != (meas < source)) & ~ok

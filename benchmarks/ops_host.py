@@ -31,10 +31,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmarks.ops_heldout import CONFIG, KEYS, _errors, _inside, _pct, fastest_round, suite_errors
+from benchmarks.ops_heldout import CONFIG, KEYS, MACHINES, _errors, _inside, _pct, fastest_round, moved, suite_errors
 
 GOALS = {"time": (0.03, 0.08), "energy": (0.04, 0.10)}  # median, 90th percentile of |error|
-MACHINES = ("H100", "H200")
 SLOW = 0.05  # a round this much slower than its profile's fastest
 
 
@@ -71,31 +70,14 @@ def move(models, both: pd.DataFrame, error: tuple[float, float], hosts: dict[str
     kind of measurement: a profile's record is taken in a warm profiling process and the command's in a fresh
     one, and on one machine the two differed by up to 1.5x, so a ratio of one kind over the other is neither
     machine's."""
-    from radt_ext.ops import predict
+    def predictors(a: str, b: str) -> list[tuple[str, dict]]:
+        out = [("aware", {"target_host": hosts[b], "source_host": hosts[a]}), ("assumed", {}),
+               ("blind", {"use_host": False})]
+        if records is not None:
+            out.insert(1, ("records", {"target_host": records[b], "source_host": records[a]}))
+        return out
 
-    rows = []
-    for key, p in both.groupby(CONFIG):
-        by_gpu = {g: p[p.gpu == g] for g in MACHINES if (p.gpu == g).any()}
-        for a, b in ((MACHINES[0], MACHINES[1]), (MACHINES[1], MACHINES[0])):
-            if a not in by_gpu or b not in by_gpu:
-                continue
-            t, e = predict._net(by_gpu[b])
-            src_t, src_e = predict._net(by_gpu[a])
-            base = {**dict(zip(CONFIG, key)), "source": a, "target": b, "time_ms": t, "energy_mj": e,
-                    "source_time_ms": src_t, "source_energy_mj": src_e}
-            predictors = [("aware", {"target_host": hosts[b], "source_host": hosts[a]}), ("assumed", {}),
-                          ("blind", {"use_host": False})]
-            if records is not None:
-                predictors.insert(1, ("records", {"target_host": records[b], "source_host": records[a]}))
-            for name, kwargs in predictors:
-                pred = predict.predict(models, by_gpu[a], a, b, error=error, **kwargs)
-                rows.append({**base, "predictor": name, "pred_time_ms": pred.time_ms, "pred_energy_mj": pred.energy_mj,
-                             "source_spread": pred.spread + pred.host_error,
-                             "source_energy_spread": (pred.energy_spread if pred.energy_spread is not None
-                                                      else pred.spread) + pred.host_error,
-                             "host_share": pred.host_share, "host_ratio": pred.host_ratio,
-                             "time_error": abs(pred.time_ms / t - 1), "energy_error": abs(pred.energy_mj / e - 1)})
-    return pd.DataFrame(rows)
+    return moved(models, both, error, predictors)
 
 
 def print_errors(res: pd.DataFrame, error: tuple[float, float], label: str) -> dict:

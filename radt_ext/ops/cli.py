@@ -80,18 +80,23 @@ def profile(model, batch, precision, mode, device, window_s, net_window_s, input
         Path(out).mkdir(parents=True, exist_ok=True)
         store.write(Path(out), grid.profile_name(net.name.replace(":", "."), batch, precision, mode), prof)
     run_id = store.log(prof, client, experiment_id)
+    click.echo(profile_line(run_id, net.name, prof, reason), err=True)
+
+
+def profile_line(run_id: str, name: str, prof, reason: str | None) -> str:
+    """What `ops profile` says of a finished profile: its size, network time and energy, and who sets its pace."""
+    from radt_ext.ops import pace, store
+
     t = store.totals(prof)
+    meta = prof.meta
     energy = f", {t['network_mj'] / 1e3:.4g} J" if "network_mj" in t else f" (energy unavailable: {reason})"
-    click.echo(f"radt-ext: ops profile run {run_id}: {net.name} b{batch} {precision} {mode}: "
-               f"{prof.meta['ops_distinct']} distinct of {prof.meta['ops_total']} operations; "
-               f"network {t['network_ms']:.4g} ms/step{energy}; operations sum to "
-               f"{t.get('ops_over_network_ms', math.nan):.0%} of the network time; the host issues a step in "
-               f"{_host_ms(t):.3g} ms", err=True)
-
-
-def _host_ms(totals: dict) -> float:
-    issued = [v for k, v in totals.items() if k.startswith("network_") and k.endswith("_host_ms")]
-    return sum(issued) if issued else math.nan
+    told = pace.of(prof.table, str(meta.get("gpu_name", "cpu")))
+    issued = [v for k, v in t.items() if k.startswith("network_") and k.endswith("_host_ms")]
+    who = told.sentence() if told.known else f"the host issues a step in {sum(issued) if issued else math.nan:.3g} ms"
+    return (f"radt-ext: ops profile run {run_id}: {name} b{meta.get('batch')} {meta.get('precision')} "
+            f"{meta.get('mode')}: {meta.get('ops_distinct')} distinct of {meta.get('ops_total')} operations; "
+            f"network {t['network_ms']:.4g} ms/step{energy}; operations sum to "
+            f"{t.get('ops_over_network_ms', math.nan):.0%} of the network time; {who}")
 
 
 @ops.command()
@@ -210,7 +215,7 @@ def best_gpu(profile, by, gpus, path, tolerance, host_choice):
     from rich.console import Console
     from rich.table import Table
 
-    from radt_ext.ops import dataset as ds, predict, store
+    from radt_ext.ops import dataset as ds, pace, predict, store
     own = _own_host(host_choice)
     if Path(profile).suffix == ".csv":
         prof = store.read(profile)
@@ -252,9 +257,13 @@ def best_gpu(profile, by, gpus, path, tolerance, host_choice):
         table.add_row(str(r), p.gpu, cell(p, "time", 1), cell(p, "energy", 1e3), cell(p, "edp", 1e6),
                       " ".join(x for x in (note, "measured" if p.measured else "predicted") if x))
     Console(width=160).print(table)
+    told = pace.of(rows, source)
+    click.echo(f"on {source}: {told.sentence()}" + (" (the predicted intervals carry it)" if told.host_bound else ""))
     click.echo(f"intervals: the profile's measured spread ({preds[0].spread:.1%}) plus the predictor's error "
                f"on networks of families it was not fitted on (90th percentile: time {error[0]:.1%}, energy "
-               f"{error[1]:.1%}) plus the host's share of the step times the host's error")
+               f"{error[1]:.1%}) plus the host's share of the step times the host's error"
+               + (f"; then, the host setting the pace, divided and multiplied by {1 + told.machine_spread:.2f}"
+                  if told.host_bound else ""))
     for p in preds:
         if not p.measured:
             click.echo(f"host assumed for {p.gpu}: {p.host}; the host's part of the step {p.host_share:.0%}, "

@@ -30,7 +30,9 @@ profile) over the time the host adds or saves. Where the target's host is not kn
 Every prediction carries an interval: the source profile's measured spread (how far its network rounds
 disagreed), plus the predictor's own error (its 90th percentile with the network's family held out), plus
 the host's share of the predicted step times `HOST_ERROR` (a measured target host) or `HOST_ASSUMED` (an
-assumed one).
+assumed one). Where the host sets the profile's pace (`pace`: its issue time near or above its step), the
+prediction's point is no better than the target machine's host, which no benchmark here foretells: its
+interval is then divided and multiplied by 1 + the spread measured between machines with the same GPU.
 """
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from radt_ext.errors import UsageError
-from radt_ext.ops import host as hosts
+from radt_ext.ops import host as hosts, pace
 from radt_ext.ops.dataset import KEYS
 from radt_ext.ops.gpus import GpuSpec, lookup
 
@@ -224,6 +226,7 @@ class Prediction:
     host_ratio: float = 1.0  # the target host's cost per operation over the source's, weighted by phase time
     host: str = ""  # the host assumed for the target
     host_error: float = 0.0  # added to the interval: host_share x HOST_ERROR or HOST_ASSUMED
+    machine_spread: float = 0.0  # a host-bound step's spread between machines with one GPU (`pace`); else 0
 
     @property
     def edp(self) -> float:
@@ -232,15 +235,21 @@ class Prediction:
     def value(self, by: str) -> float:
         return {"time": self.time_ms, "energy": self.energy_mj, "edp": self.edp}[by]
 
-    def interval(self, by: str) -> tuple[float, float]:
-        """(low, high) of `by`: the value ± (the source's spread of time or of energy + the predictor's error)."""
+    def interval(self, by: str, across_machines: bool = True) -> tuple[float, float]:
+        """(low, high) of `by`: the value ± (the source's spread of time or of energy + the predictor's error +
+        the host's), then, for a host-bound step (`across_machines`), ÷ and × (1 + `machine_spread`). Energy
+        takes the same factor: the GPU's work is the same on another host, and the time a host adds or saves
+        is spent waiting at lower power, so energy moves by no more than time does."""
         if by == "edp":
-            (tl, th), (el, eh) = self.interval("time"), self.interval("energy")
+            (tl, th), (el, eh) = self.interval("time", across_machines), self.interval("energy", across_machines)
             return tl * el, th * eh
         measured = self.spread if by == "time" or self.energy_spread is None else self.energy_spread
         width = measured + self.error[0 if by == "time" else 1] + self.host_error
         v = self.value(by)
-        return max(0.0, v * (1 - width)), v * (1 + width)
+        low, high = max(0.0, v * (1 - width)), v * (1 + width)
+        if across_machines and self.machine_spread:
+            low, high = low / (1 + self.machine_spread), high * (1 + self.machine_spread)
+        return low, high
 
 
 def spread(rows: pd.DataFrame, column: str = "spread") -> float:
@@ -335,7 +344,8 @@ def predict(models: OpModels, rows: pd.DataFrame, source: str, target: str,
     return Prediction(tgt.short, float(time_ms), float(energy_mj), spread=spread(rows), error=tuple(error),
                       energy_spread=_energy_spread(rows), host_share=share,
                       host_ratio=weighted_ratio / float(net.time_ms.sum()) if net.time_ms.sum() > 0 else 1.0,
-                      host=label, host_error=share * (HOST_ERROR if known else HOST_ASSUMED))
+                      host=label, host_error=share * (HOST_ERROR if known else HOST_ASSUMED),
+                      machine_spread=pace.of(rows, src.short).machine_spread)
 
 
 def rank(predictions: list[Prediction], by: str, tolerance: float) -> list[tuple[int, Prediction, str]]:
