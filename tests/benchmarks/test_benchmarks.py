@@ -310,6 +310,18 @@ def test_ops_heldout_report_scores_the_suite_on_the_committed_h200_measurements(
     assert "measured inside the interval: time" in proc.stdout
 
 
+def test_ops_coverage_prints_the_committed_table():
+    """The intervals' coverage docs/ops.md quotes: both suites, both directions, before and after the host-bound rule."""
+    env = dict(os.environ, PYTHONPATH=REPO)
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.ops_coverage"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for line in ("== 1. The rule (radt_ext/ops/host_spread.json) ==", "== 3. Coverage", "both suites, both directions",
+                 "first suite, profiles without a host record: H100->H200 (32 cases): time 1.8% / 4.4%"):
+        assert line in proc.stdout, line
+    assert proc.stdout == open(os.path.join(REPO, "docs", "ops", "coverage.txt")).read()
+
+
 def test_startup_times_every_step_of_a_run(tmp_path, tracking_uri):
     result = run_script("startup", tmp_path / "out", tracking_uri, "--repeats", "1", "--sleep-s", "0.2",
                         "--no-mlflow-import", "--matmul-s", "0.2", "--no-matmul-alone",

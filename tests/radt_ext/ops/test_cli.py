@@ -35,6 +35,7 @@ def test_profile_on_the_cpu_logs_one_run(tracking_uri, tmp_path):
             "--net-window-s", "0.002", "--out", str(tmp_path))
     assert r.exit_code == 0, r.output
     assert "energy unavailable: profiled on the CPU" in r.output
+    assert "the host issues a step in" in r.output and "sets the pace" not in r.output  # no GPU to wait on
     runs = _profile_runs(tracking_uri)
     assert len(runs) == 1 and runs[0].data.params["gpu_name"] == "cpu"
     assert (tmp_path / "mlp_b2_fp32_inference.csv").is_file()
@@ -154,3 +155,41 @@ def test_host_benchmark_then_best_gpu_on_that_host(profile_files, tmp_path):
                                                    "--dataset", str(SLICE), "--host", str(bad)))
     assert "--host names A100" in _one_line(cli("best-gpu", str(profile_files / "H100" / "vit_training.csv"),
                                                 "--dataset", str(SLICE), "--host", "A100"))
+
+
+HELD_OUT = Path(__file__).resolve().parents[3] / "docs" / "ops" / "host" / "h100" / "suite2.csv.gz"
+
+
+def _held_out_profile(model: str, precision: str = "bf16", mode: str = "inference"):
+    """A held-out profile the H100 machine measured (with its host record), as `ops profile --out` writes it."""
+    from radt_ext.ops import host
+
+    data = ds.load(HELD_OUT)
+    rows = data[data.model.str.endswith(f":{model}") & (data.precision == precision) & (data["mode"] == mode)]
+    prof = ds.to_profile(rows)
+    prof.meta.update(gpu_name=rows.gpu_name.iloc[0], host=host.from_rows(rows), ops_distinct=len(rows) - 1,
+                     ops_total=int(rows["count"].sum()) - 1)
+    return prof
+
+
+@pytest.mark.parametrize("model, bound", [("GRUClassifier", True), ("PreNormEncoder", True), ("SmallUNet", False)])
+def test_profile_and_best_gpu_say_who_sets_the_pace(tmp_path, model, bound):
+    from radt_ext.ops import pace
+    from radt_ext.ops.cli import profile_line
+
+    prof = _held_out_profile(model)
+    store.write(tmp_path, model, prof)
+    host_bound = "the host sets the pace: a faster GPU will not help; " + pace.expectation()
+    line = profile_line("RUN", model, prof, None)
+    assert line.startswith(f"radt-ext: ops profile run RUN: {model} b") and "ms/step" in line
+    r = cli("best-gpu", str(tmp_path / f"{model}.csv"), "--dataset", str(SLICE))
+    assert r.exit_code == 0, r.output
+    factor = f"divided and multiplied by {1 + pace.figures()['machine_spread']:.2f}"
+    if bound:
+        assert line.endswith(host_bound)
+        assert "on H100: the host issues a step in" in r.output and host_bound in r.output
+        assert factor in r.output
+    else:
+        assert line.endswith("the GPU sets the pace") and host_bound not in line
+        assert "the GPU sets the pace" in r.output and host_bound not in r.output and factor not in r.output
+
