@@ -129,8 +129,9 @@ def test_a_host_bound_step_moves_with_the_hosts_ratio(data, models):
     assert p.host_ratio == pytest.approx(1.25) and p.host_share == pytest.approx(1.0)
     assert p.energy_mj == pytest.approx(blind.energy_mj + 90.0 * (p.time_ms - blind.time_ms))  # waiting at idle power
     assert p.host_error == pytest.approx(predict.HOST_ERROR) and "Xeon" in p.host
-    lo, hi = p.interval("time")
+    lo, hi = p.interval("time", across_machines=False)
     assert hi / p.time_ms - 1 == pytest.approx(p.spread + p.host_error, abs=1e-9)
+    assert p.interval("time")[1] == pytest.approx(hi * (1 + p.machine_spread)) and p.machine_spread > 0  # host-bound
     same = predict.predict(models, bound, "H100", "H200", target_host=MACHINE)
     assert same.time_ms == pytest.approx(measured)  # the same host: a host-bound step gains nothing from the GPU
     assumed = predict.predict(models, bound, "H100", "H200")
