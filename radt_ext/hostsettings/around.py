@@ -92,6 +92,8 @@ class HostSettings:
         if self.report is None:
             fd, self.report = tempfile.mkstemp(prefix="launch-", suffix=".jsonl", dir=folder())
             os.close(fd)
+            if self.file is not None:
+                self.file.keep(self.report)  # removed with the restore file's settings, also after a kill
         argv = [sys.executable, "-I", "-S", LAUNCH, "--report", self.report]
         if "cpus" in opts:
             argv += ["--cpus", ",".join(str(c) for c in opts["cpus"])]
@@ -139,9 +141,4 @@ class HostSettings:
             self.restored = restore_all(self.file.data["settings"])
             self.file.remove()
             self.file = None
-        if self.report:
-            try:
-                os.unlink(self.report)
-            except OSError:
-                pass
         return {f"{TAG}{key}.restored": said for key, said in self.restored.items()}

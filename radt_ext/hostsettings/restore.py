@@ -40,12 +40,19 @@ class RestoreFile:
         self.data["settings"] = [s for s in self.data["settings"] if s["key"] != key] + [{"key": key, "record": record}]
         self._write()
 
+    def keep(self, path: str) -> None:
+        """A file of the variant's (the launcher's report) that goes when the settings are restored."""
+        self.data["files"] = [*self.data.get("files", []), path]
+        self._write()
+
     def _write(self) -> None:
         tmp = self.path.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(json.dumps(self.data))
         os.replace(tmp, self.path)
 
     def remove(self) -> None:
+        for path in self.data.get("files", []):
+            Path(path).unlink(missing_ok=True)
         self.path.unlink(missing_ok=True)
 
 
@@ -72,6 +79,8 @@ def restore_file(path: str | Path) -> dict[str, str] | None:
         return None
     try:
         data = json.loads(claimed.read_text())
+        for kept in data.get("files", []):
+            Path(kept).unlink(missing_ok=True)
         return restore_all(data.get("settings", []))
     finally:
         claimed.unlink(missing_ok=True)

@@ -137,6 +137,7 @@ def with_host_settings(client, v: Variant, runner: GroupRunner, uri: str, echo=p
         group.child_tags.update(settings.tags())
         result = runner.run()
     finally:
+        final = settings.tags()  # what the kernel told the workload's processes, read before its file goes
         try:
             restored = settings.restore()
         finally:
@@ -147,7 +148,7 @@ def with_host_settings(client, v: Variant, runner: GroupRunner, uri: str, echo=p
             echo(f"[{v.index}] {v.title}: host settings restored: "
                  + "; ".join(f"{k}: {said}" for k, said in changed.items()))
         if runner.parent_run_id:
-            _tag(client, runner.parent_run_id, {**settings.tags(), **restored})
+            _tag(client, runner.parent_run_id, {**final, **restored})
     return result
 
 
