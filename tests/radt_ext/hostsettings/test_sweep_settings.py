@@ -291,3 +291,53 @@ def test_a_sigkilled_sweep_s_watchdog_restores_the_gpu_and_ends_the_run(tmp_path
     while list((tmp_path / "hostsettings").glob("*")):  # the restore file and the launcher's report
         assert time.monotonic() < deadline + 90
         time.sleep(0.2)
+
+
+def test_settings_left_by_a_radt_ext_killed_with_its_watchdog_are_restored_by_the_next_sweep(tmp_path, gpu_replay):
+    trace = gpu_replay()
+    killed = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import os, signal
+        from radt_ext.hostsettings.around import HostSettings
+        from radt_ext.hostsettings.base import Where
+        settings = HostSettings({"gpu_power_limit_w": "250"}, where=Where(["0"]))
+        settings.open()
+        settings.apply()
+        os.kill(os.getpid(), signal.SIGKILL)  # no watchdog: as when a whole control group is killed
+    """)], capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert setter_calls(trace)[-1][:2] == ("SetPowerManagementLimit", [250_000])
+    done = radt("sweep", write_spec(tmp_path, "system: {cpus: 1}\n", str(tmp_path / "seen.jsonl")), timeout=300)
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stderr.split())
+    assert f"host settings left by a killed radt-ext (pid {killed_pid(trace)}) restored: gpu_power_limit_w: " in said
+    assert setter_calls(trace)[-1][:2] == ("SetPowerManagementLimit", [700_000])
+    assert not list((tmp_path / "hostsettings").glob("*.json"))
+
+
+def killed_pid(trace) -> int:
+    return next(pid for fn, args, pid in setter_calls(trace) if args == [250_000])
+
+
+def test_the_example_sweep_compares_cores_and_governor_in_a_dry_run(tracking_uri):
+    example = os.path.join(os.path.dirname(PROBE), "..", "..", "..", "examples", "sweeps", "host_variants.yaml")
+    done = radt("sweep", example, "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert "8 variants, 8 to run, 0 done (dry run: nothing ran)" in done.stdout
+    for title in ("cores on 0 cpus=2 OMP_NUM_THREADS=1", "cores on 0 cpus=8 OMP_NUM_THREADS=4",
+                  "governor on 0 cpus=4 governor=performance", "governor on 0 cpus=4 governor=powersave"):
+        assert title in done.stderr
+    reason = governor.check("performance", Where(["0"]))
+    if reason:  # optional: said, not refused
+        assert f"[6] system.governor: performance: skipped (optional) on this host: {reason}" in done.stderr
+    script = os.path.join(os.path.dirname(example), "..", "host_variants", "loader_train.py")
+    assert "radt_ext" not in open(script).read()  # a user's script, unmodified
+
+
+def test_the_view_shows_what_each_setting_asked_and_what_the_host_said():
+    from radt_ext.view import content
+
+    state = content.state(["bs", "system.cpus", "system.env.OMP_NUM_THREADS"])
+    columns = state["selectedColumns"]
+    assert {"tags.`system.cpus`", "tags.`system.cpus.host`", "tags.`system.env.OMP_NUM_THREADS`"} <= set(columns)
+    assert "tags.`system.env.OMP_NUM_THREADS.host`" not in columns and "params.`system.cpus`" not in columns
+    assert content.params_of(state) == ["bs", "system.cpus", "system.env.OMP_NUM_THREADS"]
