@@ -12,29 +12,20 @@ import os
 from typing import Iterator
 
 from listeners.base import ListenerError
-from listeners.devices import GpuDevice, resolve
-from listeners.nvml_backend import init_error, nvml
+from listeners.devices import GpuDevice, resolve, started
 
 MIN_LOCKABLE_CC = (7, 0)  # locked clocks came with Volta
 
 
 @contextlib.contextmanager
 def _gpu(entry: str) -> Iterator[tuple[object, GpuDevice]]:
-    nv = nvml()
-    try:
-        nv.nvmlInit()
-    except nv.NVMLError as exc:
-        raise ListenerError(init_error(exc)) from None
-    try:
+    with started() as nv:
         found = resolve(entry)
         if len(found) != 1:
             raise ListenerError(f"{entry!r} names {len(found)} GPUs; name one")
         if found[0].is_mig:
             raise ListenerError(f"MIG: {entry!r} is a MIG device; its GPU's settings are every instance's")
         yield nv, found[0]
-    finally:
-        with contextlib.suppress(Exception):
-            nv.nvmlShutdown()
 
 
 def _refused(nv, exc, what: str) -> ListenerError:

@@ -17,7 +17,7 @@ from torch import nn
 
 
 class Augmented(torch.utils.data.Dataset):
-    """Images drawn and augmented on the CPU for each sample (noise, jitter, crop, flip, normalisation)."""
+    """Images drawn and augmented on the CPU for each sample (filtering, resize, colour jitter, flip)."""
 
     def __init__(self, n, side, rounds):
         self.n, self.side, self.rounds = n, side, rounds
@@ -27,12 +27,13 @@ class Augmented(torch.utils.data.Dataset):
 
     def __getitem__(self, i):
         g = torch.Generator().manual_seed(i)
-        img = torch.rand(3, self.side + 8, self.side + 8, generator=g)
-        for _ in range(self.rounds):  # the CPU work of a real pipeline (decode, resize, colour jitter)
-            img = (img * 1.01 + torch.rand(img.shape, generator=g) * 0.01).clamp(0, 1)
-        x, y = torch.randint(0, 8, (2,), generator=g).tolist()
-        img = img[:, y:y + self.side, x:x + self.side]
-        if i % 2:
+        big = torch.rand(1, 3, self.side + self.side // 2, self.side + self.side // 2, generator=g)  # the "decoded" image
+        for _ in range(self.rounds):  # blur and sharpen, as a resize and colour pipeline costs
+            soft = nn.functional.avg_pool2d(big, 3, stride=1, padding=1)
+            big = (2 * big - soft).clamp(0, 1)
+        img = nn.functional.interpolate(big, size=(self.side, self.side), mode="bilinear", align_corners=False)[0]
+        img = img * (0.8 + 0.4 * torch.rand(3, 1, 1, generator=g))  # colour jitter
+        if torch.rand(1, generator=g).item() < 0.5:
             img = img.flip(2)
         return (img - 0.5) / 0.25, i % 10
 
@@ -48,7 +49,7 @@ def main():
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--side", type=int, default=96, help="image side, pixels")
-    ap.add_argument("--rounds", type=int, default=6, help="augmentation rounds per sample (CPU work)")
+    ap.add_argument("--rounds", type=int, default=2, help="filter rounds per sample (CPU work)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args()
     print(f"train: cpus {sorted(os.sched_getaffinity(0))}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, "
