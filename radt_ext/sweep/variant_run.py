@@ -125,8 +125,13 @@ def with_host_settings(client, v: Variant, runner: GroupRunner, uri: str, echo=p
     a watchdog (given the restore file before anything changes) when radt-ext is killed outright."""
     group = runner.group
     settings = HostSettings(v.system, v.optional, Where(group.devices, f"v{v.index}"))
-    watchdog = Watchdog(None, uri, restore=settings.open())
-    runner.on_parent = watchdog.run  # the watchdog ends the group run too, and says there what it restored
+    path = settings.open()
+    try:
+        watchdog = Watchdog(None, uri, restore=path)
+        runner.on_parent = watchdog.run  # the watchdog ends the group run too, and says there what it restored
+    except OSError as exc:  # no process to spare: restored after the variant, or by the next sweep after a kill
+        echo(f"[{v.index}] {v.title}: no watchdog for its host settings ({exc.strerror or exc})")
+        watchdog = None
     restored: dict[str, str] = {}
     try:
         settings.apply()
@@ -141,7 +146,8 @@ def with_host_settings(client, v: Variant, runner: GroupRunner, uri: str, echo=p
         try:
             restored = settings.restore()
         finally:
-            watchdog.release()
+            if watchdog is not None:
+                watchdog.release()
         changed = {k[len("system."):-len(".restored")]: said for k, said in restored.items()
                    if said != NOTHING}
         if changed:

@@ -341,3 +341,12 @@ def test_the_view_shows_what_each_setting_asked_and_what_the_host_said():
     assert {"tags.`system.cpus`", "tags.`system.cpus.host`", "tags.`system.env.OMP_NUM_THREADS`"} <= set(columns)
     assert "tags.`system.env.OMP_NUM_THREADS.host`" not in columns and "params.`system.cpus`" not in columns
     assert content.params_of(state) == ["bs", "system.cpus", "system.env.OMP_NUM_THREADS"]
+
+
+def test_the_pack_scheduler_refuses_a_system_block_it_would_not_apply(tmp_path, tracking_uri):
+    spec = write_spec(tmp_path, "system: {cpus: 1}\n", str(tmp_path / "seen.jsonl"))
+    done = radt("sweep", spec, "--executor", "pack", "--dry-run")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"Error: {spec}: system: the pack scheduler does not apply host settings; drop the system block or run "
+        "the sweep without packing")
