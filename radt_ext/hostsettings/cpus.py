@@ -85,7 +85,10 @@ def near(where: Where) -> tuple[list[int], str]:
         if cpus is None:
             return [], f"the host does not say which CPUs are near GPU {gpu}"
         found |= cpus
-    return [c for c in allowed() if c in found], f"near GPU {','.join(where.gpus)} (NVML)"
+    close = [c for c in allowed() if c in found]
+    if not close:
+        return [], f"none of the CPUs NVML puts near GPU {','.join(where.gpus)} is this process's"
+    return close, f"near GPU {','.join(where.gpus)} (NVML)"
 
 
 def choose(count: int, where: Where) -> tuple[list[int], str]:
