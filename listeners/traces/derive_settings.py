@@ -27,7 +27,8 @@ CLOCK_GRAPHICS = 0
 def derive(trace: dict, permitted: bool = True, near_cpus: tuple[int, ...] = (1,)) -> dict:
     out = copy.deepcopy(trace)
     calls = out["calls"]
-    gpu = Ref(calls["nvmlDeviceGetHandleByIndex"][call_key("nvmlDeviceGetHandleByIndex", (0,), _label_of_ref)][0]["ref"])
+    handles = calls["nvmlDeviceGetHandleByIndex"]
+    gpu = Ref(handles[call_key("nvmlDeviceGetHandleByIndex", (0,), _label_of_ref)][0]["ref"])
     limit = calls["nvmlDeviceGetPowerManagementLimit"][call_key("nvmlDeviceGetPowerManagementLimit", (gpu,),
                                                                 _label_of_ref)][0]
 

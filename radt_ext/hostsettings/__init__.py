@@ -42,7 +42,8 @@ def asked(tags: dict[str, str]) -> dict[str, str]:
     out = {}
     for k, v in tags.items():
         key = k[len(TAG):]
-        if k.startswith(TAG) and (key in KINDS or (key.startswith(ENV_PREFIX) and env.NAME.match(key[len(ENV_PREFIX):]))):
+        variable = key.startswith(ENV_PREFIX) and env.NAME.match(key[len(ENV_PREFIX):])
+        if k.startswith(TAG) and (key in KINDS or variable):
             out[key] = v
     return out
 

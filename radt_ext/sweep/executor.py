@@ -81,7 +81,8 @@ def system_checks(variants: list[Variant]) -> dict[int, dict[str, str]]:
     out: dict[int, dict[str, str]] = {}
     for v in variants:
         for key, value in v.system.items():
-            for devices in ([[d] for d in v.pool] if v.pool and v.gpus == 1 else [v.pool or [w.device for w in v.workloads]]):
+            places = [[d] for d in v.pool] if v.pool and v.gpus == 1 else [v.pool or [w.device for w in v.workloads]]
+            for devices in places:
                 at = (key, value, tuple(devices))
                 if at not in seen:
                     seen[at] = hostsettings.kind(key).check(value, Where(list(devices)))

@@ -286,7 +286,8 @@ def test_a_sigkilled_sweep_s_watchdog_restores_the_gpu_and_ends_the_run(tmp_path
         time.sleep(0.2)
         (run,) = parents(os.environ["MLFLOW_TRACKING_URI"])
     assert run.info.status == "KILLED"
-    assert run.data.tags["system.gpu_power_limit_w.restored"].endswith("700 W (by the watchdog after radt-ext was killed)")
+    assert run.data.tags["system.gpu_power_limit_w.restored"].endswith(
+        "700 W (by the watchdog after radt-ext was killed)")
     assert run.data.tags["system.gpu_clocks_mhz.host"] == "1410"
     while list((tmp_path / "hostsettings").glob("*")):  # the restore file and the launcher's report
         assert time.monotonic() < deadline + 90
