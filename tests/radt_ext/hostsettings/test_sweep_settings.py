@@ -116,7 +116,7 @@ def test_each_variant_s_workload_tree_sees_the_cpus_it_was_given(tmp_path, track
           - [probe]
           - {{workloads: [probe], name: pinned, system: {{cpus: [[{CPUS[-1]}]]}}}}
     """, str(out))
-    done = radt("sweep", spec, timeout=300)
+    done = radt("sweep", spec, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     seen = lines(out)
     assert sorted(len(s["cpus"]) for s in seen) == [1, 1, 2]
@@ -154,7 +154,7 @@ def refusals() -> list:
 def test_a_setting_this_host_cannot_apply_is_refused_before_anything_runs(tmp_path, tracking_uri, hs_dir,
                                                                           key, value, reason):
     out = tmp_path / "seen.jsonl"
-    done = radt("sweep", write_spec(tmp_path, f"system: {{{key}: {value}, cpus: 1}}\n", str(out)))
+    done = radt("sweep", write_spec(tmp_path, f"system: {{{key}: {value}, cpus: 1}}\n", str(out)), cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert last == f"Error: system.{key}: {value}: {reason}; mark it optional (optional: [{key}]) to run without it"
@@ -166,9 +166,9 @@ def test_an_optional_setting_this_host_cannot_apply_is_skipped_and_recorded(tmp_
                                                                             key, value, reason):
     out = tmp_path / "seen.jsonl"
     dry = radt("sweep", write_spec(tmp_path, f"system: {{{key}: {value}, optional: [{key}]}}\n", str(out)),
-               "--dry-run")
+               "--dry-run", cwd=tmp_path)
     assert f"[0] system.{key}: {value}: skipped (optional) on this host: {reason}" in dry.stderr
-    done = radt("sweep", str(tmp_path / "s.yaml"), timeout=300)
+    done = radt("sweep", str(tmp_path / "s.yaml"), timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert f"system.{key}: {value}: skipped where it runs (optional): {reason}" in done.stderr
     (run,) = parents(tracking_uri)
@@ -184,7 +184,8 @@ def test_a_cgroup_quota_is_applied_to_the_workload_and_removed_after(tmp_path, t
     if reason:
         pytest.skip(f"cgroup v2 quota not writable here: {reason}")
     out = tmp_path / "seen.jsonl"
-    done = radt("sweep", write_spec(tmp_path, "system: {cpu_quota_pct: 50}\n", str(out)), timeout=300)
+    spec = write_spec(tmp_path, "system: {cpu_quota_pct: 50}\n", str(out))
+    done = radt("sweep", spec, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     (run,) = parents(tracking_uri)
     assert run.data.tags["system.cpu_quota_pct.host"] == "50"
@@ -200,7 +201,8 @@ def test_the_governor_is_set_for_the_variant_and_put_back(tmp_path, tracking_uri
     if reason:
         pytest.skip(f"cpufreq not writable here: {reason}")
     out = tmp_path / "seen.jsonl"
-    done = radt("sweep", write_spec(tmp_path, f"system: {{governor: {other}}}\n", str(out)), timeout=300)
+    spec = write_spec(tmp_path, f"system: {{governor: {other}}}\n", str(out))
+    done = radt("sweep", spec, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     (run,) = parents(tracking_uri)
     assert run.data.tags["system.governor.host"] == other
@@ -230,7 +232,7 @@ def test_gpu_power_and_clocks_are_set_for_each_variant_and_restored_after_it(tmp
     spec = write_spec(tmp_path, "system: {gpu_power_limit_w: [250, 300], gpu_clocks_mhz: 1410}\n",
                       str(tmp_path / "seen.jsonl"), devices='["0"]')
     sweeper = subprocess.run([sys.executable, "-m", "radt_ext.cli", "sweep", spec], capture_output=True, text=True,
-                             timeout=300)
+                             timeout=300, cwd=tmp_path)
     assert sweeper.returncode == 0, sweeper.stderr
     calls = [(fn, args) for fn, args, _ in setter_calls(trace)]
     changes = [c for c in calls if c != ("SetPowerManagementLimit", [700_000])]  # the checks: the limit set again
@@ -250,7 +252,8 @@ def test_gpu_power_and_clocks_are_set_for_each_variant_and_restored_after_it(tmp
 def test_a_gpu_setting_nvml_does_not_permit_is_refused_before_anything_runs(tmp_path, gpu_replay):
     trace = gpu_replay(permitted=False)
     out = tmp_path / "seen.jsonl"
-    done = radt("sweep", write_spec(tmp_path, "system: {gpu_power_limit_w: 300}\n", str(out), devices='["0"]'))
+    spec = write_spec(tmp_path, "system: {gpu_power_limit_w: 300}\n", str(out), devices='["0"]')
+    done = radt("sweep", spec, cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines()[-1] == (
         "Error: system.gpu_power_limit_w: 300: permission: NVML refused to set the power limit (it needs root, "
@@ -264,7 +267,7 @@ def test_a_sigkilled_sweep_s_watchdog_restores_the_gpu_and_ends_the_run(tmp_path
     spec = write_spec(tmp_path, "system: {gpu_power_limit_w: 250, gpu_clocks_mhz: 1410, cpus: 1}\n", str(out),
                       hold=120, devices='["0"]')
     sweeper = subprocess.Popen([sys.executable, "-m", "radt_ext.cli", "sweep", spec], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+                               stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
     deadline = time.monotonic() + 120
     while not (out.exists() and out.read_text().strip()):
         assert sweeper.poll() is None and time.monotonic() < deadline, sweeper.stdout.read() if sweeper.poll() else ""
@@ -307,7 +310,8 @@ def test_settings_left_by_a_radt_ext_killed_with_its_watchdog_are_restored_by_th
     """)], capture_output=True, text=True, timeout=120)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert setter_calls(trace)[-1][:2] == ("SetPowerManagementLimit", [250_000])
-    done = radt("sweep", write_spec(tmp_path, "system: {cpus: 1}\n", str(tmp_path / "seen.jsonl")), timeout=300)
+    spec = write_spec(tmp_path, "system: {cpus: 1}\n", str(tmp_path / "seen.jsonl"))
+    done = radt("sweep", spec, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     said = " ".join(done.stderr.split())
     assert f"host settings left by a killed radt-ext (pid {killed_pid(trace)}) restored: gpu_power_limit_w: " in said
@@ -319,9 +323,9 @@ def killed_pid(trace) -> int:
     return next(pid for fn, args, pid in setter_calls(trace) if args == [250_000])
 
 
-def test_the_example_sweep_compares_cores_and_governor_in_a_dry_run(tracking_uri):
+def test_the_example_sweep_compares_cores_and_governor_in_a_dry_run(tmp_path, tracking_uri):
     example = os.path.join(os.path.dirname(PROBE), "..", "..", "..", "examples", "sweeps", "host_variants.yaml")
-    done = radt("sweep", example, "--dry-run")
+    done = radt("sweep", example, "--dry-run", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "8 variants, 8 to run, 0 done (dry run: nothing ran)" in done.stdout
     for title in ("cores on 0 cpus=2 OMP_NUM_THREADS=1", "cores on 0 cpus=8 OMP_NUM_THREADS=4",
@@ -346,7 +350,7 @@ def test_the_view_shows_what_each_setting_asked_and_what_the_host_said():
 
 def test_the_pack_scheduler_refuses_a_system_block_it_would_not_apply(tmp_path, tracking_uri):
     spec = write_spec(tmp_path, "system: {cpus: 1}\n", str(tmp_path / "seen.jsonl"))
-    done = radt("sweep", spec, "--executor", "pack", "--dry-run")
+    done = radt("sweep", spec, "--executor", "pack", "--dry-run", cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines()[-1] == (
         f"Error: {spec}: system: the pack scheduler does not apply host settings; drop the system block or run "
