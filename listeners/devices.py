@@ -7,9 +7,10 @@ Callers must have called nvmlInit().
 """
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from listeners.base import ListenerError
 from listeners.nvml_backend import nvml
@@ -217,9 +218,9 @@ def unavailable_reason(cuda_visible_devices: str | None) -> str | None:
     return None
 
 
-def gpu_indices() -> list[str]:
-    """The NVML index of every physical GPU on this machine, as text ("0", "1", ...); a one-line
-    ListenerError when NVML does not start or lists none."""
+@contextlib.contextmanager
+def started() -> Iterator[Any]:
+    """NVML started for the block (a one-line ListenerError where it does not start), shut down after."""
     nv = nvml()
     try:
         nv.nvmlInit()
@@ -228,11 +229,19 @@ def gpu_indices() -> list[str]:
 
         raise ListenerError(init_error(exc)) from None
     try:
-        indices = [str(g.nvml_index) for g in all_gpus()]
-    except nv.NVMLError as exc:
-        raise ListenerError(f"NVML cannot list the GPUs: {exc}") from None
+        yield nv
     finally:
         nv.nvmlShutdown()
+
+
+def gpu_indices() -> list[str]:
+    """The NVML index of every physical GPU on this machine, as text ("0", "1", ...); a one-line
+    ListenerError when NVML does not start or lists none."""
+    with started() as nv:
+        try:
+            indices = [str(g.nvml_index) for g in all_gpus()]
+        except nv.NVMLError as exc:
+            raise ListenerError(f"NVML cannot list the GPUs: {exc}") from None
     if not indices:
         raise ListenerError("NVML lists no GPU on this machine")
     return indices

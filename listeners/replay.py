@@ -13,6 +13,12 @@ are stored compactly, {"value_type": t, "samples": [[µs, value], ...]}, and rep
 with the driver's last-seen semantics (`SampleTimeline`); a trace without them replays the
 buffer as not supported.
 
+Setter calls (`SETTERS`: the power limit, locked clocks) are answered "permitted or not" from the
+trace like any call, keyed by the device alone; a permitted one is recorded (`set_calls`; into the
+JSON-lines file RADT_EXT_NVML_REPLAY_SETS names, shared by every process replaying the trace) and the
+replayed GPU honours it: its power-limit reads answer the limit last set, its graphics/SM clock reads
+stay within the clocks last locked, until they are reset.
+
 `Replay` has the same interface as the pynvml functions the listeners call. Each call
 key answers its recorded results in order (deterministic); past the end it keeps
 answering the last one. A field-values call whose ids are among those of a recorded call is
@@ -29,7 +35,9 @@ from __future__ import annotations
 import bisect
 import ctypes
 import json
+import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +49,14 @@ FORMAT = "radt-ext-nvml-trace/1"
 
 # Arguments left out of the call key because they change from run to run.
 KEY_IGNORED_ARGS = {"nvmlDeviceGetProcessUtilization": (1,),  # the "since" timestamp
-                    "nvmlDeviceGetSamples": (2,)}  # the last-seen timestamp
+                    "nvmlDeviceGetSamples": (2,),  # the last-seen timestamp
+                    # a setter's answer (permitted or not) is the device's, whatever the value
+                    "nvmlDeviceSetPowerManagementLimit": (1,),
+                    "nvmlDeviceSetGpuLockedClocks": (1, 2)}
+SETTERS = ("nvmlDeviceSetPowerManagementLimit", "nvmlDeviceSetGpuLockedClocks", "nvmlDeviceResetGpuLockedClocks")
+SETS_ENV = "RADT_EXT_NVML_REPLAY_SETS"  # a JSON-lines file of the permitted setter calls, across processes
+POWER_READS = ("nvmlDeviceGetPowerManagementLimit", "nvmlDeviceGetEnforcedPowerLimit")
+CLOCK_READS = (0, 1)  # nvmlDeviceGetClockInfo's NVML_CLOCK_GRAPHICS and NVML_CLOCK_SM
 SAMPLES = "nvmlDeviceGetSamples"
 PROCESS_UTIL = "nvmlDeviceGetProcessUtilization"
 # The recorder asks the per-process calls of a device in the same tick, so the running-process list
@@ -315,6 +330,7 @@ class Replay:
         self._next: dict[tuple[str, str], int] = {}
         self._timelines: dict[str, SampleTimeline | ProcessTimeline] = {}
         self._lock = threading.Lock()
+        self._sets: list[dict] = []  # the permitted setter calls, where no RADT_EXT_NVML_REPLAY_SETS file keeps them
 
     def __getattr__(self, name: str) -> Any:
         real = getattr(pynvml, name)  # AttributeError for names pynvml lacks, as the module would
@@ -326,6 +342,52 @@ class Replay:
 
     def _answer(self, fn: str, args: tuple) -> Any:
         key = call_key(fn, args, _label_of_ref)
+        if fn in SETTERS:
+            return self._set(fn, key, args)
+        value = self._recorded(fn, key, args)
+        if fn in POWER_READS:
+            limit = self._last(("nvmlDeviceSetPowerManagementLimit",), args[0])
+            return limit["args"][0] if limit else value
+        if fn == "nvmlDeviceGetClockInfo" and args[1] in CLOCK_READS:
+            lock = self._last(("nvmlDeviceSetGpuLockedClocks", "nvmlDeviceResetGpuLockedClocks"), args[0])
+            if lock and lock["fn"] == "nvmlDeviceSetGpuLockedClocks":
+                low, high = lock["args"]
+                return min(max(value, low), high)
+        return value
+
+    def _set(self, fn: str, key: str, args: tuple) -> None:
+        """A setter: its recorded answer (None: permitted; an error: raised), and a permitted call kept."""
+        value = self._recorded(fn, key, args)  # raises the recorded refusal
+        call = {"fn": fn, "device": _label_of_ref(args[0]), "args": [encode(a, _label_of_ref) for a in args[1:]],
+                "pid": os.getpid(), "time": time.time()}
+        path = os.environ.get(SETS_ENV)
+        if path:
+            with open(path, "a") as fh:  # one short line per call: appended whole
+                fh.write(json.dumps(call) + "\n")
+        else:
+            with self._lock:
+                self._sets.append(call)
+        return value
+
+    def set_calls(self) -> list[dict]:
+        """Every permitted setter call so far ({fn, device, args, pid, time}), in order: this process's, or
+        every process's where RADT_EXT_NVML_REPLAY_SETS names the file they share."""
+        path = os.environ.get(SETS_ENV)
+        if not path:
+            with self._lock:
+                return list(self._sets)
+        try:
+            with open(path) as fh:
+                return [json.loads(line) for line in fh if line.strip()]
+        except FileNotFoundError:
+            return []
+
+    def _last(self, fns: tuple[str, ...], handle: Any) -> dict | None:
+        label = _label_of_ref(handle)
+        found = [c for c in self.set_calls() if c["fn"] in fns and c["device"] == label]
+        return found[-1] if found else None
+
+    def _recorded(self, fn: str, key: str, args: tuple) -> Any:
         if fn == SAMPLES:
             # a trace recorded before the sample buffer was read has none: the buffer is "not supported"
             with self._lock:

@@ -31,3 +31,28 @@ def gpu_uuids(path: str = TWO_GPUS) -> list[str]:
 
 def gpu_name(path: str = TWO_GPUS, index: int = 0) -> str:
     return answers(path, "nvmlDeviceGetName")[_handle(path, index)][0]
+
+
+# one H200 recorded under a bf16 matmul load (every one-GPU GPU-settings test derives from it)
+H200_MATMUL = os.path.join(TRACES, "h200_matmul.json")
+
+
+def settings_trace(folder, permitted: bool = True, near_cpus=(1,), mig: bool = False) -> str:
+    """A derived trace of that H200 that answers the GPU settings' calls (listeners/traces/derive_settings.py):
+    setters permitted or not, the CPUs near it, in MIG mode or not; its path in `folder`."""
+    import json
+    import sys
+
+    if TRACES not in sys.path:
+        sys.path.insert(0, TRACES)
+    import derive_mig
+    import derive_settings
+    from listeners.replay import read_recorded
+
+    trace = read_recorded(H200_MATMUL)
+    if mig:
+        trace = derive_mig.derive(trace)
+    path = os.path.join(str(folder), f"h200_settings_{'ok' if permitted else 'refused'}{'_mig' if mig else ''}.json")
+    with open(path, "w") as fh:
+        json.dump(derive_settings.derive(trace, permitted=permitted, near_cpus=tuple(near_cpus)), fh)
+    return path

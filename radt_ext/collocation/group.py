@@ -133,6 +133,7 @@ class GroupRunner:
         self.stopping: int | None = None
         self.guard: guard_mod.Guard | None = None
         self.alone_rates: dict[str, float] = {}  # workload -> its baseline's active-phase throughput (the guard's)
+        self.on_parent = None  # called with the parent run's id once it exists (a sweep's host settings watchdog)
 
     # -- setting up ------------------------------------------------------------------
     def _mode_env(self, stack: contextlib.ExitStack) -> dict[str, tuple[dict[str, str], str]]:
@@ -191,7 +192,7 @@ class GroupRunner:
         spec = WorkloadSpec(command=list(w.command), listeners=names or "top", interval=g.interval,
                             experiment_name=self.experiment_name, run_name=w.name, tags=tags,
                             params=dict(w.params), tracking_uri=self.uri, parent_run_id=self.parent_run_id,
-                            env={**w.env, **env}, cwd=w.cwd)
+                            env={**w.env, **env}, cwd=w.cwd, launch=list(w.launch))
         session = _Session(spec)
         session.keep_series = energy_split.CHILD_SERIES
         session.target.cuda_visible_devices = watch
@@ -271,6 +272,8 @@ class GroupRunner:
         self.parent_run_id = parent.info.run_id
         self.experiment_id = experiment_id
         self.order = (g.mode, run_name, self.parent_run_id)  # the comparison view: children right after it
+        if self.on_parent is not None:
+            self.on_parent(self.parent_run_id)
         self.echo(f"radt-ext: group {g.mode} run {self.parent_run_id} ({len(g.workloads)} workloads)")
         try:
             watch = ",".join(_visible(d) for d in g.devices) if CPU not in g.devices else ""

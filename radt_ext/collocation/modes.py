@@ -24,6 +24,7 @@ class Workload:
     mps_pinned_mem_limit: str | None = None  # e.g. "20G" -> CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="0=20G"
     mig: str | None = None  # a MIG profile such as "3g.71gb", or an existing MIG-<uuid>
     cwd: str | None = None
+    launch: list[str] = field(default_factory=list)  # put before the command (a launcher pinning its CPUs)
 
 
 @dataclass

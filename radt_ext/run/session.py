@@ -83,6 +83,7 @@ class WorkloadSpec:
     cwd: str | None = None
     t0: float | None = None  # common time origin of a collocation group
     full_rate_store: bool | None = None  # every point into the store (else its shape); None: RADT_EXT_FULL_RATE_STORE
+    launch: list[str] = field(default_factory=list)  # a launcher put before the command (it execs the command)
 
 
 def _import_for_threads() -> None:
@@ -95,6 +96,15 @@ def _import_for_threads() -> None:
         import radt_ext.store.bulk_metrics  # noqa: F401
     except Exception:
         pass  # the writer then says why, and uses log_batch
+
+
+def _runnable(program: str, cwd: str | None) -> bool:
+    """Whether exec would find the program (a path from cwd, else on PATH)."""
+    import shutil
+
+    if os.sep in program:
+        return os.access(os.path.join(cwd or "", program), os.X_OK)
+    return shutil.which(program) is not None
 
 
 def exit_code(returncode: int) -> int:
@@ -282,8 +292,10 @@ class WorkloadSession:
         except OSError as exc:  # no process to spare: the run goes on; an orphan is still ended by the next run
             log.warning("radt-ext: cannot start the watchdog process (%s)", exc.strerror or exc)
         try:
-            self.proc = subprocess.Popen(self.spec.command, env=self.child_env(), cwd=self.spec.cwd,
-                                         start_new_session=True,
+            if self.spec.launch and not _runnable(self.spec.command[0], self.spec.cwd):
+                raise FileNotFoundError(2, "No such file or directory")  # as Popen says it without a launcher
+            self.proc = subprocess.Popen([*self.spec.launch, *self.spec.command], env=self.child_env(),
+                                         cwd=self.spec.cwd, start_new_session=True,
                                          stderr=subprocess.PIPE if self.keep_stderr_tail else None)
             if self.proc.stderr is not None:
                 from radt_ext.run.stderr_tail import StderrTail

@@ -12,6 +12,10 @@ Two safeguards, both ending such a run as KILLED with the points already stored:
 - When the watchdog died too (a whole control group killed), the next `radt-ext run` on the same host
   and store ends them: every run records the host, pid and start time of the radt-ext process that
   follows it (`end_orphans`).
+
+A sweep's variant with host settings (radt_ext.hostsettings) has a watchdog of its own, given the
+variant's restore file (`restore=`) and its group run: when radt-ext dies it puts the host settings back,
+ends the group run as KILLED and tags it with what it restored (`system.<key>.restored`).
 """
 from __future__ import annotations
 
@@ -65,12 +69,16 @@ class Watchdog:
     """The radt-ext side: start before the workload, `watch(pid)` after, `release()` at the very end."""
 
     def __init__(self, run_id: str | None, tracking_uri: str, marker: str | None = None,
-                 spill_dir: str | None = None):
+                 spill_dir: str | None = None, restore: str | None = None):
         """`marker`: the workload's RADT_EXT_ACTIVE (default: the run id); `run_id` None: told by `run()`;
-        `spill_dir`: the session's spill folder (radt_ext.run.spills), its runs' timelines."""
+        `spill_dir`: the session's spill folder (radt_ext.run.spills), its runs' timelines; `restore`: a
+        host settings restore file (radt_ext.hostsettings.restore), put back when radt-ext dies."""
         env = {k: v for k, v in os.environ.items() if k not in (ENV_MONITOR_RUN, ENV_STARTS_FILE, ENV_RUN_ID_FILE)}
-        argv = [sys.executable, "-m", "radt_ext.run.watchdog", "--tracking-uri", tracking_uri,
-                "--marker", marker or run_id]
+        argv = [sys.executable, "-m", "radt_ext.run.watchdog", "--tracking-uri", tracking_uri]
+        if marker or run_id:
+            argv += ["--marker", marker or run_id]
+        if restore:
+            argv += ["--restore", restore]
         if run_id:
             argv += ["--run-id", run_id]
         if spill_dir:
@@ -201,6 +209,7 @@ def main(argv=None) -> int:
     ap.add_argument("--marker", default=None)
     ap.add_argument("--tracking-uri", required=True)
     ap.add_argument("--spill-dir", default=None)
+    ap.add_argument("--restore", default=None)
     args = ap.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # radt-ext decides; only its death makes us act
     parent = os.getppid()
@@ -213,7 +222,7 @@ def main(argv=None) -> int:
             pid = int(line)
         elif line.startswith("run "):
             run_id = line[4:].strip()
-    stopped = stop_tree(pid, args.marker or run_id)
+    stopped = stop_tree(pid, args.marker or run_id) if pid is not None or args.marker else []
     ended = []
     if run_id:  # else radt-ext died before its run existed: the next run ends it if it was made after all
         from mlflow.tracking import MlflowClient
@@ -224,7 +233,31 @@ def main(argv=None) -> int:
          f"ended {len(ended)} runs as KILLED ({', '.join(ended)})")
     if args.spill_dir:
         _log_spilled(args.tracking_uri, args.spill_dir, run_id, ended)
+    if args.restore:
+        _restore(args.tracking_uri, args.restore, run_id)
     return 0
+
+
+def _restore(tracking_uri: str, path: str, run_id: str | None) -> None:
+    """The host settings of the restore file put back, said in a line and on the run (when there is one)."""
+    from radt_ext.hostsettings.restore import restore_file
+
+    said = restore_file(path)
+    if not said:
+        return
+    say("radt-ext: host settings restored after the kill: " + "; ".join(f"{k}: {v}" for k, v in said.items()))
+    if run_id:
+        from mlflow.entities import RunTag
+        from mlflow.tracking import MlflowClient
+
+        from radt_ext.hostsettings import TAG
+
+        tags = [RunTag(f"{TAG}{k}.restored", f"{v} (by the watchdog after radt-ext was killed)"[:5000])
+                for k, v in said.items()]
+        try:
+            _retry(lambda: MlflowClient(tracking_uri=tracking_uri).log_batch(run_id, tags=tags))
+        except Exception as exc:
+            say(f"radt-ext: warning: run {run_id} was not told what was restored ({type(exc).__name__})")
 
 
 def _log_spilled(tracking_uri: str, spill_dir: str, run_id: str | None, ended: list[str]) -> None:

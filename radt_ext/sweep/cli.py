@@ -101,7 +101,8 @@ def _view_links(outcomes) -> None:
 
     params: dict[str, set[str]] = {}
     for o in outcomes:
-        params.setdefault(o.variant.experiment, set()).update(o.variant.setting)
+        params.setdefault(o.variant.experiment, set()).update([*o.variant.setting,
+                                                               *(f"system.{k}" for k in o.variant.system)])
     uri = tracking_uri()
     try:
         client = connect(uri)
@@ -135,6 +136,9 @@ def _packed(file: str, executor: str):
     if scheduled and executor not in ("local", "pack"):
         raise UsageError(f"{file}: schedule: pack runs on this machine's GPUs; drop --executor {executor} "
                          "or the schedule")
+    if (scheduled or executor == "pack") and any(s for g in spec.groups for s in g.systems):
+        raise UsageError(f"{file}: system: the pack scheduler does not apply host settings; drop the system "
+                         "block or run the sweep without packing")
     return spec if scheduled or executor == "pack" else None
 
 

@@ -8,7 +8,11 @@ import os
 import shlex
 from dataclasses import dataclass
 
+from radt_ext import hostsettings
 from radt_ext.errors import UsageError
+from radt_ext.hostsettings import around
+from radt_ext.hostsettings import restore as host_restore
+from radt_ext.hostsettings.base import Where
 from radt_ext.store.client import connect, experiment_id_for, tracking_uri
 from radt_ext.sweep import console as out
 from radt_ext.sweep import report as sweep_report
@@ -31,12 +35,13 @@ def _identity_of_run(tags: dict[str, str]) -> tuple:
     params = tuple(sorted((k[len("sweep.param."):], v) for k, v in tags.items() if k.startswith("sweep.param.")))
     place = tags.get("sweep.place") or tags.get("collocation.gpu")  # a pooled variant's place is the pool
     return (tags.get("sweep.id"), tags.get("sweep.group"), tags.get("collocation.mode"), place,
-            tags.get("sweep.repeat"), params)
+            tags.get("sweep.repeat"), params, tuple(sorted(hostsettings.asked(tags).items())))
 
 
 def _identity(v: Variant) -> tuple:
     """Which place of the plan a variant fills, whatever its content (commands, params, listeners)."""
-    return (v.sweep_id, v.label, v.mode, v.device, str(v.repeat), tuple(sorted(v.setting.items())))
+    return (v.sweep_id, v.label, v.mode, v.device, str(v.repeat), tuple(sorted(v.setting.items())),
+            tuple(sorted(v.system.items())))
 
 
 def key(v: Variant) -> tuple[str, str]:
@@ -67,6 +72,39 @@ def check_devices(variants: list[Variant]) -> None:
     from radt_ext.collocation.group import check_devices as check
 
     check([d for v in variants for d in (v.pool or [w.device for w in v.workloads])], where="devices:")
+
+
+def system_checks(variants: list[Variant]) -> dict[int, dict[str, str]]:
+    """{variant index: {key: why this host cannot apply it}} for the variants with host settings it cannot
+    apply, on any device of the variant's pool (each setting, value and device checked once)."""
+    seen: dict[tuple, str | None] = {}
+    out: dict[int, dict[str, str]] = {}
+    for v in variants:
+        for key, value in v.system.items():
+            places = [[d] for d in v.pool] if v.pool and v.gpus == 1 else [v.pool or [w.device for w in v.workloads]]
+            for devices in places:
+                at = (key, value, tuple(devices))
+                if at not in seen:
+                    seen[at] = hostsettings.kind(key).check(value, Where(list(devices)))
+                if seen[at]:
+                    out.setdefault(v.index, {})[key] = seen[at]
+                    break
+    return out
+
+
+def check_system(variants: list[Variant], console) -> None:
+    """A one-line UsageError, before anything runs, for a host setting this host cannot apply that is not
+    optional; a line for each optional one the variants will run without."""
+    said = set()
+    for index, refused in system_checks(variants).items():
+        v = next(x for x in variants if x.index == index)
+        for key, reason in refused.items():
+            if key not in v.optional:
+                raise UsageError(around.refusal(key, v.system[key], reason))
+            if (key, v.system[key]) not in said:
+                said.add((key, v.system[key]))
+                console.print(f"system.{key}: {v.system[key]}: skipped where it runs (optional): {reason}",
+                              highlight=False, soft_wrap=True)
 
 
 def what_changed(client, run_id: str, v: Variant) -> str:
@@ -105,9 +143,12 @@ def _command_diff(old: str, new: list[str]) -> str:
 
 
 def plan_table(variants: list[Variant], done: dict[str, str], changed: dict[str, str] | None = None):
-    table = out.table("#", "hash", "mode", "group", "device", "params", "rep", "workloads", "state", title="sweep plan")
+    system = any(v.system for v in variants)  # the column only where the sweep sets host settings
+    table = out.table("#", "hash", "mode", "group", "device", "params", *(["system"] if system else []), "rep",
+                      "workloads", "state", title="sweep plan")
     for v in variants:
-        table.add_row(v.index, v.hash[:10], v.mode, v.label, v.device, _params(v), v.repeat, len(v.workloads),
+        table.add_row(v.index, v.hash[:10], v.mode, v.label, v.device, _params(v),
+                      *([hostsettings.text(v.system)] if system else []), v.repeat, len(v.workloads),
                       "done, skip" if key(v) in done else
                       "spec changed, rerun" if key(v) in (changed or {}) else "to run")
     return table
@@ -164,14 +205,27 @@ def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = No
                           "the plan shows no runs as done", highlight=False, soft_wrap=True)
             done, changed = {}, {}
         out.show(plan_table(variants, done, changed), console, output)
+        for index, refused in system_checks(variants).items():
+            v = next(x for x in variants if x.index == index)
+            for k, reason in refused.items():
+                what = "skipped (optional)" if k in v.optional else "refused"
+                console.print(f"[{index}] system.{k}: {v.system[k]}: {what} on this host: {reason}",
+                              highlight=False, soft_wrap=True)
         for v in variants:
             console.print(f"[{v.index}] {v.title}", highlight=False)
             for w in v.workloads:
                 console.print(f"    {w.name}: {' '.join(w.command)}", highlight=False, soft_wrap=True)
         return [Outcome(v, "SKIPPED" if key(v) in done else "PLANNED", done.get(key(v))) for v in variants]
+    if executor == "local" and hostsettings.host_wide(k for v in variants for k in v.system):
+        console.print("the sweep sets the whole host's CPU governor: its variants run one at a time",
+                      highlight=False)
+        executor = "sequential"
     runner = executor_for(executor)
     if getattr(runner, "local", True):
         check_devices(variants)  # before the store is touched: nothing is recorded when a device is wrong
+        for line in host_restore.leftovers() if any(v.system for v in variants) else []:
+            console.print(f"radt-ext: {line}", highlight=False, soft_wrap=True)
+        check_system([v for v in variants], console)
     if hasattr(runner, "check"):
         runner.check(uri)  # e.g. Slurm refuses a local store, before anything is recorded
     client = connect(uri)
@@ -186,7 +240,8 @@ def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = No
         experiment_id = experiment_id_for(client, experiment)  # made here, once: lanes and jobs would race
         # the comparison view, with the sweep's parameters, before the first run ends
         view.refresh_quietly(client, experiment_id, sorted({k for v in todo if v.experiment == experiment
-                                                            for k in v.setting}))
+                                                            for k in [*v.setting, *(hostsettings.TAG + s
+                                                                                    for s in v.system)]}))
     ctx = Context(client, uri, console, changed)
     outcomes += runner.run(todo, ctx) if todo else []
     outcomes.sort(key=lambda o: o.variant.index)
@@ -244,11 +299,17 @@ def results_table(outcomes: list[Outcome]):
     title = "sweep results (samples/s, J/sample, SM active: over the active phase)"
     figures = [out.Column(header, fmt, key=name) for header, name, fmt in FIGURES]
     groups = by_setting(outcomes)
+    system = any(o.variant.system for o in outcomes)  # the column only where the sweep sets host settings
+    extra = ["system"] if system else []
+
+    def settings(v: Variant) -> list[str]:
+        return [hostsettings.text(v.system)] if system else []
+
     if all(len(g) == 1 for g in groups):
-        table = out.table("#", "mode", "group", "device", "params", "status", *figures, title=title)
+        table = out.table("#", "mode", "group", "device", "params", *extra, "status", *figures, title=title)
         for o in outcomes:
             v, s = o.variant, o.summary
-            table.add_row(v.index, v.mode, v.label, o.device or v.device, _params(v), o.status,
+            table.add_row(v.index, v.mode, v.label, o.device or v.device, _params(v), *settings(v), o.status,
                           *(s.get(name) for _, name, _ in FIGURES))
         return table
     from radt_ext.figures import repeats
@@ -256,7 +317,7 @@ def results_table(outcomes: list[Outcome]):
     first = groups[0]
     note = (f"a ± b: the mean over a setting's finished repeats and its 95 % interval (Student t); "
             f"{out.NOISE_MARK}: within the noise of the first setting (#{first[0].variant.index})")
-    table = out.table("#", "mode", "group", "device", "params", out.Column("runs"), "status", *figures,
+    table = out.table("#", "mode", "group", "device", "params", *extra, out.Column("runs"), "status", *figures,
                       title=title.replace("(", "per setting (", 1), note=note)
 
     def estimate(group, name):
@@ -273,6 +334,7 @@ def results_table(outcomes: list[Outcome]):
             est = estimate(group, name)
             noise = repeats.noise(estimate(first, name), est) if group is not first else None
             cells.append(out.Stat(est, noise))
-        table.add_row(",".join(str(o.variant.index) for o in group), v.mode, v.label, devices, _params(v), len(group),
+        table.add_row(",".join(str(o.variant.index) for o in group), v.mode, v.label, devices, _params(v),
+                      *settings(v), len(group),
                       ", ".join(f"{n} {status}" for status, n in statuses.items()), *cells)
     return table

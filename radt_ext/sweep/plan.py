@@ -1,6 +1,7 @@
 """A validated sweep → its variants: group × mode × parameter setting × repeat (× device with
 `device_mode: each`).
 
+A group's `system:` settings multiply its variants like its grid does (a variant's `system`).
 Each variant has a content hash (`sweep.hash` tag on its parent run) over everything that
 decides what runs; a re-run skips variants whose hash already has a FINISHED run. A pooled
 variant's device is chosen when it is dispatched, so its hash names the pool, not a GPU.
@@ -12,6 +13,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+from radt_ext import hostsettings
 from radt_ext.collocation.modes import CPU, Group, Workload
 from radt_ext.sweep.spec import SpecError, Sweep, one_line
 
@@ -38,11 +40,15 @@ class PlannedWorkload:
     mps_pinned_mem_limit: str | None = None
     mig: str | None = None
     cwd: str | None = None
+    system: dict[str, str] = field(default_factory=dict)  # the variant's host settings
 
     @property
     def key(self) -> str:
-        """What makes two workloads the same job (for exclusive baselines): command, device, env."""
-        return digest({"command": self.command, "device": self.device, "env": self.env})[:16]
+        """What makes two workloads the same job (for exclusive baselines): command, device, env, host settings."""
+        what = {"command": self.command, "device": self.device, "env": self.env}
+        if self.system:  # only where set: the jobs of sweeps without host settings keep their keys
+            what["system"] = self.system
+        return digest(what)[:16]
 
     def workload(self, mode: str, name: str | None = None, device: str | None = None, tags: dict | None = None,
                  thread_percentage: int | None = None) -> Workload:
@@ -73,14 +79,19 @@ class Variant:
     extra_tags: dict[str, str] = field(default_factory=dict)
     pool: list[str] = field(default_factory=list)  # the devices a pooled variant may run on; [] : `device` fixed
     gpus: int = 1  # devices a pooled variant takes
+    system: dict[str, str] = field(default_factory=dict)  # host settings ({key: value}; radt_ext.hostsettings)
+    optional: tuple[str, ...] = ()  # those of them skipped, not refused, where this host cannot apply them
 
     def _content(self) -> dict:
-        return {
+        content = {
             "mode": self.mode, "device": self.device, "repeat": self.repeat,
             "listeners": self.listeners, "child_listeners": self.child_listeners, "interval": self.interval,
             "workloads": [{"name": w.name, "command": w.command, "env": w.env, "mps": [w.mps_thread_percentage,
                            w.mps_pinned_mem_limit], "mig": w.mig} for w in self.workloads],
         }
+        if self.system:  # only where set: variants of sweeps without host settings keep their hashes
+            content["system"] = self.system
+        return content
 
     @property
     def hash(self) -> str:
@@ -100,7 +111,8 @@ class Variant:
     def title_on(self, devices: list[str] | None = None) -> str:
         """What it is and where: the devices it was given, else its device (a pool of one: that one)."""
         where = ",".join(devices) if devices else self.pool[0] if self.pool and len(self.pool) == 1 else self.device
-        setting = " ".join(f"{k}={v}" for k, v in self.setting.items())
+        setting = " ".join([*(f"{k}={v}" for k, v in self.setting.items()), *([hostsettings.text(self.system)]
+                                                                              if self.system else [])])
         rep = f" #{self.repeat}" if self.repeat else ""
         return f"{self.mode} {self.label} on {where}{(' ' + setting) if setting else ''}{rep}"
 
@@ -109,11 +121,12 @@ class Variant:
         tags = {"sweep.id": self.sweep_id, "sweep.hash": self.hash, "sweep.setting": self.setting_hash,
                 "sweep.group": self.label, "sweep.repeat": str(self.repeat), **self.extra_tags}
         tags.update({f"sweep.param.{k}": v for k, v in self.setting.items()})
+        asked = {f"{hostsettings.TAG}{k}": v for k, v in self.system.items()}
         workloads = [w.workload(self.mode) for w in self.workloads]
         return Group(mode=self.mode, workloads=workloads, experiment_name=self.experiment,
                      run_name=f"{self.sweep_id}:{self.title_on(devices)}", listeners=self.listeners,
-                     child_listeners=self.child_listeners, interval=self.interval, tags=tags,
-                     child_tags={"sweep.id": self.sweep_id}, tracking_uri=tracking_uri,
+                     child_listeners=self.child_listeners, interval=self.interval, tags={**tags, **asked},
+                     child_tags={"sweep.id": self.sweep_id, **asked}, tracking_uri=tracking_uri,
                      baselines=baselines or {})
 
 
@@ -125,7 +138,7 @@ def expand(sweep: Sweep) -> list[Variant]:
         pool = list(sweep.devices) if sweep.device_mode != "each" else []
         for mode in g.modes:
             for device in places:
-                for setting in g.assignments:
+                for setting, system in ((a, s) for a in g.assignments for s in g.systems):
                     for repeat in range(sweep.repeats):
                         seen: dict[str, int] = {}
                         planned = []
@@ -137,11 +150,12 @@ def expand(sweep: Sweep) -> list[Variant]:
                                 name=f"{w}_{n}" if counts[w] > 1 else w, source=w,
                                 command=d.render(params), device=device,
                                 params=params, env=dict(d.env), mps_thread_percentage=d.mps_thread_percentage,
-                                mps_pinned_mem_limit=d.mps_pinned_mem_limit, mig=d.mig))
+                                mps_pinned_mem_limit=d.mps_pinned_mem_limit, mig=d.mig, system=dict(system)))
                         variants.append(Variant(0, sweep.name, sweep.experiment, g.label, mode, device,
                                                 dict(setting), repeat, planned, sweep.listeners,
                                                 sweep.child_listeners, sweep.interval, pool=pool,
-                                                gpus=sweep.gpus_per_variant if pool else 1))
+                                                gpus=sweep.gpus_per_variant if pool else 1, system=dict(system),
+                                                optional=g.optional))
     _no_twins(sweep.source, variants)
     return order(variants)
 

@@ -25,6 +25,8 @@ before anything runs. The format (docs/collocation.md):
     random: {samples: 3, seed: 0, params: {lr: {loguniform: [1e-4, 1e-2]}}}
     slurm: {partition: gpu, gpus_per_job: 1, time_limit: 90}   # for --executor slurm (slurm_options.py)
     schedule: pack              # pack the jobs onto the GPUs (radt_ext/packing/options.py): max_slowdown, pack
+    system: {cpus: [2, 4], governor: [performance, powersave], env: {OMP_NUM_THREADS: [1, 4]},
+             optional: [governor]}  # host settings swept like grid (radt_ext/hostsettings; top or per group)
 """
 from __future__ import annotations
 
@@ -44,9 +46,9 @@ from radt_ext.sweep import recipes
 DEVICE_MODES = ("pool", "each")
 TOP_KEYS = {"name", "experiment", "modes", "devices", "device_mode", "gpus_per_variant", "repeats", "listeners",
             "child_listeners", "interval", "workloads", "groups", "grid", "random", "slurm", "schedule",
-            "max_slowdown", "pack"}
+            "max_slowdown", "pack", "system"}
 WORKLOAD_KEYS = {"recipe", "command", "params", "mps", "mig", "env"}
-GROUP_KEYS = {"workloads", "modes", "grid", "random", "name"}
+GROUP_KEYS = {"workloads", "modes", "grid", "random", "name", "system"}
 DISTRIBUTIONS = {"uniform", "loguniform", "choice", "randint"}
 
 
@@ -78,6 +80,8 @@ class GroupDef:
     workloads: list[str]
     modes: list[str]
     assignments: list[dict[str, str]]  # the grid × random parameter settings, [{}] when none
+    systems: list[dict[str, str]] = field(default_factory=lambda: [{}])  # the `system:` settings swept, [{}]: none
+    optional: tuple[str, ...] = ()  # system settings that are skipped, not refused, where the host cannot apply them
 
 
 @dataclass
@@ -248,6 +252,7 @@ def parse(data: Any, source: str = "<spec>", default_name: str = "sweep", base: 
         raise c.fail("workloads", "empty; name at least one workload")
     grid = _grid(c, data.get("grid"), "grid")
     rand = _random(c, data.get("random"), "random")
+    system = _system(c, data.get("system"), "system", devices)
     groups_raw = data.get("groups")
     if groups_raw is None:
         groups_raw = [[w] for w in workloads]
@@ -287,7 +292,8 @@ def parse(data: Any, source: str = "<spec>", default_name: str = "sweep", base: 
                 raise c.fail(f"{where}.{key}", f"no workload of this group declares param {key!r}; "
                                                "add it to the workload's params")
         label = c.scalar(g.get("name", "+".join(members)), f"{entry}.name")
-        groups.append(GroupDef(label, members, gmodes, _assignments(ggrid, grand)))
+        systems, optional = _system(c, g["system"], f"{entry}.system", devices) if "system" in g else system
+        groups.append(GroupDef(label, members, gmodes, _assignments(ggrid, grand), systems, optional))
     slurm = None
     if data.get("slurm") is not None:
         from radt_ext.sweep import slurm_options
@@ -411,6 +417,63 @@ def _grid(c: _Checker, value, entry: str) -> dict[str, list[str]]:
         if not isinstance(values, list) or not values:
             raise c.fail(f"{entry}.{k}", f"expected a non-empty list of values, got {_kind(values)}")
         out[k] = [c.scalar(v, f"{entry}.{k}[{i}]") for i, v in enumerate(values)]
+    return out
+
+
+def _system(c: _Checker, value, entry: str, devices: list[str]) -> tuple[list[dict[str, str]], tuple[str, ...]]:
+    """The `system:` block: each setting's values (a value alone is a list of one), swept like grid; env's
+    variables each swept on their own; `optional`: the settings skipped where this host cannot apply them.
+    Returns (every combination of the values as {key: canonical text}, the optional keys)."""
+    import itertools
+
+    from radt_ext import hostsettings
+
+    if value is None:
+        return [{}], ()
+    value = c.mapping(value, entry)
+    known = [*hostsettings.KINDS, "env", "optional"]
+    axes: dict[str, list[str]] = {}
+    for key, raw in value.items():
+        if key not in known:
+            raise c.fail(f"{entry}.{key}", f"unknown setting; use one of {', '.join(known)}")
+        if key == "optional":
+            continue
+        if key == "env":
+            for name, values in c.mapping(raw, f"{entry}.env").items():
+                if not hostsettings.env.NAME.match(name):
+                    raise c.fail(f"{entry}.env.{name}", "is not an environment variable's name (letters, digits, _)")
+                axes[hostsettings.ENV_PREFIX + name] = _values(c, hostsettings.env, values, f"{entry}.env.{name}")
+            continue
+        axes[key] = _values(c, hostsettings.KINDS[key], raw, f"{entry}.{key}")
+        if hostsettings.KINDS[key].SCOPE == "gpu" and "cpu" in devices:
+            raise c.fail(f"{entry}.{key}", "applies to a GPU, but devices lists 'cpu'; list GPUs only")
+    optional = c.str_list(value["optional"], f"{entry}.optional") if "optional" in value else []
+    for i, key in enumerate(optional):
+        if key not in hostsettings.OPTIONAL_KEYS:
+            raise c.fail(f"{entry}.optional[{i}]", f"{key!r} cannot be optional; name one of "
+                                                    f"{', '.join(hostsettings.OPTIONAL_KEYS)}")
+        if key not in axes:
+            raise c.fail(f"{entry}.optional[{i}]", f"{key!r} is not set in this system block; set it or drop it here")
+    if not axes:
+        raise c.fail(entry, "sets nothing; give a setting such as cpus: [2, 4], or leave the block out")
+    combos = [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
+    return combos, tuple(optional)
+
+
+def _values(c: _Checker, kind, raw, entry: str) -> list[str]:
+    """A setting's values: a list, or a value alone; each in its canonical text."""
+    items = raw if isinstance(raw, list) else [raw]  # cpus: [[0, 1]] is one set of CPU ids, [1, 2] two counts
+    if not items:
+        raise c.fail(entry, "is an empty list; give at least one value")
+    out = []
+    for i, item in enumerate(items):
+        try:
+            text = kind.parse(item)
+        except ValueError as exc:
+            raise c.fail(f"{entry}[{i}]" if items is raw else entry, str(exc)) from None
+        if text in out:
+            raise c.fail(f"{entry}[{i}]", f"{text} is given twice; give each value once")
+        out.append(text)
     return out
 
 

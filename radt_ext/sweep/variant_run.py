@@ -1,5 +1,6 @@
 """Run one variant of a plan: find its exclusive baselines in the store, build its collocation group,
-run it. The one body every executor runs (a local lane, a Slurm job on the node Slurm picked)."""
+apply its host settings (restored after it, by a watchdog if radt-ext is killed), run it. The one body
+every executor runs (a local lane, a Slurm job on the node Slurm picked)."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -8,6 +9,10 @@ from dataclasses import dataclass, field
 from radt_ext.collocation.group import GroupRunner
 from radt_ext.collocation.modes import Group
 from radt_ext.errors import UsageError
+from radt_ext.hostsettings.around import HostSettings
+from radt_ext.hostsettings.base import Where
+from radt_ext.hostsettings.restore import NOTHING
+from radt_ext.run.watchdog import Watchdog
 from radt_ext.sweep.plan import Variant
 
 
@@ -107,9 +112,57 @@ def run_variant(client, v: Variant, uri: str, supersedes: str | None = None, ech
         device = runner.group.tags["sweep.device"]
         if start is not None and not start(runner):
             return None
-        result = runner.run()
+        result = with_host_settings(client, v, runner, uri, echo) if v.system else runner.run()
     except UsageError as exc:  # refused at run time (e.g. another MPS daemon owns the GPU): the sweep goes on
         echo(f"[{v.index}] {v.title}: REFUSED: {exc}")
         return Outcome(v, "REFUSED", exit_code=2, device=device)
     echo(result_line(v, result, device))
     return Outcome(v, result.status, result.parent_run_id, result.summary, result.exit_code, device)
+
+
+def with_host_settings(client, v: Variant, runner: GroupRunner, uri: str, echo=print):
+    """Run the group with the variant's host settings applied; restored after it whatever happens, and by
+    a watchdog (given the restore file before anything changes) when radt-ext is killed outright."""
+    group = runner.group
+    settings = HostSettings(v.system, v.optional, Where(group.devices, f"v{v.index}"))
+    path = settings.open()
+    try:
+        watchdog = Watchdog(None, uri, restore=path)
+        runner.on_parent = watchdog.run  # the watchdog ends the group run too, and says there what it restored
+    except OSError as exc:  # no process to spare: restored after the variant, or by the next sweep after a kill
+        echo(f"[{v.index}] {v.title}: no watchdog for its host settings ({exc.strerror or exc})")
+        watchdog = None
+    restored: dict[str, str] = {}
+    try:
+        settings.apply()
+        for w in group.workloads:
+            w.launch = settings.launch()
+            w.env = {**w.env, **settings.env()}
+        group.tags.update(settings.tags())
+        group.child_tags.update(settings.tags())
+        result = runner.run()
+    finally:
+        final = settings.tags()  # what the kernel told the workload's processes, read before its file goes
+        try:
+            restored = settings.restore()
+        finally:
+            if watchdog is not None:
+                watchdog.release()
+        changed = {k[len("system."):-len(".restored")]: said for k, said in restored.items()
+                   if said != NOTHING}
+        if changed:
+            echo(f"[{v.index}] {v.title}: host settings restored: "
+                 + "; ".join(f"{k}: {said}" for k, said in changed.items()))
+        if runner.parent_run_id:
+            _tag(client, runner.parent_run_id, {**final, **restored})
+    return result
+
+
+def _tag(client, run_id: str, tags: dict[str, str]) -> None:
+    """Tags onto a run that may have ended; a store that fails here does not fail the variant."""
+    from mlflow.entities import RunTag
+
+    try:
+        client.log_batch(run_id, tags=[RunTag(k, str(v)[:5000]) for k, v in tags.items()])
+    except Exception as exc:
+        print(f"radt-ext: warning: run {run_id} did not get its host settings' tags ({type(exc).__name__})")

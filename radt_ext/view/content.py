@@ -3,7 +3,8 @@
 - Columns: the active phase's throughput and J/sample (and a collocated workload's attributed J/sample),
   GPU energy, average power, SM and tensor activity, slowdown, start-up, active and end-to-end time; the
   collocation mode, workload, variant, recipe, device and GPU model; the sweep's parameters (as the
-  workloads' params and the group runs' `sweep.param.*` tags).
+  workloads' params and the group runs' `sweep.param.*` tags), its host settings (`system.<key>`: what
+  was asked and what the host reported back, `system.<key>.host`).
 - Order: by the tag `radt_ext.view_order` that radt-ext gives every run it makes (`order_key`): mode,
   then variant or group, then each collocation parent directly followed by its children. (MLflow's
   grouping would average a parent with its children, and a shared view cannot expand a parent: the
@@ -43,6 +44,7 @@ TAGS = (
     "machine.gpu.0.name",
 )
 SWEEP_PARAM_TAG = "sweep.param."
+SYSTEM_TAG = "system."  # a sweep's host settings: given here as "system.<key>", shown as two tag columns
 POWER = "system/gpu0_power_w"
 METRIC_WIDTH, TEXT_WIDTH = 250, 140  # px: a summary's full name shows in its column's header
 
@@ -60,7 +62,12 @@ def order_key(mode: str | None, label: str | None, group: str, index: int | None
 def columns(params: list[str]) -> list[str]:
     out = [fmt.column(fmt.TAGS, t) for t in TAGS[:4]]
     for p in params:
-        out += [fmt.column(fmt.PARAMS, p), fmt.column(fmt.TAGS, SWEEP_PARAM_TAG + p)]
+        if p.startswith(SYSTEM_TAG):
+            out.append(fmt.column(fmt.TAGS, p))
+            if not p.startswith(SYSTEM_TAG + "env."):  # a variable is what was asked; the rest the host reports
+                out.append(fmt.column(fmt.TAGS, p + ".host"))
+        else:
+            out += [fmt.column(fmt.PARAMS, p), fmt.column(fmt.TAGS, SWEEP_PARAM_TAG + p)]
     out += [fmt.column(fmt.METRICS, m) for m in METRICS]
     out += [fmt.column(fmt.TAGS, t) for t in TAGS[4:]]
     out.append(fmt.column(fmt.ATTRIBUTES, "Duration"))
@@ -94,4 +101,8 @@ def state(params: list[str] | tuple[str, ...] = ()) -> dict:
 def params_of(state_: dict) -> list[str]:
     """The sweep parameters a view (ours, as stored) shows."""
     prefix = fmt.column(fmt.PARAMS, "")[:-1]  # params.`
-    return sorted(c[len(prefix):-1] for c in state_.get("selectedColumns", []) if c.startswith(prefix))
+    system = fmt.column(fmt.TAGS, SYSTEM_TAG)[:-1]  # tags.`system.
+    columns = state_.get("selectedColumns", [])
+    return sorted([c[len(prefix):-1] for c in columns if c.startswith(prefix)]
+                  + [c[len(system) - len(SYSTEM_TAG):-1] for c in columns
+                     if c.startswith(system) and not c.endswith(".host`")])
