@@ -16,9 +16,8 @@ import tempfile
 from radt_ext.store.point_filter import PointFilter
 from radt_ext.store.shaper import BUCKET_S, FAST_BUCKET_S, StoreShaper
 from radt_ext.store.timelines import ARTIFACT_DIR, SYSTEM_FILE, TimelineSpill
+from radt_ext.store.spool import TARGET, TIMELINES
 from radt_ext.store.writer import absolute_uri, spool_dir
-
-TARGET = "target.json"  # beside a timeline file the store did not take: where it goes (`radt-ext sync`)
 
 ENV_FULL_RATE = "RADT_EXT_FULL_RATE_STORE"  # "1": every run of this process tree keeps the full rate in the store
 
@@ -95,7 +94,7 @@ def _to_spool(made: str, run_id: str, tracking_uri: str | None, why: str) -> str
     path = os.path.join(made, SYSTEM_FILE)
     if not tracking_uri:
         return path
-    directory = spool_dir() / "timelines" / run_id
+    directory = spool_dir() / TIMELINES / run_id
     try:
         directory.mkdir(parents=True, exist_ok=True)
         shutil.move(path, directory / SYSTEM_FILE)
