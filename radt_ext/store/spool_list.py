@@ -14,7 +14,6 @@ NOT_TRIED = "not tried yet"
 
 def show_spool(directory: Path) -> None:
     from rich.console import Console
-    from rich.table import Table
 
     console = Console()
     now = time.time()
@@ -22,8 +21,8 @@ def show_spool(directory: Path) -> None:
     rows = [_file_row(directory, path, waiting, now) for path in spool_files(directory)]
     rows += [_timeline_row(directory, folder, waiting, now) for folder in timeline_dirs(directory)]
     if rows:
-        table = Table("waiting", "store", "run", "size", "age", "why it waits",
-                      title=f"waiting in {directory} for `radt-ext sync`")
+        table = _table(f"waiting in {directory} for `radt-ext sync`", "entry", "store", "run", "size", "age",
+                       "why it waits")
         for row in rows:
             table.add_row(*row)
         console.print(table)
@@ -31,15 +30,23 @@ def show_spool(directory: Path) -> None:
         console.print(f"nothing waits in {directory}", highlight=False)
     gone = gone_entries(directory)
     if gone:
-        table = Table("set aside", "store", "run", "size", "set aside", "why",
-                      title=f"set aside in {directory / GONE}: their store is gone "
-                            f"(move one back into {directory} to try it again)")
+        table = _table(f"set aside in {directory / GONE}: their store is gone (move one back into {directory} "
+                       "to try it again)", "entry", "store", "run", "size", "set aside", "why")
         for entry, notes in gone:
             at = max((n.get("at", 0) for n in notes), default=None)
             table.add_row(str(entry.relative_to(directory / GONE)), _lines(n.get("store") for n in notes),
                           _lines(n.get("run") for n in notes), _size(entry),
                           _age(now - at) + " ago" if at else "?", _lines(n.get("why") for n in notes))
         console.print(table)
+
+
+def _table(title: str, *columns: str):
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, overflow="fold")  # a path or run id whole, over several lines if need be
+    return table
 
 
 def _file_row(directory: Path, path: Path, waiting: dict, now: float) -> tuple[str, ...]:

@@ -201,16 +201,17 @@ def _settle(work: Path, original: Path, directory: Path, gone: dict[tuple[str, s
         else:
             work.unlink()
         return
-    aside = work.with_name(original.name + ".gone")
-    with open(work) as src, open(aside, "w") as out, open(original, "a") as back:
+    aside, back = work.with_name(original.name + ".gone"), []
+    with open(work) as src, open(aside, "w") as out:
         for line in src:
             key = _key(line)
             if key in gone or (key is None and not down):
                 out.write(line)
             elif down:
-                back.write(line)
-    if down and not original.stat().st_size:
-        original.unlink()  # nothing was put back after all
+                back.append(line)
+    if back:
+        with open(original, "a") as fh:
+            fh.writelines(back)
     notes = [{"store": uri, "run": run_id, "why": why} for (uri, run_id), why in gone.items()]
     set_aside(directory, aside, entry_name(directory, original), notes)
     work.unlink()
