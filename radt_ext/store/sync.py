@@ -164,8 +164,8 @@ def replay(path: Path, directory: Path) -> Result:
     except BaseException:
         _put_back(work, original)
         raise
-    _settle(work, original, directory, {k: why for k, why in result.gone.items() if k in runs},
-            any(k in runs for k in result.down))
+    _settle(work, original, directory, runs, {k: why for k, why in result.gone.items() if k in runs},
+            {k for k in result.down if k in runs})
     return result
 
 
@@ -192,29 +192,36 @@ def _replay_run_of(key: tuple[str, str], spool: RunSpool, result: Result) -> Fat
     return None
 
 
-def _settle(work: Path, original: Path, directory: Path, gone: dict[tuple[str, str], str], down: bool) -> None:
-    """Stored lines go, a gone store's lines go to gone/ (with the lines no run could read, when nothing
-    is put back), a down store's lines are put back."""
-    if not gone:
-        if down:
-            _put_back(work, original)
-        else:
-            work.unlink()
-        return
-    aside, back = work.with_name(original.name + ".gone"), []
-    with open(work) as src, open(aside, "w") as out:
-        for line in src:
-            key = _key(line)
-            if key in gone or (key is None and not down):
-                out.write(line)
-            elif down:
-                back.append(line)
-    if back:
-        with open(original, "a") as fh:
-            fh.writelines(back)
+def _settle(work: Path, original: Path, directory: Path, runs, gone: dict[tuple[str, str], str],
+            down: set[tuple[str, str]]) -> None:
+    """Stored runs' lines go; a down store's lines are put back and a gone store's set aside in gone/ (the
+    lines no run could read go with the first when there are any, else with the second)."""
+    name = entry_name(directory, original)
     notes = [{"store": uri, "run": run_id, "why": why} for (uri, run_id), why in gone.items()]
-    set_aside(directory, aside, entry_name(directory, original), notes)
-    work.unlink()
+    if not gone and not down:
+        work.unlink()
+    elif down == set(runs):
+        _put_back(work, original)
+    elif set(gone) == set(runs):
+        set_aside(directory, work, name, notes)
+    else:  # some runs of one file stored, down or gone
+        aside, back = work.with_name(name + ".gone"), work.with_name(name + ".down")
+        with open(work) as src, open(aside, "w") as out, open(back, "w") as keep:
+            for line in src:
+                key = _key(line)
+                if key in down or (key is None and down):
+                    keep.write(line)
+                elif key in gone or key is None:
+                    out.write(line)
+        if back.stat().st_size:
+            _put_back(back, original)
+        else:
+            back.unlink()
+        if gone:
+            set_aside(directory, aside, name, notes)
+        else:
+            aside.unlink()
+        work.unlink()
 
 
 def _key(line: str) -> tuple[str, str] | None:

@@ -119,6 +119,27 @@ def test_a_deleted_run_or_experiment_is_gone(tracking_uri):
     assert radt("sync", timeout=60).stdout.startswith("nothing to sync")
 
 
+def test_one_file_of_a_stored_a_gone_and_a_down_run_is_split_three_ways(tracking_uri):
+    spool = Path(os.environ["RADT_EXT_SPOOL_DIR"])
+    spool.mkdir(parents=True)
+    client = MlflowClient(tracking_uri)
+    stored, deleted = client.create_run("0").info.run_id, client.create_run("0").info.run_id
+    client.delete_run(deleted)
+    dead = "http://127.0.0.1:9"
+    lines = _points(tracking_uri, stored) + _points(tracking_uri, deleted) + _points(dead, "r")
+    (spool / "mixed.jsonl").write_text(lines + '{"tracking_uri": "cut off by a crash\n')
+
+    done = radt("sync", timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "set aside: mixed.jsonl" in done.stdout and f"run {deleted} was deleted" in done.stdout
+    assert f"Error: mixed.jsonl: the store {dead} is down (refused: " in done.stderr
+    assert len(client.get_metric_history(stored, "system/a_w")) == 3
+    assert (spool / "gone" / "mixed.jsonl").read_text() == _points(tracking_uri, deleted)
+    # the store that is down gets its lines back, with the one no run could read
+    assert (spool / "mixed.jsonl").read_text() == _points(dead, "r") + '{"tracking_uri": "cut off by a crash\n'
+    assert json.loads((spool / "waiting.json").read_text())["mixed.jsonl"]["why"].startswith("refused: ")
+
+
 def test_a_server_that_is_stopped_is_down_and_a_404_is_gone(tmp_path):
     """While the server runs: a run it does not know and an experiment it does not have (its 404s) are set
     aside. Once it is stopped: its entry is kept, sync exits 1 and --list says why; back, sync stores it."""
