@@ -1,12 +1,66 @@
-"""Shared test set-up: the `gpu` marker, a fresh SQLite MLflow store per test."""
+"""Shared test set-up: the `gpu` marker, a HOME of the test's own, a fresh SQLite MLflow store per test."""
 from __future__ import annotations
 
 import os
+import shutil
+import site
 import sys
+import tempfile
 
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REAL_HOME = os.path.expanduser("~")  # before the session's own HOME replaces it
+# What radt-ext writes under HOME by default (the spool, the timeline files a run's end could not store)
+# goes to a folder of each test's own instead, and child processes inherit it. Caches (matplotlib's fonts,
+# torch's) go to one folder for the session, so they are built once, not once per test.
+_SESSION: dict = {}
+
+
+def _home_vars(home: str, cache: str) -> dict[str, str]:
+    return {"HOME": home, "RADT_EXT_SPOOL_DIR": os.path.join(home, ".radt-ext", "spool"),
+            "XDG_CONFIG_HOME": os.path.join(home, ".config"), "XDG_DATA_HOME": os.path.join(home, ".local", "share"),
+            "XDG_STATE_HOME": os.path.join(home, ".local", "state"), "XDG_CACHE_HOME": cache}
+
+
+def _tool_roots() -> dict[str, str]:
+    """Tools the tests only read from that live under the real HOME (pyenv's Pythons behind its shims,
+    packages installed with --user): pinned there, so a child process still finds them."""
+    roots = {}
+    pyenv = os.path.join(REAL_HOME, ".pyenv")
+    if "PYENV_ROOT" not in os.environ and os.path.isdir(pyenv):
+        roots["PYENV_ROOT"] = pyenv
+    if "PYTHONUSERBASE" not in os.environ and site.ENABLE_USER_SITE and os.path.isdir(site.getusersitepackages()):
+        roots["PYTHONUSERBASE"] = site.getuserbase()
+    return roots
+
+
+def pytest_configure(config):
+    """The session's HOME, set before any test module is imported or a session fixture runs."""
+    root = tempfile.mkdtemp(prefix="radt-ext-test-home-")
+    changes = {**_tool_roots(), **_home_vars(os.path.join(root, "home"), os.path.join(root, "cache"))}
+    _SESSION.update(root=root, saved={k: os.environ.get(k) for k in changes})
+    os.makedirs(changes["HOME"])
+    os.environ.update(changes)
+
+
+def pytest_unconfigure(config):
+    for key, value in _SESSION.pop("saved", {}).items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    if "root" in _SESSION:
+        shutil.rmtree(_SESSION.pop("root"), ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def own_home(tmp_path_factory, monkeypatch):
+    """Every test: a HOME, and RADT_EXT_SPOOL_DIR under it, of its own."""
+    home = tmp_path_factory.mktemp("home")
+    for key, value in _home_vars(str(home), os.environ["XDG_CACHE_HOME"]).items():
+        monkeypatch.setenv(key, value)
+    return home
 
 
 def _gpu_reason() -> str | None:

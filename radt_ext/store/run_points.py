@@ -8,16 +8,16 @@ Summaries, the collocation energy split and the workload's runs are fed before t
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
+import shutil
+import tempfile
 
 from radt_ext.store.point_filter import PointFilter
 from radt_ext.store.shaper import BUCKET_S, FAST_BUCKET_S, StoreShaper
 from radt_ext.store.timelines import ARTIFACT_DIR, SYSTEM_FILE, TimelineSpill
+from radt_ext.store.spool import TARGET, TIMELINES
 from radt_ext.store.writer import absolute_uri, spool_dir
-
-TARGET = "target.json"  # beside a timeline file the store did not take: where it goes (`radt-ext sync`)
 
 ENV_FULL_RATE = "RADT_EXT_FULL_RATE_STORE"  # "1": every run of this process tree keeps the full rate in the store
 
@@ -38,6 +38,7 @@ class RunPoints:
     def __init__(self, emit, full_rate: bool = False, spill_dir: str | None = None):
         self.emit = emit
         self.full_rate = full_rate
+        self.spill_dir = spill_dir
         self.timeline = TimelineSpill(spill_dir)
         self.shaper = None if full_rate else StoreShaper(emit)
         self.filter = PointFilter(self._passed)
@@ -63,15 +64,17 @@ class RunPoints:
 
     def log_artifact(self, client, run_id: str, call=None, tracking_uri: str | None = None) -> str | None:
         """Write the timeline file and log it as the run's artifact; None when done (or nothing to log),
-        else the one-line reason it was not: the file then stays in the spool directory, named in the
+        else the one-line reason it was not: the file then waits in the spool directory, named in the
         reason, and `radt-ext sync` logs it once the store (`tracking_uri`) answers. `call(fn)`: how to
-        reach the store (the writer's deadline on a server)."""
+        reach the store (the writer's deadline on a server). The file is made in a temporary folder (the
+        spill file's), so a run whose store takes it leaves nothing in the spool."""
         if not self.timeline.points:
             return None
-        directory = spool_dir() / "timelines" / run_id
-        path = str(directory / SYSTEM_FILE)
         try:
-            directory.mkdir(parents=True, exist_ok=True)
+            if self.spill_dir:
+                os.makedirs(self.spill_dir, exist_ok=True)
+            made = tempfile.mkdtemp(prefix="radt-parquet-", dir=self.spill_dir)
+            path = os.path.join(made, SYSTEM_FILE)
             self.timeline.write(path)
         except Exception as exc:
             return f"cannot write the timeline file: {type(exc).__name__}: {exc}".splitlines()[0]
@@ -79,14 +82,25 @@ class RunPoints:
         try:
             (call or (lambda fn: fn()))(lambda: client.log_artifact(run_id, path, ARTIFACT_DIR))
         except Exception as exc:
-            if tracking_uri:  # for `radt-ext sync`
-                with contextlib.suppress(OSError):
-                    (directory / TARGET).write_text(json.dumps({"tracking_uri": absolute_uri(tracking_uri),
-                                                                "run_id": run_id}))
-            return f"timeline artifact not stored ({type(exc).__name__}: {exc}); the file is {path}".splitlines()[0]
-        try:
-            os.unlink(path)
-            directory.rmdir()
-        except OSError:
-            pass
+            why = f"timeline artifact not stored ({type(exc).__name__}: {exc})".splitlines()[0]
+            return f"{why}; the file is {_to_spool(made, run_id, tracking_uri, why)}"
+        shutil.rmtree(made, ignore_errors=True)
         return None
+
+
+def _to_spool(made: str, run_id: str, tracking_uri: str | None, why: str) -> str:
+    """The timeline file in the spool for `radt-ext sync`, with where it goes and why it waits; where it
+    is (left in `made` when the spool cannot take it)."""
+    path = os.path.join(made, SYSTEM_FILE)
+    if not tracking_uri:
+        return path
+    directory = spool_dir() / TIMELINES / run_id
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        shutil.move(path, directory / SYSTEM_FILE)
+        target = {"tracking_uri": absolute_uri(tracking_uri), "run_id": run_id, "error": why}
+        (directory / TARGET).write_text(json.dumps(target))
+    except OSError:
+        return path if os.path.exists(path) else str(directory / SYSTEM_FILE)
+    shutil.rmtree(made, ignore_errors=True)
+    return str(directory / SYSTEM_FILE)

@@ -5,12 +5,16 @@ Idempotent: points the store already holds (same key, timestamp, step and value)
 are skipped, so a sync that was interrupted half-way, or a batch that reached the
 store after the writer gave up on it, is never stored twice. A spool file is
 renamed before it is read, so a run still appending to it starts a fresh file
-instead of losing lines; a file whose store still refuses is put back.
+instead of losing lines; a file whose store is down (refused, timed out: store_fate.py) is put back and
+the sync exits 1; one whose store is gone for good (its SQLite folder deleted, the run or experiment
+deleted, 404) is set aside in the spool's gone/ folder and named, and the sync exits 0.
+The spool's layout: spool.py; `radt-ext sync --list`: spool_list.py.
 """
 from __future__ import annotations
 
 import json
 import os
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,11 +23,12 @@ import click
 from mlflow.entities import Metric, RunTag
 from mlflow.tracking import MlflowClient
 
+from radt_ext.store import store_fate
 from radt_ext.store.client import unreachable
-from radt_ext.store.writer import MAX_BATCH, MAX_TAGS, first_line, spool_dir
-
-REPLAYING = ".replaying"
-
+from radt_ext.store.spool import (GONE, REPLAYING, TARGET, entry_name, set_aside, spool_files,
+                                  timeline_dirs, write_waiting)
+from radt_ext.store.store_fate import Fate
+from radt_ext.store.writer import MAX_BATCH, MAX_TAGS, spool_dir
 
 TAG_SPOOL_ID = "radt_ext.spool_run_id"  # on a run made by sync: the name the spool gave it
 TAG_TIMELINES_ERROR = "radt_ext.timelines_error"  # why a run's end could not store its timeline file
@@ -45,6 +50,8 @@ class Result:
     statuses: int = 0
     bad_lines: int = 0
     made: list[str] = field(default_factory=list)  # runs made in the store for spooled ones
+    gone: dict[tuple[str, str], str] = field(default_factory=dict)  # (store, run): why it is gone; set aside
+    down: dict[tuple[str, str], str] = field(default_factory=dict)  # (store, run): why it is down; kept
 
 
 def read_spool(path: Path) -> tuple[dict[tuple[str, str], RunSpool], int]:
@@ -132,8 +139,9 @@ def made_run(client: MlflowClient, spool_id: str, made: dict, result: Result) ->
     return run.info.run_id
 
 
-def replay(path: Path) -> Result:
-    """Replay one spool file; it is removed only when everything in it is stored."""
+def replay(path: Path, directory: Path) -> Result:
+    """Replay one spool file of `directory`; what is stored leaves it, a gone store's lines are set aside
+    (spool.set_aside), a down store's are put back."""
     if path.name.endswith(REPLAYING):
         work = path  # left by a sync that was cut off
         original = path.with_name(path.name[: -len(REPLAYING)])
@@ -142,22 +150,86 @@ def replay(path: Path) -> Result:
         work = path.with_name(path.name + REPLAYING)
         original = path
         # a cut-off sync's file first: the rename would overwrite it
-        result = replay(work) if work.exists() else Result()
+        result = replay(work, directory) if work.exists() else Result()
+        if result.down:  # its lines are back in `path`, whose store is down: not tried twice
+            return result
         os.replace(path, work)
     try:
         runs, bad = read_spool(work)
         result.bad_lines += bad
-        for (uri, run_id), spool in runs.items():
-            check_reachable(uri)
-            client = MlflowClient(tracking_uri=uri)
-            if spool.made is not None:
-                run_id = made_run(client, run_id, spool.made, result)
-            replay_run(client, run_id, spool, result)
+        for key, spool in runs.items():
+            fate = _replay_run_of(key, spool, result)
+            if fate is not None:
+                (result.gone if fate.gone else result.down)[key] = fate.why
     except BaseException:
         _put_back(work, original)
         raise
-    work.unlink()
+    _settle(work, original, directory, runs, {k: why for k, why in result.gone.items() if k in runs},
+            {k for k in result.down if k in runs})
     return result
+
+
+def _replay_run_of(key: tuple[str, str], spool: RunSpool, result: Result) -> Fate | None:
+    """Replay one run's lines; None when stored, else whether its store is gone or down, and why."""
+    uri, run_id = key
+    fate = store_fate.before_contact(uri, creates=spool.made is not None)
+    if fate is not None:
+        return fate
+    try:
+        check_reachable(uri)
+        client = MlflowClient(tracking_uri=uri)
+        if spool.made is not None:
+            fate = store_fate.of_experiment(client, spool.made["experiment_id"])
+            if fate is not None:
+                return fate
+            run_id = made_run(client, run_id, spool.made, result)
+        fate = store_fate.of_run(client, client.get_run(run_id))
+        if fate is not None:
+            return fate
+        replay_run(client, run_id, spool, result)
+    except Exception as exc:  # the next runs may name stores that answer
+        return store_fate.of_error(exc)
+    return None
+
+
+def _settle(work: Path, original: Path, directory: Path, runs, gone: dict[tuple[str, str], str],
+            down: set[tuple[str, str]]) -> None:
+    """Stored runs' lines go; a down store's lines are put back and a gone store's set aside in gone/ (the
+    lines no run could read go with the first when there are any, else with the second)."""
+    name = entry_name(directory, original)
+    notes = [{"store": uri, "run": run_id, "why": why} for (uri, run_id), why in gone.items()]
+    if not gone and not down:
+        work.unlink()
+    elif down == set(runs):
+        _put_back(work, original)
+    elif set(gone) == set(runs):
+        set_aside(directory, work, name, notes)
+    else:  # some runs of one file stored, down or gone
+        aside, back = work.with_name(name + ".gone"), work.with_name(name + ".down")
+        with open(work) as src, open(aside, "w") as out, open(back, "w") as keep:
+            for line in src:
+                key = _key(line)
+                if key in down or (key is None and down):
+                    keep.write(line)
+                elif key in gone or key is None:
+                    out.write(line)
+        if back.stat().st_size:
+            _put_back(back, original)
+        else:
+            back.unlink()
+        if gone:
+            set_aside(directory, aside, name, notes)
+        else:
+            aside.unlink()
+        work.unlink()
+
+
+def _key(line: str) -> tuple[str, str] | None:
+    try:
+        r = json.loads(line)
+        return str(r["tracking_uri"]), str(r["run_id"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _put_back(work: Path, original: Path) -> None:
@@ -165,22 +237,6 @@ def _put_back(work: Path, original: Path) -> None:
     with open(work) as src, open(original, "a") as dst:
         dst.write(src.read())
     work.unlink()
-
-
-def spool_files(directory: Path) -> list[Path]:
-    if not directory.is_dir():
-        return []
-    plain = set(directory.glob("*.jsonl"))
-    # X.jsonl.replaying is replayed along with X.jsonl when both are there
-    left = {p for p in directory.glob(f"*.jsonl{REPLAYING}") if p.with_name(p.name[: -len(REPLAYING)]) not in plain}
-    return sorted(plain | left)
-
-
-def timeline_dirs(directory: Path) -> list[Path]:
-    """Timeline files a run's end could not store, each in a folder with its target (run_points.TARGET)."""
-    from radt_ext.store.run_points import TARGET
-
-    return sorted(p.parent for p in (directory / "timelines").glob(f"*/{TARGET}"))
 
 
 def _store_run(client: MlflowClient, run_id: str):
@@ -200,21 +256,30 @@ def _store_run(client: MlflowClient, run_id: str):
         return found[0]
 
 
-def send_timelines(folder: Path) -> int:
-    """Log a spooled run's timeline files as its artifacts; the folder goes once they are in."""
-    from radt_ext.store.run_points import TARGET
+def send_timelines(folder: Path) -> int | Fate:
+    """Log a spooled run's timeline files as its artifacts; the folder goes once they are in. The number of
+    files logged, or the Fate of a store that did not take them (the folder is left as it is)."""
     from radt_ext.store.timelines import ARTIFACT_DIR
 
     target = json.loads((folder / TARGET).read_text())
-    check_reachable(target["tracking_uri"])
-    client = MlflowClient(tracking_uri=target["tracking_uri"])
-    run = _store_run(client, target["run_id"])
-    run_id = run.info.run_id
-    files = sorted(folder.glob("*.parquet"))
-    for path in files:
-        client.log_artifact(run_id, str(path), ARTIFACT_DIR)
-    if TAG_TIMELINES_ERROR in run.data.tags:  # it names a file that is the run's artifact now
-        client.delete_tag(run_id, TAG_TIMELINES_ERROR)
+    fate = store_fate.before_contact(target["tracking_uri"])
+    if fate is not None:
+        return fate
+    try:
+        check_reachable(target["tracking_uri"])
+        client = MlflowClient(tracking_uri=target["tracking_uri"])
+        run = _store_run(client, target["run_id"])
+        fate = store_fate.of_run(client, run)
+        if fate is not None:
+            return fate
+        run_id = run.info.run_id
+        files = sorted(folder.glob("*.parquet"))
+        for path in files:
+            client.log_artifact(run_id, str(path), ARTIFACT_DIR)
+        if TAG_TIMELINES_ERROR in run.data.tags:  # it names a file that is the run's artifact now
+            client.delete_tag(run_id, TAG_TIMELINES_ERROR)
+    except Exception as exc:
+        return store_fate.of_error(exc)
     for path in [*files, folder / TARGET]:
         path.unlink()
     folder.rmdir()
@@ -224,45 +289,69 @@ def send_timelines(folder: Path) -> int:
 @click.command()
 @click.option("--spool-dir", "directory", type=click.Path(path_type=Path), default=None,
               help="where spool files are (default: RADT_EXT_SPOOL_DIR or ~/.radt-ext/spool)")
-def sync(directory):
-    """Replay metrics, tags, run status and timeline files spooled while the tracking store was unreachable."""
+@click.option("--list", "show", is_flag=True,
+              help="list what waits and why, and what was set aside as gone; contact no store")
+def sync(directory, show):
+    """Replay metrics, tags, run status and timeline files spooled while the tracking store was unreachable.
+    Entries whose store is gone for good are set aside in the spool's gone/ folder."""
     directory = directory or spool_dir()
+    if show:
+        from radt_ext.store.spool_list import show_spool
+
+        show_spool(directory)
+        return
     files = spool_files(directory)
     folders = timeline_dirs(directory)
     if not files and not folders:
         click.echo(f"nothing to sync in {directory}")
         return
     total = Result()
-    kept = 0
-    kept_timelines = 0
+    waiting: dict[str, dict] = {}
+    now = time.time()
+    kept = aside = 0
     for path in files:
-        try:
-            r = replay(path)
-        except Exception as exc:  # the next files may name stores that answer
-            kept += 1
-            click.echo(f"Error: {path.name}: the store still refuses ({first_line(exc)[:300]}); "
-                       "the spool file is kept, run `radt-ext sync` again later", err=True)
-            continue
+        name = entry_name(directory, path)
+        r = replay(path, directory)
         total.stored += r.stored
         total.skipped += r.skipped
         total.bad_lines += r.bad_lines
         for run_id in r.made:
-            click.echo(f"{path.name}: made run {run_id} (its samples were spooled before the store was reached)")
+            click.echo(f"{name}: made run {run_id} (its samples were spooled before the store was reached)")
+        for (uri, run_id), why in r.gone.items():
+            _say_gone(directory, name, uri, run_id, why)
+        for (uri, run_id), why in r.down.items():
+            waiting[name] = {"why": why, "at": now}
+            click.echo(f"Error: {name}: the store {uri} is down ({why}); the spool file is kept, "
+                       "run `radt-ext sync` again later", err=True)
+        if r.down or (r.gone and not (r.stored or r.skipped or r.tags or r.statuses)):
+            kept += bool(r.down)
+            aside += not r.down
+            continue
         extra = f", {r.skipped} already stored" if r.skipped else ""
         extra += f", {r.bad_lines} unreadable line(s) skipped" if r.bad_lines else ""
-        click.echo(f"{path.name}: {r.stored} points stored{extra}, {r.tags} tags, "
+        click.echo(f"{name}: {r.stored} points stored{extra}, {r.tags} tags, "
                    f"{'status set' if r.statuses else 'no status'}")
     for folder in folders:  # a run's timeline artifact that its end could not store (after the
         # spool files: their replay makes the runs spooled before the store made them)
-        try:
-            sent = send_timelines(folder)
-        except Exception as exc:
-            kept_timelines += 1
-            click.echo(f"Error: timelines of run {folder.name}: the store still refuses ({first_line(exc)[:300]}); "
-                       "kept, run `radt-ext sync` again later", err=True)
-            continue
-        click.echo(f"timelines of run {folder.name}: {sent} file(s) logged as its artifact")
-    click.echo(f"synced {total.stored} points from {len(files) - kept} file(s)"
+        name = entry_name(directory, folder)
+        target = json.loads((folder / TARGET).read_text())
+        sent = send_timelines(folder)
+        if not isinstance(sent, Fate):
+            click.echo(f"timelines of run {folder.name}: {sent} file(s) logged as its artifact")
+        elif sent.gone:
+            set_aside(directory, folder, name, [{"store": target["tracking_uri"], "run": target["run_id"],
+                                                 "why": sent.why}])
+            _say_gone(directory, name, target["tracking_uri"], target["run_id"], sent.why)
+        else:
+            waiting[name] = {"why": sent.why, "at": now}
+            click.echo(f"Error: timelines of run {folder.name}: the store {target['tracking_uri']} is down "
+                       f"({sent.why}); kept, run `radt-ext sync` again later", err=True)
+    click.echo(f"synced {total.stored} points from {len(files) - kept - aside} file(s)"
                + (f" ({total.skipped} already stored)" if total.skipped else ""))
-    if kept or kept_timelines:
+    write_waiting(directory, waiting)
+    if waiting:
         raise SystemExit(1)
+
+
+def _say_gone(directory: Path, name: str, uri: str, run_id: str, why: str) -> None:
+    click.echo(f"set aside: {name} → {directory / GONE / name}: the store {uri} is gone for run {run_id} ({why})")

@@ -85,13 +85,16 @@ def test_a_failing_report_never_fails_the_run(store, tmp_path):
     client = MlflowClient(store.uri)
     exp = client.create_experiment(f"unwritable-{os.getpid()}", artifact_location="file:///proc/radt-ext-no")
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "RADT_EXT_"))}
-    proc = _radt(clean, {"MLFLOW_TRACKING_URI": store.uri, "MLFLOW_EXPERIMENT_ID": exp}, tmp_path,
+    proc = _radt(clean, {"MLFLOW_TRACKING_URI": store.uri, "MLFLOW_EXPERIMENT_ID": exp,
+                         "RADT_EXT_SPOOL_DIR": str(tmp_path / "spool")}, tmp_path,
                  "run", "--listeners", "top", "--", sys.executable, WORKLOAD, "--epochs", "1", "--seconds", "0.1")
     assert proc.returncode == 0, proc.stderr[-2000:]
     run = client.search_runs([exp])[0]
     assert run.info.status == "FINISHED"
     assert run.data.tags["radt_ext.report_error"]
     assert "summary/e2e_duration_s" in run.data.metrics
+    # its timeline file, which that location would not take either, waits in the spool it was given
+    assert [p.parent.name for p in (tmp_path / "spool" / "timelines").glob("*/system.parquet")] == [run.info.run_id]
 
 
 def test_report_can_be_turned_off(store, monkeypatch):

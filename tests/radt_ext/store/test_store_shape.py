@@ -134,6 +134,22 @@ def test_the_full_rate_option_refuses_what_is_not_yes_or_no():
             pass
 
 
+def test_a_timeline_the_store_took_leaves_nothing_in_the_spool(tracking_uri, tmp_path):
+    """The file is made in a temporary folder: only one the store refuses goes to the spool."""
+    from radt_ext.store.run_points import RunPoints
+
+    client = MlflowClient(tracking_uri)
+    run_id = client.create_run(client.create_experiment("took")).info.run_id
+    points = RunPoints(lambda *point: None, spill_dir=str(tmp_path / "spill"))
+    for i in range(200):
+        points.add("system/gpu0_power_w", 300.0 + i % 7, 1_700_000_000_000 + 20 * i, 20 * i)
+    points.flush()
+    assert points.log_artifact(client, run_id, tracking_uri=tracking_uri) is None
+    assert len(timelines.read(client, run_id)["system/gpu0_power_w"]) == 200
+    assert not os.path.exists(os.environ["RADT_EXT_SPOOL_DIR"])
+    assert list((tmp_path / "spill").iterdir()) == []  # its temporary folder went too
+
+
 def test_a_timeline_the_store_did_not_take_is_logged_by_sync(tracking_uri, tmp_path):
     """The store away at a run's end: the timeline file stays in the spool directory and `radt-ext sync`
     logs it as the run's artifact once the store answers."""
