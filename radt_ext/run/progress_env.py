@@ -21,9 +21,10 @@ RATE_POINTS_MAX = 2000  # a longer run gets wider bins
 
 
 def site_dir() -> str:
-    from radt_ext.workload_api.autoprogress import SITE_DIR
+    """The folder holding the hook's sitecustomize.py (radt_ext.workload_api.autoprogress.SITE_DIR)."""
+    import radt_ext.workload_api
 
-    return SITE_DIR
+    return os.path.join(os.path.dirname(radt_ext.workload_api.__file__), "autoprogress", "site")
 
 
 def progress_off_by_env() -> bool:
