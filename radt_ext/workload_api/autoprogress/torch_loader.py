@@ -3,14 +3,16 @@
 
 A pass is one iteration over a DataLoader: it starts at `iter(loader)` (DataLoader.__iter__, which
 subclasses such as accelerate's reach through super()), yields batches (_BaseDataLoaderIter.__next__,
-the same for one worker or many) and ends at StopIteration; an iterator dropped or restarted before its
-end closes its pass unfinished. Each batch's size is the leading dimension of its first tensor
+the same for one worker or many) and ends at StopIteration, or, when its iterator is dropped or restarted
+after it yielded as many batches as the loader has (Lightning never asks for more), at its last step
+after its last batch. An iterator dropped or restarted earlier closes its pass unfinished. Each batch's size is the leading dimension of its first tensor
 (batches.py).
 
 A pass is a training pass when an optimizer step (torch's global step post-hook) follows batches it
 yielded; then all its batches are training batches, it is an epoch (`epochs` counts the training passes
 that reached their end) and it gets epoch marks: `start` stamped with the pass's start, written when
-it is first known to be training, `end` at its StopIteration. Which pass a step belongs to:
+it is first known to be training, `end` stamped with its end, written then (at StopIteration) or when
+its iterator goes. Which pass a step belongs to:
 
 - the open passes that yielded since the previous step, with gradients on when they did: every one of
   them (several loaders zipped), those already training aside;
@@ -49,11 +51,13 @@ _is_compiling = torch.compiler.is_compiling
 
 
 class Pass:
-    __slots__ = ("t_start", "t_end", "seq", "grad", "state", "ended", "epoch", "batches", "samples",
-                 "unsized", "ref", "__weakref__")
+    __slots__ = ("t_start", "t_end", "t_yield", "t_step", "length", "yielded", "seq", "grad", "state", "ended",
+                 "epoch", "batches", "samples", "unsized", "ref", "__weakref__")
 
-    def __init__(self, now: float):
-        self.t_start, self.t_end = now, 0.0
+    def __init__(self, now: float, length: int | None):
+        self.t_start, self.t_end, self.t_yield, self.t_step = now, 0.0, now, 0.0
+        self.length = length  # batches in a full pass (None: unknown, an iterable dataset)
+        self.yielded = 0
         self.seq = 0  # the number of the last batch it yielded, over all passes
         self.grad = True  # gradients were on when it last yielded
         self.state = "pending"  # then "train" or "eval"
@@ -82,7 +86,11 @@ class Loaders:
         if old is not None:  # a persistent-worker iterator starting its next pass
             self.close(old, now)
         self.settle_ended(now)
-        p = Pass(now)
+        try:
+            length = len(it)
+        except TypeError:
+            length = None
+        p = Pass(now, length)
         p.ref = weakref.ref(it, lambda _, p=p: self.gone(p))
         it.__dict__[ATTR] = p
         self.recent.append(p)
@@ -95,7 +103,8 @@ class Loaders:
         p = it.__dict__.get(ATTR) or self.start(it, now)
         n = leading_dim(batch)
         self.seq += 1
-        p.seq = self.seq
+        p.seq, p.t_yield = self.seq, now
+        p.yielded += 1
         p.grad = torch.is_grad_enabled()
         if len(self.recent) > 1:
             self.settle_ended(now, keep=p)
@@ -126,6 +135,9 @@ class Loaders:
 
     def step(self, now: float) -> None:
         """An optimizer step: make the passes it belongs to training passes (its count is the caller's)."""
+        for p in self.recent:
+            if p.state == "train":
+                p.t_step = now
         since = [p for p in self.recent if p.seq > self.step_seq and p.grad and p.state != "train"]
         self.step_seq = self.seq
         live = [p for p in since if not p.ended]
@@ -135,7 +147,7 @@ class Loaders:
         else:
             ended = [p for p in since if p.state == "pending"]
             if ended and not any(p.state == "train" and not p.ended for p in self.recent):
-                self.promote(ended[-1], now)
+                self.promote(max(ended, key=lambda p: p.seq), now)
         self.settle_ended(now)
 
     def gone(self, p: Pass) -> None:
@@ -189,9 +201,14 @@ class Loaders:
             self.settle(p, "eval", now)
 
     def close(self, p: Pass, now: float) -> None:
-        """The pass stops before its end (or was ended): what waits is evaluation; no epoch end."""
+        """The pass's iterator is dropped or restarted. A training pass that had yielded all its batches
+        reached its end (Lightning reads no further than the loader's length): an epoch that ended at
+        its last step, or its last batch; any other is unfinished. What still waits is evaluation."""
         if p.state == "pending":
             self.settle(p, "eval", now)
+        elif p.state == "train" and not p.ended and p.length and p.yielded >= p.length:
+            p.ended, p.t_end = True, max(p.t_yield, p.t_step)
+            self.finish_epoch(p)
         self.drop(p)
 
     def drop(self, p: Pass) -> None:
@@ -201,8 +218,7 @@ class Loaders:
     def at_exit(self) -> None:
         now = time.time()
         for p in list(self.recent):
-            if p.state == "pending":
-                self.settle(p, "eval", now)
+            self.close(p, now)
 
 
 HOOK = Hook("torch-loader", SRC)

@@ -44,8 +44,9 @@ class Ran:
 
 @pytest.fixture
 def run_script(tmp_path):
-    """run_script(code, hook=True, env=None, timeout=120, args=()) -> Ran."""
-    def run(code: str, hook: bool = True, env: dict | None = None, timeout: float = 120, args=()) -> Ran:
+    """run_script(code, hook=True, env=None, timeout=120, launcher=()) -> Ran; launcher: python's arguments
+    before the script (e.g. `-m torch.distributed.run ...`)."""
+    def run(code: str, hook: bool = True, env: dict | None = None, timeout: float = 120, launcher=()) -> Ran:
         script = tmp_path / "train.py"
         script.write_text(textwrap.dedent(code))
         progress = tmp_path / "progress.jsonl"
@@ -56,7 +57,7 @@ def run_script(tmp_path):
                 "TF_CPP_MIN_LOG_LEVEL": "3", "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
         if hook:
             base["RADT_EXT_PROGRESS_FILE"] = str(progress)
-        res = subprocess.run([sys.executable, str(script), *args], cwd=tmp_path, env={**base, **(env or {})},
+        res = subprocess.run([sys.executable, *launcher, str(script)], cwd=tmp_path, env={**base, **(env or {})},
                              capture_output=True, text=True, timeout=timeout)
         records = [json.loads(line) for line in progress.read_text().splitlines()] if progress.exists() else []
         return Ran(res.returncode, res.stdout, res.stderr, records)
