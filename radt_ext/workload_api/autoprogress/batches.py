@@ -13,19 +13,26 @@ MAX_ITEMS = 16  # items looked at in one container: a batch's first tensor comes
 
 
 def leading_dim(batch, depth: int = 0) -> int | None:
-    shape = getattr(batch, "shape", None)
-    if shape is not None:
-        try:
-            return int(shape[0]) if len(shape) else None
-        except TypeError:  # a dimension not known yet (a symbolic shape)
-            return None
-    if depth >= MAX_DEPTH or isinstance(batch, (str, bytes)):
-        return None
-    if isinstance(batch, Mapping):
-        items = batch.values()
-    elif isinstance(batch, (tuple, list)):
+    kind = type(batch)
+    if kind is tuple or kind is list:  # the common batches first: no attribute look-up that fails
         items = batch
+    elif kind is dict:
+        items = batch.values()
     else:
+        shape = getattr(batch, "shape", None)
+        if shape is not None:
+            try:
+                first = shape[0] if len(shape) else None
+            except TypeError:  # a shape of unknown rank
+                return None
+            return first if isinstance(first, int) else None  # not a dimension unknown yet, nor a traced one
+        if isinstance(batch, Mapping):
+            items = batch.values()
+        elif isinstance(batch, (tuple, list)) and not isinstance(batch, (str, bytes)):
+            items = batch
+        else:
+            return None
+    if depth >= MAX_DEPTH:
         return None
     for i, item in enumerate(items):
         if i >= MAX_ITEMS:

@@ -119,6 +119,7 @@ def _decide(m, inner) -> None:
 def _counted(module, inner=None):
     """The wrapper of an outermost module: counts its calls made outside any other counted call."""
     ref = weakref.ref(module)
+    call_impl = type(module)._call_impl  # unbound: no bound method made per call
 
     def call(*args, **kwargs):
         m = ref()
@@ -135,7 +136,7 @@ def _counted(module, inner=None):
                     if n is None and kwargs:
                         n = leading_dim(kwargs)
                 _values["forwards"] += 1
-                if n:
+                if type(n) is int:  # not a size traced by torch.jit.trace
                     _values["forward_samples"] += n
                 _S.left -= 1
                 if _S.left <= 0:
@@ -144,7 +145,9 @@ def _counted(module, inner=None):
                 HOOK.fail(exc)
         _S.depth += 1
         try:
-            return (inner or m._call_impl)(*args, **kwargs)
+            if inner is None:
+                return call_impl(m, *args, **kwargs)
+            return inner(*args, **kwargs)
         finally:
             _S.depth -= 1
 
