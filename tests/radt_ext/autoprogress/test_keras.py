@@ -27,3 +27,19 @@ def test_fit_evaluate_and_predict_count_exactly(run_script):
         "epochs": 4}
     assert ran.epoch_marks("keras") == [(n, e) for n in (1, 2, 3, 4) for e in ("start", "end")]
     assert sum(1 for r in ran.of("keras") if r.get("hooked")) == 1
+
+
+@pytest.mark.slow
+def test_a_failing_callback_leaves_fit_as_it_was(run_script):
+    ran = run_script("""
+        import numpy as np, keras
+        x, y = np.ones((40, 2), "float32"), np.ones((40, 1), "float32")
+        model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+        model.compile(optimizer="sgd", loss="mse")
+        print(len(model.fit(x, y, batch_size=10, epochs=2, verbose=0).history["loss"]))
+    """, env={"RADT_EXT_PROGRESS_FAULT": "keras-callback"}, timeout=240)
+    assert ran.returncode == 0 and ran.stdout.strip() == "2", ran.stderr
+    assert [line for line in ran.stderr.splitlines() if "radt-ext" in line] == [
+        "radt-ext: progress hook keras-callback failed and was removed "
+        "(RuntimeError: fault injected by RADT_EXT_PROGRESS_FAULT)"]
+    assert not ran.totals("keras") and len([r for r in ran.of("keras") if "error" in r]) == 1

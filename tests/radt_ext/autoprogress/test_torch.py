@@ -160,6 +160,10 @@ COMPILED = """
     with torch.no_grad():
         for _ in range(5):
             compiled(torch.randn(8, 4))
+        in_place = nn.Linear(4, 2)
+        in_place.compile(backend="eager")
+        for _ in range(3):
+            in_place(torch.randn(6, 4))
     print(json.dumps({"graph_break": sum(counters["graph_break"].values()), "frames": dict(counters["frames"]),
                       "graphs": counters["stats"]["unique_graphs"]}))
 """
@@ -171,5 +175,25 @@ def test_torch_compile_keeps_its_graphs_and_is_counted(run_script):
     assert plain.returncode == 0 and hooked.returncode == 0, plain.stderr + hooked.stderr
     assert json.loads(hooked.stdout.splitlines()[-1]) == json.loads(plain.stdout.splitlines()[-1])
     assert plain.records == []
-    assert hooked.last("torch") == {"steps": 5, "train_batches": 5, "train_samples": 40, "forwards": 10,
-                                    "forward_samples": 80, "epochs": 1}
+    assert hooked.last("torch") == {"steps": 5, "train_batches": 5, "train_samples": 40, "forwards": 10 + 3,
+                                    "forward_samples": 80 + 18, "epochs": 1}
+
+
+def test_a_counted_model_pickles_copies_and_traces_as_before(run_script):
+    ran = run_script("""
+        import copy, io, torch, torch.nn as nn
+        model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+        model(torch.ones(2, 4))
+        buf = io.BytesIO()
+        torch.save(model, buf)
+        print(b"radt" in buf.getvalue())
+        buf.seek(0)
+        loaded = torch.load(buf, weights_only=False)
+        twin = copy.deepcopy(model)
+        traced = torch.jit.trace(model, torch.ones(3, 4))
+        scripted = torch.jit.script(model)
+        x = torch.randn(5, 4)
+        print(all(torch.equal(model(x), m(x)) for m in (loaded, twin, traced, scripted)))
+    """)
+    assert ran.returncode == 0 and ran.stdout.split() == ["False", "True"], ran.stderr
+    assert "radt-ext" not in ran.stderr and not [r for r in ran.of("torch") if "error" in r]
