@@ -1,6 +1,6 @@
-"""A hook that never harms the script: its body runs inside `Hook.call`-style guards, and the first
-exception of ours removes the hook (its undo steps run), prints one line on stderr and writes an
-`error` record. Patches of a class attribute (`Hook.patch`) are undone only while they are still the
+"""A hook that never harms the script: its body runs inside try/except, and the first exception of ours
+goes to `Hook.fail`, which removes the hook (its undo steps run), prints one line on stderr and writes
+an `error` record. Patches of a class attribute (`Hook.patch`) are undone only while they are still the
 attribute's value (someone may have wrapped ours since); otherwise `hook.on` turns the wrapper into a
 plain pass-through. RADT_EXT_PROGRESS_FAULT=<hook name> makes that hook's body raise on its first call
 (for tests). Imports only the standard library and records.py.

@@ -106,7 +106,10 @@ def flush_all() -> None:
         except Exception:  # noqa: BLE001 - never fail the workload's exit over progress
             pass
     for c in list(_counters.values()):
-        c.flush()
+        try:
+            c.flush()
+        except Exception:  # noqa: BLE001 - never fail the workload's exit over progress
+            pass
 
 
 def _forked() -> None:

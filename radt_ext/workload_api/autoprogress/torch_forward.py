@@ -66,8 +66,12 @@ def _init(original):
     @functools.wraps(original)
     def wrapped(self, *args, **kwargs):
         original(self, *args, **kwargs)
-        if HOOK.on and not _is_compiling() and self.__dict__.get(SLOT) is None:
-            self.__dict__[SLOT] = _candidate(self)
+        if HOOK.on and not _is_compiling():
+            try:
+                if self.__dict__.get(SLOT) is None:
+                    self.__dict__[SLOT] = _candidate(self)
+            except Exception as exc:  # noqa: BLE001 - never into the script
+                HOOK.fail(exc)
     return wrapped
 
 
@@ -78,7 +82,10 @@ def _compile(original):
         original(self, *args, **kwargs)
         inner = self.__dict__.get(SLOT)
         if HOOK.on and getattr(mine, "radt_ext_inner", False) is not False and inner is not mine:
-            self.__dict__[SLOT] = (_counted if mine.radt_ext_root else _candidate)(self, inner)
+            try:
+                self.__dict__[SLOT] = (_counted if mine.radt_ext_root else _candidate)(self, inner)
+            except Exception as exc:  # noqa: BLE001 - never into the script
+                HOOK.fail(exc)
     return compile
 
 

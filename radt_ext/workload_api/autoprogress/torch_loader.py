@@ -22,8 +22,8 @@ its iterator goes. Which pass a step belongs to:
 
 A pass that yields with gradients off (`torch.no_grad()`, inference mode: Lightning's validation, most
 evaluation loops) is an evaluation pass at once. Otherwise its batches wait until a step makes it
-training or it ends, closes or reaches PENDING_BATCHES / PENDING_S without a step (then evaluation, and
-its later batches count at once); what still waits at exit is evaluation. Imports torch (only once the
+training or it ends, closes, or waits PENDING_BATCHES batches or PENDING_S seconds without a step (then
+evaluation, and its later batches count at once); what still waits at exit is evaluation. Imports torch (only once the
 script has), batches.py, guard.py and records.py.
 """
 from __future__ import annotations
@@ -43,7 +43,7 @@ from radt_ext.workload_api.autoprogress.records import after_fork, before_exit, 
 
 SRC = "torch"
 PENDING_BATCHES = 64
-PENDING_S = 10.0
+PENDING_S = 30.0
 RECENT_MAX = 16  # passes kept track of (open, or ended with their batches still waiting)
 ATTR = "_radt_ext_pass"  # on a loader iterator: its current pass
 KEYS = {"train": ("train_batches", "train_samples"), "eval": ("eval_batches", "eval_samples")}
@@ -51,11 +51,11 @@ _is_compiling = torch.compiler.is_compiling
 
 
 class Pass:
-    __slots__ = ("t_start", "t_end", "t_yield", "t_step", "length", "yielded", "seq", "grad", "state", "ended",
-                 "epoch", "batches", "samples", "unsized", "ref", "__weakref__")
+    __slots__ = ("t_start", "t_end", "t_yield", "t_step", "t_wait", "length", "yielded", "seq", "grad", "state",
+                 "ended", "epoch", "batches", "samples", "unsized", "ref", "__weakref__")
 
     def __init__(self, now: float, length: int | None):
-        self.t_start, self.t_end, self.t_yield, self.t_step = now, 0.0, now, 0.0
+        self.t_start, self.t_end, self.t_yield, self.t_step, self.t_wait = now, 0.0, now, 0.0, 0.0
         self.length = length  # batches in a full pass (None: unknown, an iterable dataset)
         self.yielded = 0
         self.seq = 0  # the number of the last batch it yielded, over all passes
@@ -113,12 +113,14 @@ class Loaders:
         if p.state != "pending":
             self.count(p.state, n, now)
             return
+        if not p.batches:
+            p.t_wait = now
         p.batches += 1
         if n is None:
             p.unsized += 1
         else:
             p.samples += n
-        if p.batches >= PENDING_BATCHES or now - p.t_start >= PENDING_S:
+        if p.batches >= PENDING_BATCHES or now - p.t_wait >= PENDING_S:
             self.settle(p, "eval", now)
 
     def end(self, it) -> None:
@@ -135,9 +137,6 @@ class Loaders:
 
     def step(self, now: float) -> None:
         """An optimizer step: make the passes it belongs to training passes (its count is the caller's)."""
-        for p in self.recent:
-            if p.state == "train":
-                p.t_step = now
         since = [p for p in self.recent if p.seq > self.step_seq and p.grad and p.state != "train"]
         self.step_seq = self.seq
         live = [p for p in since if not p.ended]
@@ -149,6 +148,9 @@ class Loaders:
             if ended and not any(p.state == "train" and not p.ended for p in self.recent):
                 self.promote(max(ended, key=lambda p: p.seq), now)
         self.settle_ended(now)
+        for p in self.recent:
+            if p.state == "train":
+                p.t_step = now
 
     def gone(self, p: Pass) -> None:
         """The pass's iterator was garbage-collected."""
