@@ -197,3 +197,35 @@ def test_a_counted_model_pickles_copies_and_traces_as_before(run_script):
     """)
     assert ran.returncode == 0 and ran.stdout.split() == ["False", "True"], ran.stderr
     assert "radt-ext" not in ran.stderr and not [r for r in ran.of("torch") if "error" in r]
+
+
+def test_an_iterable_dataset_and_a_wrapper_that_fetches_ahead(run_script):
+    ran = run_script("""
+        import torch, torch.nn as nn
+        from torch.utils.data import DataLoader, IterableDataset
+        class Stream(IterableDataset):  # no length: its passes end at StopIteration only
+            def __iter__(self):
+                for i in range(10):
+                    yield torch.full((4,), float(i)), torch.tensor([1.0])
+        def ahead(loader):  # fetches the next batch before handing out this one, as accelerate does
+            it = iter(loader)
+            current = next(it)
+            for following in it:
+                yield current
+                current = following
+            yield current
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        one_batch = DataLoader(torch.utils.data.TensorDataset(torch.randn(3, 4), torch.randn(3, 1)), batch_size=8)
+        for epoch in range(2):
+            for loader in (DataLoader(Stream(), batch_size=4), one_batch):
+                for x, y in ahead(loader):
+                    opt.zero_grad()
+                    nn.functional.mse_loss(model(x), y).backward()
+                    opt.step()
+    """)
+    assert ran.returncode == 0, ran.stderr
+    last = ran.last("torch")
+    assert (last["steps"], last["train_batches"], last["train_samples"], last["epochs"]) == (8, 8, 2 * (10 + 3), 4)
+    assert "eval_batches" not in last
+    assert ran.epoch_marks("torch") == [(n, e) for n in (1, 2, 3, 4) for e in ("start", "end")]
