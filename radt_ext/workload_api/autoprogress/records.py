@@ -3,7 +3,9 @@ writes to the progress file: its cumulative totals, epoch marks, `hooked` and `e
 
 Totals are written the way `log_progress` writes its own: at once for the first count, then at most
 every WRITE_EVERY_S seconds, before every epoch mark and at interpreter exit; `t` is the time of the last
-counted event. Only counters that are not zero are written. A forked child starts from zero (its
+counted event, or of the epoch mark it comes with, but never earlier than a totals record already
+written (a mark may be stamped in the past: a pass known to be training only at its first step), so that
+each process's totals never go down in time. Only counters that are not zero are written. A forked child starts from zero (its
 records carry its own pid); imports nothing but the standard library and workload_api.progress.
 """
 from __future__ import annotations
@@ -32,7 +34,8 @@ class Counter:
         self.src = src
         self.values = dict.fromkeys(KEYS, 0)
         self.last = 0.0  # time of the last counted event
-        self.written = 0.0
+        self.written = 0.0  # when the totals were last written
+        self.latest = 0.0  # the latest `t` written
         self.dirty = False
         self.hooked = False
         self.epoch = 0  # epoch marks written (n of the last start)
@@ -55,14 +58,16 @@ class Counter:
             self.dirty = False
             totals = {k: v for k, v in self.values.items() if v}
             if totals:
-                _append({"pid": os.getpid(), "t": self.last if t is None else t, "src": self.src, **totals})
+                self.latest = max(self.last if t is None else t, self.latest)
+                _append({"pid": os.getpid(), "t": self.latest, "src": self.src, **totals})
 
     def flush(self) -> None:
         if self.dirty:
             self.write()
 
     def mark(self, epoch: int, event: str, t: float) -> None:
-        """An epoch mark at `t`, with the totals at that moment written just before it (stamped `t`)."""
+        """An epoch mark at `t`, with the totals at that moment written just before it (stamped `t`, or
+        the latest totals' time if later)."""
         self.write(t)
         _append({"pid": os.getpid(), "t": t, "src": self.src, "epoch": epoch, "event": event})
 
@@ -117,7 +122,7 @@ def _forked() -> None:
     # exits through multiprocessing's finalizers rather than atexit, so its last counts go out there.
     for c in _counters.values():
         c.values.update(dict.fromkeys(KEYS, 0))  # in place: the hooks hold this dict
-        c.written, c.dirty, c.last, c.epoch = 0.0, False, 0.0, 0
+        c.written, c.latest, c.dirty, c.last, c.epoch = 0.0, 0.0, False, 0.0, 0
         c.lock = threading.Lock()
     for reset in _after_fork:
         reset()

@@ -152,6 +152,14 @@ class Loaders:
             if p.state == "train":
                 p.t_step = now
 
+    def after_step(self) -> None:
+        """A training pass that has yielded all its batches may get no StopIteration (Lightning): its
+        totals go out at each of its last steps, so the epoch's samples are exact at its end."""
+        for p in self.recent:
+            if p.state == "train" and p.length and p.yielded >= p.length:
+                self.counter.write()
+                return
+
     def gone(self, p: Pass) -> None:
         """The pass's iterator was garbage-collected."""
         if p in self.recent and HOOK.on:
@@ -287,5 +295,7 @@ def _on_step(optimizer, args, kwargs) -> None:
             except Exception as exc:  # noqa: BLE001 - the loader hook goes; steps go on counting
                 HOOK.fail(exc)
         _loaders.counter.add(now, "steps")
+        if HOOK.on:
+            _guarded(_loaders.after_step)
     except Exception as exc:  # noqa: BLE001 - never into the script
         STEPS.fail(exc)

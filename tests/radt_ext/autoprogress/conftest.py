@@ -41,6 +41,27 @@ class Ran:
     def epoch_marks(self, src: str) -> list[tuple[int, str]]:
         return [(r["epoch"], r["event"]) for r in self.of(src) if "epoch" in r]
 
+    def assert_epoch_totals(self, src: str, per_epoch: list[int]) -> None:
+        """In each process's records, the totals written with an epoch mark hold exactly the epochs done
+        before it (`per_epoch`: the training samples of each), and the totals never go down in time."""
+        done_samples = [sum(per_epoch[:n]) for n in range(len(per_epoch) + 1)]
+        for pid in {r["pid"] for r in self.of(src)}:
+            records = self.of(src, pid)
+            totals = [r for r in records if not ({"epoch", "hooked", "error"} & set(r))]
+            for i, r in enumerate(records):
+                if r.get("event") in ("start", "end"):
+                    done = r["epoch"] - (r["event"] == "start")
+                    before = records[i - 1]
+                    if before not in totals:  # nothing counted yet: only before the first epoch
+                        assert (r["epoch"], r["event"]) == (1, "start"), (before, r)
+                        continue
+                    assert before["t"] >= r["t"] and before.get("epochs", 0) == done, (before, r)
+                    assert before.get("train_samples", 0) == done_samples[done], (before, r)
+            assert [r["t"] for r in totals] == sorted(r["t"] for r in totals)
+            for key in ("steps", "train_samples", "eval_samples", "forwards"):
+                values = [r.get(key, 0) for r in totals]
+                assert values == sorted(values), key
+
 
 @pytest.fixture
 def run_script(tmp_path):

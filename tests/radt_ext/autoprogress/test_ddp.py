@@ -4,7 +4,7 @@ import pytest
 
 
 @pytest.mark.slow
-def test_each_rank_counts_its_shard(run_script):
+def test_each_rank_counts_its_shard(run_script, tmp_path):
     ran = run_script("""
         import os, torch, torch.distributed as dist, torch.nn as nn
         from torch.nn.parallel import DistributedDataParallel
@@ -21,11 +21,14 @@ def test_each_rank_counts_its_shard(run_script):
                 opt.zero_grad()
                 nn.functional.mse_loss(model(x), y).backward()
                 opt.step()
-        print("rank", dist.get_rank(), os.getpid(), flush=True)
+        with open(f"rank{dist.get_rank()}.pid", "w") as out:
+            out.write(str(os.getpid()))
+        del model, opt  # DDP's reducer lets go of the process group before it is destroyed
+        dist.barrier()
         dist.destroy_process_group()
     """, launcher=["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"], timeout=240)
     assert ran.returncode == 0, ran.stderr
-    ranks = {int(line.split()[2]) for line in ran.stdout.splitlines() if line.startswith("rank")}
+    ranks = {int((tmp_path / f"rank{r}.pid").read_text()) for r in (0, 1)}
     totals = {pid: t for pid, t in ran.totals("torch").items() if t.get("steps")}
     assert set(totals) == ranks and len(ranks) == 2
     for t in totals.values():
@@ -35,3 +38,4 @@ def test_each_rank_counts_its_shard(run_script):
     for pid in ranks:
         assert [(r["epoch"], r["event"]) for r in ran.of("torch", pid) if "epoch" in r] == [
             (1, "start"), (1, "end"), (2, "start"), (2, "end")]
+    ran.assert_epoch_totals("torch", [20] * 2)  # each rank: its shard an epoch

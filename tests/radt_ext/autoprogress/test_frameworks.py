@@ -41,6 +41,7 @@ def test_lightning_counts_match_the_trainer(run_script):
     assert (last["train_batches"], last["train_samples"]) == (21, 3 * 50)
     assert (last["eval_batches"], last["eval_samples"]) == (2 + 3 * 4, 12 + 3 * 20)  # the sanity check's 2 batches
     assert ran.epoch_marks("torch") == [(n, e) for n in (1, 2, 3) for e in ("start", "end")]
+    ran.assert_epoch_totals("torch", [50] * 3)
 
 
 @pytest.mark.slow
@@ -71,3 +72,4 @@ def test_hugging_face_trainer_counts_match_its_state(run_script):
     assert last["epochs"] == state["epoch"] == 2
     assert (last["train_batches"], last["train_samples"]) == (10, 2 * 36)
     assert (last["eval_batches"], last["eval_samples"]) == (2 * 4, 2 * 36)
+    ran.assert_epoch_totals("torch", [36] * 2)

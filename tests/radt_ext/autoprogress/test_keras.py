@@ -26,6 +26,7 @@ def test_fit_evaluate_and_predict_count_exactly(run_script):
         "unsized_batches": 2,  # the dataset's 2 batches of unknown size
         "epochs": 4}
     assert ran.epoch_marks("keras") == [(n, e) for n in (1, 2, 3, 4) for e in ("start", "end")]
+    ran.assert_epoch_totals("keras", [100] * 3 + [80])
     assert sum(1 for r in ran.of("keras") if r.get("hooked")) == 1
 
 

@@ -37,13 +37,9 @@ def test_training_with_validation_counts_exactly(run_script):
     assert sum(1 for r in ran.of("torch") if r.get("hooked")) == 1 and ran.stderr == ""
 
 
-def test_the_totals_at_an_epoch_start_hold_none_of_its_samples(run_script):
+def test_the_totals_at_an_epoch_mark_hold_exactly_the_epochs_before_it(run_script):
     ran = run_script(TRAIN_AND_VALIDATE.replace("NUM_WORKERS", "0"))
-    records = ran.of("torch")
-    for i, r in enumerate(records):
-        if r.get("event") == "start":
-            before = records[i - 1]
-            assert before["t"] == r["t"] and before.get("train_samples", 0) == 50 * (r["epoch"] - 1)
+    ran.assert_epoch_totals("torch", [50] * 3)
 
 
 def test_a_loader_with_worker_processes_is_counted_in_the_main_process(run_script):
