@@ -86,8 +86,11 @@ def main():
 @click.option("--full-rate-store", is_flag=True,
               help="every point into the tracking store (default: a bounded shape there, every point in the "
                    "run's timeline artifact; also RADT_EXT_FULL_RATE_STORE=1)")
+@click.option("--no-progress", is_flag=True,
+              help="do not count a Python workload's samples, steps and epochs through the start-up hook "
+                   "(also RADT_EXT_NO_PROGRESS=1)")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def run(listeners, interval, experiment_name, run_name, run_id, tags, full_rate_store, command):
+def run(listeners, interval, experiment_name, run_name, run_id, tags, full_rate_store, no_progress, command):
     """Run COMMAND under the listeners, logging to an MLflow run; exits with COMMAND's code.
 
     radt-ext run [OPTIONS] -- COMMAND [ARGS]...
@@ -106,7 +109,7 @@ def run(listeners, interval, experiment_name, run_name, run_id, tags, full_rate_
             raise UsageError(f"cannot start {command[0]!r}: {exc.strerror or exc}") from None
     spec = WorkloadSpec(command=command, listeners=listeners, interval=interval, experiment_name=experiment_name,
                         run_name=run_name, run_id=run_id, tags=_tags(tags),
-                        full_rate_store=True if full_rate_store else None)
+                        full_rate_store=True if full_rate_store else None, progress=False if no_progress else None)
     session = WorkloadSession(spec)
 
     def announce(s):

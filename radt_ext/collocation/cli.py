@@ -9,6 +9,7 @@ import click
 from radt_ext.collocation.group import run_group
 from radt_ext.collocation.modes import MODES, Group, Workload
 from radt_ext.errors import UsageError
+from radt_ext.run.progress_env import no_progress_here
 from radt_ext.store.client import tracking_uri
 from radt_ext.view import link_line
 
@@ -29,9 +30,13 @@ from radt_ext.view import link_line
 @click.option("--mps-mem-limit", multiple=True, help="pinned device memory limit such as 20G: one, or one per workload")
 @click.option("--mig", "migs", multiple=True, help="MIG profile (3g.71gb) or MIG-<uuid>: one, or one per workload")
 @click.option("--allow-mig-reconfigure", is_flag=True, help="create missing MIG instances (prints the plan first)")
+@click.option("--no-progress", is_flag=True, help="do not count the workloads' samples, steps and epochs through "
+              "the start-up hook (also RADT_EXT_NO_PROGRESS=1)")
 def collocate(mode, workloads, names, device, listeners, child_listeners, interval, experiment_name, run_name,
-              mps_thread_percentage, mps_mem_limit, migs, allow_mig_reconfigure):
+              mps_thread_percentage, mps_mem_limit, migs, allow_mig_reconfigure, no_progress):
     """Run several workloads together (or one after another: --mode exclusive) on one GPU."""
+    if no_progress:
+        no_progress_here()
     n = len(workloads)
 
     def per(values, what):

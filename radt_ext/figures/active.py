@@ -4,7 +4,9 @@ Sources, best first (the run's tag `radt_ext.active_source` says which one was u
 
 - `phase`: the workload's phase marks (`with radt_ext.phase("train"):`), from the first phase's start
   to the last phase's end within the run's span;
-- `progress`: the workload's progress reports (`radt_ext.log_progress`), first to last within the span;
+- `progress`: the workload's progress, first to last counted step within the span: its own
+  `radt_ext.log_progress` reports, else what the start-up hook counted in an unmodified script
+  (radt_ext.workload_api.progress_sources);
 - `logged_metrics`: the metrics the run itself logs (autolog, Lightning, the Hugging Face Trainer):
   first to last logged time of a metric that is not radt-ext's own (`system/*`, `summary/*`);
 - `whole_run`: the run's whole span when none of the above marks at least two distinct moments.
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from radt_ext.figures.epochs import figures as epoch_figures
 from radt_ext.workload_api.progress import Marks
 
 TAG = "radt_ext.active_source"
@@ -82,6 +85,7 @@ def summarise(summaries, start: float, end: float, marks: Marks | None = None, l
     if marks is not None:
         for name, seconds in marks.phase_seconds(start, end).items():
             out[f"phase_{name}_s"] = seconds
+        out.update(epoch_figures(summaries, marks.epochs, start, end))
     return out, window
 
 

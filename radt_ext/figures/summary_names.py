@@ -33,7 +33,8 @@ OLD_NAMES = {
 }
 
 # the figures a table shows first, when present: the active phase, its share of the run, then the whole run
-HEADLINE = ["active_s", "startup_s", "startup_share_pct", "throughput_samples_per_s", "energy_per_sample_j",
+HEADLINE = ["active_s", "startup_s", "startup_share_pct", "samples", "throughput_samples_per_s", "energy_per_sample_j",
+            "epochs", "epoch_time_s", "epoch_energy_j", "first_epoch_time_s", "first_epoch_energy_j",
             "gpu_total_energy_j", "gpu_total_avg_power_w", "gpu_mean_avg_sm_active_pct",
             "gpu_mean_avg_tensor_active_pct", "gpu_mean_avg_dram_active_pct", "gpu_max_peak_power_w",
             "gpu_max_peak_temp_c", "gpu_max_peak_mem_mib", "achieved_tflops", "cpu_energy_j",

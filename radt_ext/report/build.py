@@ -93,7 +93,7 @@ def _prediction_table(runs: list[data.RunData]) -> str | None:
 
 # a repeated setting's figures in the sweep report: (column, summary key)
 REPEATED = (("makespan s", "makespan_s"), ("active s", "active_s"), ("samples/s", "throughput_samples_per_s"),
-            ("J/sample", "energy_per_sample_j"), ("GPU energy J (run)", "e2e_gpu_total_energy_j"),
+            ("J/sample", "energy_per_sample_j"), ("epoch s", "epoch_time_s"), ("GPU energy J (run)", "e2e_gpu_total_energy_j"),
             ("avg SM active %", "gpu_mean_avg_sm_active_pct"), ("avg slowdown", "avg_slowdown_ratio"))
 
 

@@ -14,6 +14,7 @@ from radt_ext.figures.summary_names import upgrade
 from radt_ext.store import timelines
 
 SYSTEM = "system/"
+PROGRESS = "progress/"  # radt-ext's timeline of the workload's counted work (samples/s)
 SUMMARY = "summary/"
 MAX_MARKERS = 200
 
@@ -64,8 +65,8 @@ def load_run(client, run_id: str, origin_s: float | None = None, run=None) -> Ru
     workload = {}
     for key, hist in histories.items():
         hist = sorted(hist, key=lambda m: (m.timestamp, m.step))
-        if key.startswith(SYSTEM):
-            data.system[key[len(SYSTEM):]] = Series([m.timestamp / 1000.0 - origin_s for m in hist],
+        if key.startswith((SYSTEM, PROGRESS)):  # the counted work's rate is drawn beside the hardware's
+            data.system[key.split("/", 1)[1]] = Series([m.timestamp / 1000.0 - origin_s for m in hist],
                                                     [m.value for m in hist])
         else:
             workload[key] = hist

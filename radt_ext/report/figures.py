@@ -33,6 +33,7 @@ def _panel_matchers():
         ("Clocks", "MHz", re.compile(r".*_clock_mhz$")),
         ("GPU memory", "MiB", re.compile(gpu + r"mem_used_mib$")),
         ("CPU", "%", re.compile(r"^(host_cpu|proc_cpu|cpu\d+_util)_pct$")),
+        ("Work", "samples/s", re.compile(r"^throughput_samples_per_s$")),
     ]
 
 

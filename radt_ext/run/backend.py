@@ -4,7 +4,7 @@ Runs the project's entry point exactly as MLflow's local backend would, but unde
 the hardware metrics land in the project's run. backend-config keys: `listeners` ("nvml,gpm,top"),
 `interval` (seconds), `synchronous` (false: start the job and return), `full_rate_store` (true: every
 point into the store, as `radt-ext run --full-rate-store`; default false: the store's bounded shape, the
-full rate in the run's timeline artifact). Environment managers: `local` (default) and
+full rate in the run's timeline artifact), `progress` (false: as `radt-ext run --no-progress`). Environment managers: `local` (default) and
 `virtualenv`/`uv`, whose activation runs inside the monitored command.
 
 It behaves as the local backend does: `mlflow run` waits for the job, its output streams through,
@@ -66,9 +66,9 @@ def _activation(project, work_dir: str, env_manager: str) -> str | None:
                               env_manager=env_manager)
 
 
-def _flag(config: dict, key: str) -> bool:
+def _flag(config: dict, key: str, default: bool = False) -> bool:
     """A yes/no backend-config value: true/false (JSON), or the words true/false/yes/no/1/0."""
-    value = config.get(key, False)
+    value = config.get(key, default)
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -187,6 +187,7 @@ def _synchronous(backend_config) -> bool | None:
 class RadtBackend(AbstractBackend):
     def run(self, project_uri, entry_point, params, version, backend_config, tracking_uri, experiment_id):
         full_rate = _flag(backend_config, "full_rate_store")  # bad input before anything runs
+        progress = _flag(backend_config, "progress", default=True)
         synchronous = _synchronous(backend_config)
         work_dir = fetch_and_validate_project(project_uri, version, entry_point, params)
         project = load_project(work_dir)
@@ -204,6 +205,8 @@ class RadtBackend(AbstractBackend):
             radt += ["--interval", str(backend_config["interval"])]
         if full_rate:
             radt.append("--full-rate-store")
+        if not progress:
+            radt.append("--no-progress")
         env = {**os.environ, **get_run_env_vars(run_id, experiment_id)}
         _logger.info("=== Running command '%s' in run with ID '%s' under radt-ext === ", command, run_id)
         # a session of its own: a terminal's Ctrl-C reaches it once, through this process

@@ -40,6 +40,7 @@ from radt_ext.errors import UsageError
 from radt_ext.workload_api.markers import ENV_MONITOR_RUN, ENV_RUN_ID_FILE, ENV_STARTS_FILE, write_run_id
 from radt_ext.workload_api.progress import ENV as PROGRESS_ENV
 from radt_ext.workload_api.progress import read_marks
+from radt_ext.run.progress_env import progress_env, progress_off_by_env, progress_tags, rate_timeline
 from radt_ext.run.reaper import ProcessTree
 from radt_ext.sampling.recorder import Recorder, select_listeners
 from radt_ext.run.signals import STOP_SIGNALS, SignalRelay
@@ -84,6 +85,7 @@ class WorkloadSpec:
     t0: float | None = None  # common time origin of a collocation group
     full_rate_store: bool | None = None  # every point into the store (else its shape); None: RADT_EXT_FULL_RATE_STORE
     launch: list[str] = field(default_factory=list)  # a launcher put before the command (it execs the command)
+    progress: bool | None = None  # count an unmodified Python script's work (autoprogress); None: unless RADT_EXT_NO_PROGRESS
 
 
 def _import_for_threads() -> None:
@@ -272,12 +274,16 @@ class WorkloadSession:
             ENV_RUN_ID_FILE: self.run_id_path,
             ENV_STARTS_FILE: self.starts_path,
         })
+        progress_env(env, self.progress_on())
         if self.joined:
             env["MLFLOW_RUN_ID"] = self.run_id  # the workload's start_run() resumes the handed-over run
         else:
             env.pop("MLFLOW_RUN_ID", None)  # its start_run() makes its own run, in any experiment
         env.pop("MLFLOW_EXPERIMENT_NAME", None)  # the id wins; both set and differing is an MLflow error
         return env
+
+    def progress_on(self) -> bool:
+        return self.spec.progress if self.spec.progress is not None else not progress_off_by_env()
 
     # -- running ----------------------------------------------------------------------
     def start(self) -> "WorkloadSession":
@@ -448,7 +454,7 @@ class WorkloadSession:
             self.recorder.stop()
             self.timings["listeners_closed"] = time.time()
             self._close_workload_runs(status)
-            self.marks = read_marks(self.progress_path)
+            self.marks = read_marks(self.progress_path, off=not self.progress_on())
             self.summary = self.recorder.summary(self.marks, self._logged_span)
             self._log_timelines()
             self.timings["timelines_logged"] = time.time()
@@ -457,6 +463,8 @@ class WorkloadSession:
             tags = self.recorder.listener_tags()
             tags.update(self.workload_runs.monitor_tags())
             tags["radt_ext.exit_code"] = str(self.returncode)
+            tags.update(progress_tags(self.marks))
+            metrics += rate_timeline(self.marks, self.recorder.t0)
             failed_text = self._stderr_tail(status)
             if failed_text:
                 tags["radt_ext.stderr_tail"] = failed_text

@@ -54,9 +54,15 @@ def _slurm_options(file: str, given: dict):
 @click.option("--output", "-o", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True,
               help="the plan, status or results table: for people (on stderr; a plain table at full width when "
                    "it is not a terminal), or as CSV or JSON on stdout for scripts")
-def sweep(file, dry_run, executor, status, cancel, output, **slurm_flags):
+@click.option("--no-progress", is_flag=True, help="do not count the workloads' samples, steps and epochs through "
+              "the start-up hook (also RADT_EXT_NO_PROGRESS=1)")
+def sweep(file, dry_run, executor, status, cancel, output, no_progress, **slurm_flags):
     """Run every variant of FILE (YAML spec or radT CSV); variants FINISHED before are skipped."""
     from radt_ext import sweep as api
+    from radt_ext.run.progress_env import no_progress_here
+
+    if no_progress:
+        no_progress_here()
 
     used = [f"--{k.replace('_', '-')}" for k in SLURM_FLAGS if slurm_flags.get(k) not in (None, (), False)]
     if used and executor != "slurm" and not (status or cancel):

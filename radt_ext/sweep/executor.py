@@ -271,7 +271,8 @@ def summary_of(client, run_id: str) -> dict[str, float]:
 # the results table's figures: (header, summary key, format)
 FIGURES = (("makespan s", "makespan_s", "{:.2f}"), ("active s", "active_s", "{:.2f}"),
            ("start-up %", "startup_share_pct", "{:.0f}"), ("samples/s", "throughput_samples_per_s", "{:.1f}"),
-           ("J/sample", "energy_per_sample_j", "{:.4f}"), ("avg SM active %", "gpu_mean_avg_sm_active_pct", "{:.1f}"),
+           ("J/sample", "energy_per_sample_j", "{:.4f}"), ("epoch s", "epoch_time_s", "{:.2f}"),
+           ("avg SM active %", "gpu_mean_avg_sm_active_pct", "{:.1f}"),
            ("avg slowdown", "avg_slowdown_ratio", "{:.2f}"))
 COUNTED = ("FINISHED", "SKIPPED")  # a setting's figures come from its finished runs (now, or before)
 

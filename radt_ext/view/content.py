@@ -1,6 +1,7 @@
 """What radt-ext's comparison view shows: its columns, its order and its charts (pure; no MLflow).
 
 - Columns: the active phase's throughput and J/sample (and a collocated workload's attributed J/sample),
+  the mean epoch's time and GPU energy from the 2nd epoch, where the workload's progress came from,
   GPU energy, average power, SM and tensor activity, slowdown, start-up, active and end-to-end time; the
   collocation mode, workload, variant, recipe, device and GPU model; the sweep's parameters (as the
   workloads' params and the group runs' `sweep.param.*` tags), its host settings (`system.<key>`: what
@@ -25,6 +26,8 @@ METRICS = (
     "summary/throughput_samples_per_s",
     "summary/energy_per_sample_j",
     "summary/energy_per_sample_attributed_j",
+    "summary/epoch_time_s",
+    "summary/epoch_energy_j",
     "summary/gpu_total_energy_j",
     "summary/gpu_total_avg_power_w",
     "summary/gpu_mean_avg_sm_active_pct",
@@ -42,6 +45,7 @@ TAGS = (
     "collocation.gpu",
     "machine.gpu.0.nvml_index",
     "machine.gpu.0.name",
+    "radt_ext.progress_source",
 )
 SWEEP_PARAM_TAG = "sweep.param."
 SYSTEM_TAG = "system."  # a sweep's host settings: given here as "system.<key>", shown as two tag columns

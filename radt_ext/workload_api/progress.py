@@ -11,6 +11,11 @@ at most one unreadable last line:
     {"pid": 12, "t": 1700000000.5, "samples": 512.0, "steps": 2.0, "flops": ...}   # cumulative, this process
     {"pid": 12, "t": 1700000001.0, "phase": "train", "event": "start"}
 
+Records of the start-up hook that counts an unmodified script's work (autoprogress/) carry a `src`
+(`torch`, `keras`, `mlflow-steps`) and that framework's counters; `read_marks` takes one source and
+turns its counters into these totals (progress_sources.py), so the figures, the guard and the planner
+read every workload alike.
+
 A progress record's `t` is the time of the last `log_progress` call it counts. Records are written
 at most every WRITE_EVERY_S seconds (a write costs ~0.1 ms, too much for every step of a fast loop),
 at once for the first call, at every phase mark (stamped with the mark's time) and at interpreter exit; `flush()` writes one now.
@@ -117,10 +122,14 @@ def _append(record: dict) -> None:
 
 @dataclass
 class Marks:
-    """What a workload wrote: each process's cumulative totals over time, and its phase marks."""
+    """What a workload wrote: each process's cumulative totals over time (of the one source that counts,
+    as `samples` / `steps` / `flops` / `epochs`), its phase marks and its training epochs."""
 
     series: dict[int, list[tuple[float, dict[str, float]]]] = field(default_factory=dict)  # pid -> [(t, totals)]
     phases: list[tuple[float, str, str]] = field(default_factory=list)  # (t, name, "start"|"end")
+    epochs: list[tuple[float, float]] = field(default_factory=list)  # completed training epochs: (start, end)
+    source: str = "none"  # the run's tag radt_ext.progress_source (progress_sources.py)
+    note: str = ""  # what was counted, or why nothing was
 
     def progress_times(self, start: float = float("-inf"), end: float = float("inf")) -> list[float]:
         """Times of the progress records within [start, end], sorted."""
@@ -184,32 +193,77 @@ class Marks:
         return out
 
 
-def read_marks(path: str | None) -> Marks:
-    """Everything a workload wrote to `path` (a Marks with nothing in it when it wrote none)."""
+def read_marks(path: str | None, off: bool = False) -> Marks:
+    """Everything a workload wrote to `path`, its progress taken from the one source that counts (a Marks
+    with nothing in it when it wrote none). off: progress counting was turned off for it (said in the note)."""
+    from radt_ext.workload_api import progress_sources as sources
+
     marks = Marks()
-    if not path:
-        return marks
-    try:
-        with open(path, "rb") as fh:
-            lines = fh.read().splitlines()
-    except OSError:
-        return marks
+    by_source: dict[str, dict[int, list]] = {}
+    epoch_marks: dict[str, dict[tuple[int, int], dict[str, float]]] = {}
+    hooked: set[str] = set()
+    errors: list[str] = []
+    lines: list[bytes] = []
+    if path:
+        try:
+            with open(path, "rb") as fh:
+                lines = fh.read().splitlines()
+        except OSError:
+            pass
     for line in lines:
         try:
             record = json.loads(line)
             pid, t = int(record.pop("pid")), float(record.pop("t"))
+            src = str(record.pop("src", sources.LOG_PROGRESS))
         except (ValueError, KeyError, TypeError, AttributeError):
             continue  # a line cut short by a kill
         if "phase" in record:
             if record.get("event") in ("start", "end"):
                 marks.phases.append((t, str(record["phase"]), record["event"]))
             continue
+        if "epoch" in record:
+            if record.get("event") in ("start", "end"):
+                epoch_marks.setdefault(src, {}).setdefault((pid, int(record["epoch"])), {})[record["event"]] = t
+            continue
+        if record.get("hooked"):
+            hooked.add(src)
+            continue
+        if "error" in record:
+            errors.append(f"{src}: {record['error']}")
+            continue
         totals = {k: float(v) for k, v in record.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        marks.series.setdefault(pid, []).append((t, totals))
-    for points in marks.series.values():
-        points.sort(key=lambda p: p[0])
+        by_source.setdefault(src, {}).setdefault(pid, []).append((t, totals))
+    for series in by_source.values():
+        for points in series.values():
+            points.sort(key=lambda p: p[0])
     marks.phases.sort()
+    source, mode = sources.choose(by_source)
+    chosen = by_source.get(source, {})
+    marks.source = source
+    marks.note = sources.note(source, mode, sources.last_totals(chosen), hooked, errors, off)
+    if mode is None:
+        marks.series = chosen
+    else:
+        marks.series = {}
+        for pid, points in chosen.items():  # from each process's first count of the chosen kind
+            converted = [(t, sources.standard(raw, mode)) for t, raw in points]
+            first = next((i for i, (_, v) in enumerate(converted) if any(v.values())), None)
+            if first is not None:
+                marks.series[pid] = converted[first:]
+        if mode in ("training", "keras_training"):
+            marks.epochs = _epochs(epoch_marks.get(source, {}))
     return marks
+
+
+def _epochs(marks: dict[tuple[int, int], dict[str, float]]) -> list[tuple[float, float]]:
+    """Completed epochs, in order: epoch n of a multi-process job spans from its first rank's start to
+    its last rank's end (the ranks run their epochs side by side)."""
+    spans: dict[int, list[float]] = {}
+    for (_, n), ends in marks.items():
+        if "start" in ends and "end" in ends and ends["end"] >= ends["start"]:
+            lo, hi = spans.get(n, (ends["start"], ends["end"]))
+            spans[n] = [min(lo, ends["start"]), max(hi, ends["end"])]
+    return [(lo, hi) for _, (lo, hi) in sorted(spans.items())]
 
 
 def read_progress(path: str) -> dict[str, float]:

@@ -18,7 +18,7 @@ from tests.radt_ext.report import page as shown
 from tests.radt_ext.report.store import WORKLOAD, _radt, store  # noqa: F401
 
 PANEL_TITLES = ["Power (W)", "Cumulative energy (J)", "Temperature (°C)", "SM and tensor activity (%)",
-                "Clocks (MHz)", "GPU memory (MiB)", "CPU (%)"]
+                "Clocks (MHz)", "GPU memory (MiB)", "CPU (%)", "Work (samples/s)"]
 
 
 def _artifact_text(client, run_id, path=ARTIFACT) -> str:

@@ -1,0 +1,219 @@
+"""What counting an unmodified script's work costs it: the start-up hook's PyTorch hooks on and off in
+paired windows of one process.
+
+    python -m benchmarks.progress_cost --workload infer --budget-s 90 --out docs/benchmarks/gpu/progress_cost
+    python -m benchmarks.progress_cost --workload loader --budget-s 90 --out docs/benchmarks/gpu/progress_cost
+
+The hooks are installed as in a workload under `radt-ext run` (the post-import finder goes in before
+`import torch`, and counts go to a progress file), then switched on and off window by window, in cycles of
+
+    off, on, off, null        (and one closing off window)
+
+- `infer`: a launch-bound inference loop (benchmarks/unmodified/infer_loop.py: a small CNN, batch 8, bf16
+  on a GPU, thousands of calls a second). Two copies of the model with the same weights: one made with the
+  hooks on (its calls go through the outermost-module wrapper), one made with them off (no wrapper); the
+  on window calls the first, the others the second.
+- `loader`: a DataLoader-fed training loop (benchmarks/unmodified/loader_train.py: 2 loader workers doing
+  CPU work per sample, a small CNN, SGD). On: the data-loader and optimizer hooks counting and a model
+  with the wrapper; off and null: the hooks switched off (their wrappers pass straight through) and a
+  model without it.
+
+Every window runs `--settle` s untimed after the switch, then `--window` s timed; its loss is
+1 - its throughput / the mean of the two off windows beside it (slow drift cancels). `null` is run like
+`off`: its loss is the noise floor. The table gives the median, the mean and a bootstrap 95 % interval of
+the mean loss, and what the hooks counted (checked against the batches the loop ran in its on windows).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+from benchmarks.common import fmt, spread, table, write_results
+from benchmarks.overhead_paired import bootstrap_mean_ci, schedule
+
+
+def _hooks_first(progress_file: str) -> None:
+    """What the workload's sitecustomize does: the finder before torch is imported."""
+    os.environ["RADT_EXT_PROGRESS_FILE"] = progress_file
+    os.environ.pop("RADT_EXT_NO_PROGRESS", None)
+    if "torch" in sys.modules:
+        raise SystemExit("progress_cost: torch was imported before the hooks; run it as a script of its own")
+    from radt_ext.workload_api import autoprogress
+
+    if not autoprogress.install():
+        raise SystemExit("progress_cost: the hooks did not install")
+
+
+class Infer:
+    """The inference loop: `on` calls the wrapped model, else the unwrapped copy."""
+
+    description = "small CNN inference, batch {batch}, {dtype}"
+
+    def __init__(self, device: str, batch: int):
+        import torch
+
+        from benchmarks.unmodified import infer_loop
+        from radt_ext.workload_api.autoprogress import torch_forward
+
+        self.torch, self.loop = torch, infer_loop
+        self.model_on, self.x = infer_loop.setup(device, batch)
+        torch_forward.HOOK.on = False  # made while off: no wrapper
+        try:
+            self.model_off, _ = infer_loop.setup(device, batch)
+        finally:
+            torch_forward.HOOK.on = True
+        self.model_off.load_state_dict(self.model_on.state_dict())
+        self.batch = batch
+        self.dtype = str(self.x.dtype).replace("torch.", "")
+        self.done = 0  # calls in the on windows
+
+    def run_for(self, seconds: float, on: bool) -> tuple[float, float]:
+        calls, took = self.loop.run_for(self.model_on if on else self.model_off, self.x, seconds)
+        if on:
+            self.done += calls
+        return calls * self.batch, took
+
+    def counted(self, totals: dict) -> dict:
+        return {"forwards": totals.get("forwards", 0), "expected_at_least": self.done}
+
+
+class Loader:
+    """The loader-fed training loop; `on` switches the loader/optimizer hooks on and trains the wrapped model."""
+
+    description = "small CNN training over a DataLoader ({workers} workers), batch {batch}"
+
+    def __init__(self, device: str, batch: int, workers: int):
+        import torch
+
+        from benchmarks.unmodified import loader_train
+        from radt_ext.workload_api.autoprogress import torch_forward, torch_loader
+
+        self.torch, self.hooks = torch, (torch_loader.HOOK, torch_loader.STEPS)
+        args = argparse.Namespace(samples=1 << 20, size=32, work=4, batch=batch, workers=workers)
+        self.data = loader_train.loader(args)
+        self.device = torch.device(device)
+        self.models = {}
+        for on in (True, False):
+            torch_forward.HOOK.on = on
+            try:
+                model = loader_train.small_cnn().to(self.device)
+            finally:
+                torch_forward.HOOK.on = True
+            self.models[on] = (model, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9))
+        self.models[False][0].load_state_dict(self.models[True][0].state_dict())
+        self.it = iter(self.data)
+        self.batch, self.workers = batch, workers
+        self.dtype = "bf16" if self.device.type == "cuda" else "fp32"
+        self.done = 0
+
+    def _next(self):
+        try:
+            return next(self.it)
+        except StopIteration:
+            self.it = iter(self.data)
+            return next(self.it)
+
+    def run_for(self, seconds: float, on: bool) -> tuple[float, float]:
+        torch, nn = self.torch, self.torch.nn
+        for hook in self.hooks:
+            hook.on = on
+        model, opt = self.models[on]
+        n, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            x, y = self._next()
+            x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda"):
+                loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            n += x.shape[0]
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        if on:
+            self.done += n
+        return n, time.perf_counter() - t0
+
+    def counted(self, totals: dict) -> dict:
+        return {"steps": totals.get("steps", 0), "train_samples": totals.get("train_samples", 0),
+                "samples_in_on_windows": self.done}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workload", choices=("infer", "loader"), required=True)
+    ap.add_argument("--budget-s", type=float, default=90.0, help="start no new cycle after this many seconds")
+    ap.add_argument("--cycles", type=int, default=1000)
+    ap.add_argument("--window", type=float, default=2.0, help="timed seconds per window")
+    ap.add_argument("--settle", type=float, default=0.3, help="seconds run untimed after each switch")
+    ap.add_argument("--warmup", type=float, default=3.0)
+    ap.add_argument("--batch", type=int, default=None, help="default: 8 (infer), 64 (loader)")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    progress = tempfile.NamedTemporaryFile(prefix="radt-progress-cost-", suffix=".jsonl", delete=False).name
+    _hooks_first(progress)
+    import torch
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if args.workload == "infer":
+        work = Infer(device, args.batch or 8)
+        what = work.description.format(batch=work.batch, dtype=work.dtype)
+    else:
+        work = Loader(device, args.batch or 64, args.workers)
+        what = work.description.format(batch=work.batch, workers=work.workers)
+    print(f"progress_cost: {args.workload} on {device}: {what}", flush=True)
+    work.run_for(args.warmup / 2, True)
+    work.run_for(args.warmup / 2, False)
+    windows, started = [], time.monotonic()
+    for kind, cycle in schedule(args.cycles, args.budget_s, started):
+        on = kind == "on"
+        work.run_for(args.settle, on)
+        samples, seconds = work.run_for(args.window, on)
+        windows.append({"kind": kind, "cycle": cycle, "throughput": samples / seconds, "seconds": seconds})
+    for i, w in enumerate(windows):
+        if w["kind"] in ("on", "null") and 0 < i < len(windows) - 1:
+            base = (windows[i - 1]["throughput"] + windows[i + 1]["throughput"]) / 2.0
+            w["loss_pct"] = 100.0 * (1.0 - w["throughput"] / base)
+    from radt_ext.workload_api.autoprogress.records import flush_all
+    from radt_ext.workload_api.progress import read_marks
+
+    flush_all()
+    raw = {}
+    with open(progress) as fh:
+        for line in fh:
+            record = json.loads(line)
+            if record.get("src") == "torch" and not {"epoch", "hooked", "error"} & set(record):
+                raw = record  # the last totals
+    summary = {}
+    for kind in ("on", "null"):
+        losses = [w["loss_pct"] for w in windows if w["kind"] == kind and "loss_pct" in w]
+        lo, hi = bootstrap_mean_ci(losses, args.seed)
+        summary[kind] = {"windows": len(losses), "median_pct": statistics.median(losses) if losses else float("nan"),
+                         "mean_pct": statistics.fmean(losses) if losses else float("nan"),
+                         "ci95_mean_pct": [lo, hi], "spread_pct": spread(losses)}
+    off = spread([w["throughput"] for w in windows if w["kind"] == "off"])
+    result = {"workload": args.workload, "what": what, "device": device, "args": vars(args),
+              "off_throughput_samples_s": off, "loss": summary, "counted": work.counted(raw),
+              "progress_source": read_marks(progress).source, "windows": windows}
+    rows = [[kind, s["windows"], fmt(s["median_pct"]), fmt(s["mean_pct"]),
+             f"{fmt(s['ci95_mean_pct'][0])} .. {fmt(s['ci95_mean_pct'][1])}"] for kind, s in summary.items()]
+    md = [f"### Counting an unmodified script's work: {what} ({device}), {args.window:g} s windows", "",
+          table(["windows", "n", "median loss %", "mean loss %", "95 % CI of the mean (bootstrap) %"], rows), "",
+          f"- on = the hooks counting, null = off again (the noise floor); off windows: median "
+          f"{fmt(off['median'], 0)} samples/s over {off['n']}",
+          f"- counted by the hooks (source {result['progress_source']}): {result['counted']}"]
+    write_results(args.out, f"progress_cost_{args.workload}", result, "\n".join(md))
+    os.unlink(progress)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""Which progress source counts: the script's own log_progress first, then the framework the start-up
+hook counted in, then the script's own metric steps; each hook source's counters read as the totals
+log_progress would have written, epochs across ranks, and the note saying why nothing counted."""
+import json
+
+from radt_ext.workload_api.progress import log_progress, read_marks  # noqa: F401 (the module under test)
+
+
+def _write(path, records):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return str(path)
+
+
+def _torch_training(pid, t0, dataset=10, epochs=2, src="torch"):
+    """What the hook writes for a training loop: a 2-batch sanity validation, then `epochs` passes."""
+    out = [{"pid": pid, "t": t0, "src": src, "hooked": True},
+           {"pid": pid, "t": t0 + 0.1, "src": src, "eval_batches": 2, "eval_samples": 8}]
+    t = t0 + 1.0
+    for n in range(1, epochs + 1):
+        out.append({"pid": pid, "t": t, "src": src, "epoch": n, "event": "start"})
+        t += 2.0
+        out.append({"pid": pid, "t": t, "src": src, "steps": 3 * n, "train_batches": 3 * n,
+                    "train_samples": dataset * n, "eval_batches": 2, "eval_samples": 8, "epochs": n})
+        out.append({"pid": pid, "t": t, "src": src, "epoch": n, "event": "end"})
+        t += 0.5
+    return out
+
+
+def test_training_counts_the_training_passes_only(tmp_path):
+    marks = read_marks(_write(tmp_path / "p.jsonl", _torch_training(7, 100.0, dataset=10, epochs=3)))
+    assert marks.source == "torch"
+    assert marks.totals()["samples"] == 30 and marks.totals()["steps"] == 9
+    assert marks.epochs == [(101.0, 103.0), (103.5, 105.5), (106.0, 108.0)]
+    # the sanity validation before the first step is not the active phase's start
+    assert marks.progress_times()[0] == 103.0
+    assert "optimizer steps" in marks.note
+
+
+def test_log_progress_alone_counts_when_the_script_calls_it(tmp_path):
+    records = _torch_training(7, 100.0) + [{"pid": 7, "t": 101.5, "samples": 64.0, "steps": 1.0},
+                                           {"pid": 7, "t": 104.0, "samples": 128.0, "steps": 2.0}]
+    marks = read_marks(_write(tmp_path / "p.jsonl", records))
+    assert marks.source == "log_progress"
+    assert marks.totals()["samples"] == 128 and marks.epochs == []
+
+
+def test_ranks_add_up_and_share_their_epochs(tmp_path):
+    records = _torch_training(1, 100.0, dataset=5, epochs=2) + _torch_training(2, 100.2, dataset=5, epochs=2)
+    marks = read_marks(_write(tmp_path / "p.jsonl", records))
+    assert marks.totals()["samples"] == 20 and marks.totals()["steps"] == 12
+    assert marks.epochs == [(101.0, 103.2), (103.5, 105.7)]
+
+
+def test_inference_without_loader_counts_model_calls(tmp_path):
+    records = [{"pid": 3, "t": 10.0, "src": "torch", "forwards": 1, "forward_samples": 8},
+               {"pid": 3, "t": 12.0, "src": "torch", "forwards": 500, "forward_samples": 4000}]
+    marks = read_marks(_write(tmp_path / "p.jsonl", records))
+    assert (marks.source, marks.totals()["samples"], marks.totals()["steps"]) == ("torch", 4000, 500)
+    assert "outermost model" in marks.note
+
+
+def test_steps_without_a_loader_leave_samples_unknown(tmp_path):
+    records = [{"pid": 3, "t": 10.0, "src": "torch", "steps": 1, "forwards": 1, "forward_samples": 8},
+               {"pid": 3, "t": 11.0, "src": "torch", "steps": 40, "forwards": 40, "forward_samples": 320}]
+    marks = read_marks(_write(tmp_path / "p.jsonl", records))
+    assert marks.totals()["steps"] == 40 and "samples" not in marks.totals()
+    assert "samples are unknown" in marks.note
+
+
+def test_mlflow_steps_count_where_no_framework_did(tmp_path):
+    records = [{"pid": 3, "t": 10.0, "src": "torch", "hooked": True},
+               {"pid": 3, "t": 10.5, "src": "mlflow-steps", "steps": 1},
+               {"pid": 3, "t": 19.5, "src": "mlflow-steps", "steps": 10}]
+    marks = read_marks(_write(tmp_path / "p.jsonl", records))
+    assert marks.source == "mlflow-steps" and marks.totals()["steps"] == 10
+    assert marks.progress_times() == [10.5, 19.5]
+
+
+def test_nothing_counted_says_why(tmp_path):
+    hooked = read_marks(_write(tmp_path / "a.jsonl", [{"pid": 3, "t": 1.0, "src": "torch", "hooked": True}]))
+    assert hooked.source == "none" and "torch loaded" in hooked.note
+    failed = read_marks(_write(tmp_path / "b.jsonl", [{"pid": 3, "t": 1.0, "src": "torch", "error": "ValueError: x"}]))
+    assert failed.source == "none" and "failed" in failed.note and "ValueError: x" in failed.note
+    off = read_marks(str(tmp_path / "missing.jsonl"), off=True)
+    assert off.source == "none" and "--no-progress" in off.note
+    nothing = read_marks(str(tmp_path / "missing.jsonl"))
+    assert "no progress hook loaded" in nothing.note
