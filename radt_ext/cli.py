@@ -1,16 +1,23 @@
 """The `radt-ext` command line."""
 from __future__ import annotations
 
-import contextlib
-import faulthandler
-import importlib
-import os
-import sys
+import time
 
-import click
+IMPORTED = time.time()  # before the other imports: `radt-ext run`'s timings (RADT_EXT_TIMINGS) start here
 
-from radt_ext.errors import UsageError
-from radt_ext.run.streams import say, tolerate
+import contextlib  # noqa: E402
+import faulthandler  # noqa: E402
+import importlib  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+
+import click  # noqa: E402
+
+from radt_ext.errors import UsageError  # noqa: E402
+from radt_ext.run.streams import say, tolerate  # noqa: E402
+
+ENV_TIMINGS = "RADT_EXT_TIMINGS"  # a file: `radt-ext run` writes the time.time() of each of its steps there
 
 
 # Commands that live in their own modules, imported only when named (MLflow alone takes seconds to import)
@@ -117,6 +124,7 @@ def run(listeners, interval, experiment_name, run_name, run_id, tags, full_rate_
         code = session.run(announce=announce)
     except Interrupted as exc:
         say(f"radt-ext: {exc}")
+        _write_timings(session)
         sys.exit(128 + exc.signum)
     if session.spooled:
         say(f"radt-ext: run {session.status()} (exit code {session.returncode}), recorded with its samples in "
@@ -127,7 +135,24 @@ def run(listeners, interval, experiment_name, run_name, run_id, tags, full_rate_
             from radt_ext.view import link_line
 
             say(link_line(session.uri, session.experiment_id))
+    _write_timings(session)
     sys.exit(code)
+
+
+def _write_timings(session) -> None:
+    """With RADT_EXT_TIMINGS=FILE: the session's steps as JSON (benchmarks/first_run.py reads them)."""
+    path = os.environ.get(ENV_TIMINGS)
+    if not path:
+        return
+    import psutil
+
+    timings = {"process_started": psutil.Process().create_time(), "cli_imported": IMPORTED, **session.timings,
+               "ended": time.time()}
+    try:
+        with open(path, "w") as fh:
+            json.dump(timings, fh)
+    except OSError as exc:
+        say(f"radt-ext: warning: cannot write the timings to {path} ({exc.strerror or exc})")
 
 
 @main.command(name="listeners")

@@ -326,6 +326,9 @@ class WorkloadSession:
         reached now (it answered the checks a moment ago), the run goes to the spool with its points
         and its end, and `radt-ext sync` makes it in the store later (`spooled` says why)."""
         try:
+            import mlflow.tracking  # noqa: F401 -- timed apart from the store's creation
+
+            self.timings["mlflow_imported"] = time.time()
             self.client = connect(self.uri)
             self.timings["store_connected"] = time.time()
             self._open_run()
@@ -436,6 +439,7 @@ class WorkloadSession:
             self.recorder.stop()
             self.timings["listeners_closed"] = time.time()
             self._close_workload_runs(status)
+            self.timings["workload_runs_closed"] = time.time()
             self.marks = read_marks(self.progress_path)
             self.summary = self.recorder.summary(self.marks, self._logged_span)
             self._log_timelines()
@@ -453,8 +457,9 @@ class WorkloadSession:
             self.timings["summaries_logged"] = time.time()
             if stored:
                 self._log_report()
+                self.timings["report_logged"] = time.time()
                 self._refresh_view()
-            self.timings["report_logged"] = time.time()
+                self.timings["view_refreshed"] = time.time()
         if self.watchdog is not None:
             self.watchdog.release()
         if self.returncode is None:

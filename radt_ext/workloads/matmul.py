@@ -7,14 +7,32 @@ bf16 on a CUDA GPU through torch; float32 numpy on the CPU where there is no GPU
 """
 from __future__ import annotations
 
-import argparse
-import os
 import time
 
-import mlflow
+T0 = time.time()
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+
+import mlflow  # noqa: E402
 
 from radt_ext.workload_api.markers import monitor_run_id
-from radt_ext.workload_api.progress import log_progress
+from radt_ext.workload_api.progress import log_progress  # noqa: E402
+
+ENV_TIMINGS = "RADT_EXT_WORKLOAD_TIMINGS"  # a file: the time.time() of each step (benchmarks/first_run.py)
+TIMES = {"started": T0}
+
+
+def _mark(step: str) -> None:
+    TIMES[step] = time.time()
+
+
+def _write_times() -> None:
+    path = os.environ.get(ENV_TIMINGS)
+    if path:
+        with open(path, "w") as fh:
+            json.dump(TIMES, fh)
 
 
 def _torch_cuda():
@@ -31,10 +49,13 @@ def main(argv=None) -> None:
     ap.add_argument("--size", type=int, default=None, help="matrix side (default 8192 on GPU, 512 on CPU)")
     ap.add_argument("--idle", type=float, default=0.0, help="seconds idle before and after the load")
     args = ap.parse_args(argv)
+    _mark("imported")
     torch = _torch_cuda()
+    _mark("device_found")
     size = args.size or (8192 if torch else 512)
     # the run it is handed (mlflow run's, else the one radt-ext records this command into), else its own
     with mlflow.start_run(run_id=os.environ.get("MLFLOW_RUN_ID") or monitor_run_id() or None):
+        _mark("run_joined")
         device = torch.cuda.get_device_name(0) if torch else "cpu"
         mlflow.log_params({"workload": "matmul", "size": size, "seconds": args.seconds,
                            "dtype": "bfloat16" if torch else "float32", "device": device})
@@ -53,6 +74,7 @@ def main(argv=None) -> None:
             a = rng.standard_normal((size, size), dtype=np.float32)
             b = rng.standard_normal((size, size), dtype=np.float32)
             mm, sync = (lambda: a @ b), (lambda: None)
+        _mark("load_started")  # on a GPU: after CUDA's start and the first allocations
         start = time.time()
         done = 0
         while time.time() - start < args.seconds:
@@ -62,8 +84,11 @@ def main(argv=None) -> None:
             done += 10
             log_progress(samples=10, flops=10 * flops_each)
         elapsed = time.time() - start
+        _mark("load_ended")
         mlflow.log_metrics({"matmuls": done, "tflops": done * flops_each / elapsed / 1e12})
         time.sleep(args.idle)
+    _mark("logged")
+    _write_times()
 
 
 if __name__ == "__main__":
