@@ -28,23 +28,26 @@ import tempfile
 import time
 from pathlib import Path
 
-# (label, start key, end key): spans on one clock (time.time() of this host); "t0" is the command's start
+# (label, start key, end key): spans on one clock (time.time() of this host); "t0" is the command's start,
+# "w_…" the workload's own times
 WORKLOAD_SPANS = [
     ("radt-ext start → workload started", "t0", "began"),
-    ("workload: Python start", "began", "started"),
-    ("workload: imports (MLflow, radt_ext.workload_api)", "started", "imported"),
-    ("workload: device found (torch import, CUDA check)", "imported", "device_found"),
-    ("workload: waiting for radt-ext's run (start_run)", "device_found", "run_joined"),
-    ("workload: CUDA start, allocations", "run_joined", "load_started"),
-    ("workload: the load", "load_started", "load_ended"),
-    ("workload: params and metrics logged", "load_ended", "logged"),
-    ("workload: exit", "logged", "workload_ended"),
+    ("workload: Python start", "began", "w_started"),
+    ("workload: imports", "w_started", "w_imported"),
+    ("workload: device found (torch import, CUDA check)", "w_imported", "w_device_found"),
+    ("workload: CUDA start, allocations (before: and the run joined)", "w_device_found", "w_load_started"),
+    ("workload: the load", "w_load_started", "w_load_ended"),
+    ("workload: metrics logged, run ended", "w_load_ended", "w_logged"),
+    ("workload: exit", "w_logged", "workload_ended"),
+    ("alongside (workload): MLflow import", "w_load_started", "w_mlflow_imported"),
+    ("alongside (workload): radt-ext's run joined", "w_mlflow_imported", "w_run_joined"),
 ]
 RADT_SPANS = [
     ("radt-ext: Python start and imports", "t0", "cli_imported"),
     ("radt-ext: checks without MLflow", "cli_imported", "checked"),
     ("alongside: MLflow import", "workload_started", "mlflow_imported"),
-    ("alongside: store reached (a fresh store's tables made)", "mlflow_imported", "store_connected"),
+    ("alongside: a fresh store's tables made", "mlflow_imported", "store_made"),
+    ("alongside: store reached", "store_made", "store_connected"),
     ("alongside: run created and described", "store_connected", "run_created"),
     ("after: listeners closed, points flushed", "workload_ended", "listeners_closed"),
     ("after: the workload's runs closed", "listeners_closed", "workload_runs_closed"),
@@ -80,7 +83,7 @@ def one_run(seconds: float, timeout: float) -> dict:
             raise RuntimeError(f"exit code {proc.returncode}: {proc.stderr[-2000:]}")
         t = {"t0": t0, "exited": exited, "began": float((work / "began").read_text())}
         t.update(json.loads((work / "radt_ext.json").read_text()))
-        t.update(json.loads((work / "workload.json").read_text()))
+        t.update({f"w_{k}": v for k, v in json.loads((work / "workload.json").read_text()).items()})
         out = {"wall_s": exited - t0, "beyond_load_s": exited - t0 - seconds, "load_average": load,
                "spans": {}, "last_line": proc.stderr.strip().splitlines()[-2:]}
         for label, a, b in WORKLOAD_SPANS + RADT_SPANS:
@@ -88,7 +91,7 @@ def one_run(seconds: float, timeout: float) -> dict:
                 out["spans"][label] = t[b] - t[a]
         out["workload_start_s"] = t["began"] - t0
         out["after_workload_s"] = exited - t["workload_ended"]
-        out["workload_setup_s"] = t["load_started"] - t["began"]
+        out["workload_setup_s"] = t["w_load_started"] - t["began"]
         return out
     finally:
         shutil.rmtree(work, ignore_errors=True)
