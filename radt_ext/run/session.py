@@ -44,7 +44,7 @@ from radt_ext.store.client import _not_in_store, _deleted, experiment_choice  # 
 from radt_ext.errors import UsageError
 from radt_ext.workload_api.markers import ENV_MONITOR_RUN, ENV_RUN_ID_FILE, ENV_STARTS_FILE, write_run_id
 from radt_ext.workload_api.progress import ENV as PROGRESS_ENV
-from radt_ext.sampling.selection import select_listeners
+from radt_ext.sampling.selection import check_input, select_listeners
 from radt_ext.run.signals import STOP_SIGNALS, SignalRelay
 from radt_ext.run.spills import spill_root
 from radt_ext.run.watchdog import Watchdog
@@ -156,7 +156,10 @@ class WorkloadSession:
         only MLflow can tell (then `prepare()` first)."""
         spec = self.spec
         self.uri = store_probe.tracking_uri(spec.tracking_uri)
-        self._listeners, self._skipped = select_listeners(spec.listeners, spec.interval, self.target)
+        if check_input(spec.listeners, spec.interval, self.target) is None:
+            self._listeners = None  # every available one: probed once the workload starts (NVML's start, …)
+        else:
+            self._listeners, self._skipped = select_listeners(spec.listeners, spec.interval, self.target)
         probe = store_probe.StoreProbe(self.uri)  # unknown scheme, malformed URI, no server, credentials
         if not (probe.readable or probe.fresh) or spec.parent_run_id:
             return False
@@ -336,6 +339,8 @@ class WorkloadSession:
 
         if self.watchdog is not None:
             self.watchdog.watch(self.proc.pid)
+        if self._listeners is None:  # every available listener: their probes need not delay the workload
+            self._listeners, self._skipped = select_listeners(self.spec.listeners, self.spec.interval, self.target)
         # listeners open while the workload starts up (imports take far longer than NVML init)
         self.target.pid = self.proc.pid
         self.tree = ProcessTree(self.proc.pid, (ENV_ACTIVE, self.marker)).start()  # catches setsid() escapes

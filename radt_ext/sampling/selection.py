@@ -10,22 +10,31 @@ from listeners.base import Listener, ListenerError, Target
 from radt_ext.errors import UsageError
 
 
-def select_listeners(spec: str | None, interval: float | None, target: Target) -> tuple[list[Listener], dict[str, str]]:
-    """Listeners to run, and {name: reason} for those skipped.
-
-    With no spec every available listener runs; a listener named explicitly that
-    cannot run here is an error, raised before anything starts.
-    """
+def check_input(spec: str | None, interval: float | None, target: Target) -> list[registry.Selection] | None:
+    """What `select_listeners` refuses as bad input, without probing any listener: a malformed spec or
+    interval, a GPU that does not exist. Returns the parsed spec (None: every available listener)."""
     try:
         selections = registry.parse_spec(spec)
         if interval is not None:
-            interval = registry.parse_interval(str(interval), where="--interval")
+            registry.parse_interval(str(interval), where="--interval")
     except registry.SpecError as exc:
         raise UsageError(str(exc)) from None
     try:
         registry.check_target(target)
     except ListenerError as exc:
         raise UsageError(str(exc)) from None
+    return selections
+
+
+def select_listeners(spec: str | None, interval: float | None, target: Target) -> tuple[list[Listener], dict[str, str]]:
+    """Listeners to run, and {name: reason} for those skipped.
+
+    With no spec every available listener runs; a listener named explicitly that
+    cannot run here is an error, raised before anything starts.
+    """
+    selections = check_input(spec, interval, target)
+    if interval is not None:
+        interval = registry.parse_interval(str(interval), where="--interval")
     explicit = selections is not None
     if selections is None:
         selections = [registry.Selection(name, None) for name in registry.LISTENERS]

@@ -45,11 +45,32 @@ def _version(path: str) -> str | None:
         conn.close()
 
 
+def _head() -> str | None:
+    """The schema version MLflow's migrations end at."""
+    try:
+        from alembic.script import ScriptDirectory
+        from mlflow.store.db.utils import _get_alembic_config
+
+        return ScriptDirectory.from_config(_get_alembic_config("sqlite://")).get_current_head()
+    except Exception:
+        return None
+
+
+def _settle(path: str, head: str | None, settle: float) -> None:
+    """Wait (at most `settle` s) for another process's migrations of the store at `path` to reach `head`."""
+    deadline = time.monotonic() + settle
+    while head is not None and _version(path) != head and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
 def make(uri: str, settle: float = SETTLE_S) -> bool:
-    """Make the SQLite store at `uri` if its file does not exist; True when this call made it. When
-    another process made it meanwhile, wait (at most `settle` s) for its migrations to be done."""
+    """Make the SQLite store at `uri` (whose file did not exist when radt-ext looked); True when this call
+    made it. When another process made it meanwhile, wait (at most `settle` s) for its migrations."""
     path = sqlite_path(uri)
-    if path is None or os.path.lexists(path):
+    if path is None:
+        return False
+    if os.path.lexists(path):  # the workload's own MLflow is making it
+        _settle(path, _head(), settle)
         return False
     from mlflow.tracking._tracking_service.utils import _get_sqlalchemy_store  # MLflow's own choice of store
 
@@ -65,9 +86,7 @@ def make(uri: str, settle: float = SETTLE_S) -> bool:
             pass
     finally:
         discard(uri)
-    deadline = time.monotonic() + settle
-    while head is not None and _version(path) != head and time.monotonic() < deadline:
-        time.sleep(0.2)
+    _settle(path, head, settle)
     return False
 
 
