@@ -59,6 +59,10 @@ STOP_STATUS_S = 1.0  # of that budget, kept for the run's summaries and status
 RUN_SIGNALS = (*STOP_SIGNALS, signal.SIGHUP)  # a closed terminal stops the workload too
 
 
+class _NoTime(Exception):
+    """A stop's budget is spent: what is left of the run's end is skipped or spooled."""
+
+
 class Interrupted(Exception):
     """A stop signal arrived before the workload started and before any run was created: nothing ran,
     nothing was recorded."""
@@ -505,6 +509,7 @@ class WorkloadSession:
         self.returncode = self.proc.wait()
         self.timings["workload_ended"] = time.time()
         self._reap_group()
+        self.timings["workload_reaped"] = time.time()
         return self.returncode
 
     def terminate(self, sig: int = signal.SIGTERM) -> None:
@@ -512,6 +517,7 @@ class WorkloadSession:
         self.killed_by = self.killed_by or sig  # before it starts too: start() then ends it at once
         if self.stopped_at is None:
             self.stopped_at = time.monotonic()
+            self.timings["stop_signal"] = time.time()
         if self.proc is None or self.proc.poll() is not None:
             return
         self._signal_group(sig)
@@ -589,13 +595,33 @@ class WorkloadSession:
 
     def _log_timelines(self) -> None:
         """The run's full-rate timelines as its artifact, before the report that reads them; when the store
-        is away, the reason goes with the run's spooled tags (the file stays where the tag says)."""
+        is away, the reason goes with the run's spooled tags (the file stays where the tag says).
+
+        After a stop signal it gets what is left of the stop's budget: writing the file (Parquet) takes
+        seconds on a loaded host, and the run's summaries and status come first."""
         def call(fn):
             if self.recorder.writer.down:
                 raise TimeoutError("the store was away at the run's end")
             return self._within_store_deadline(fn)
-        try:
+
+        def log():
             self.recorder.log_timelines(self.client, self.run_id, call=call)
+        try:
+            if self.stopped_at is None:
+                log()
+            else:
+                from radt_ext.store.writer import call_with_deadline
+
+                left = self._store_time(0.0)
+                if left <= 0.05:
+                    raise _NoTime()
+                try:
+                    call_with_deadline(log, left)
+                except TimeoutError:
+                    raise _NoTime() from None
+        except _NoTime:
+            self.recorder.timelines_error = ("stopped: no time left after the signal to write the full-rate "
+                                             "timeline (the store holds its shape)")
         except Exception as exc:  # log_timelines reports its own failures; this is the deadline's
             self.recorder.timelines_error = f"{type(exc).__name__}: {exc}".splitlines()[0]
 
@@ -701,4 +727,5 @@ class WorkloadSession:
             if self.proc is not None:
                 self.wait()
             self._join_opener()
+            self.timings["run_opened"] = time.time()
             return self.finish()

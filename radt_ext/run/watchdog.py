@@ -15,10 +15,8 @@ Two safeguards, both ending such a run as KILLED with the points already stored:
 """
 from __future__ import annotations
 
-import argparse
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -38,6 +36,8 @@ def host_id() -> str:
         namespace = os.stat("/proc/self/ns/pid").st_ino
     except OSError:
         namespace = 0
+    import socket
+
     return f"{socket.gethostname()}/pidns:{namespace}".replace("'", "")
 
 
@@ -199,6 +199,8 @@ def end_orphans(client) -> list[str]:
 
 
 def main(argv=None) -> int:
+    import argparse
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--run-id", default=None)
     ap.add_argument("--marker", default=None)
