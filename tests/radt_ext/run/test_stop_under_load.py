@@ -121,6 +121,12 @@ class Trial:
         """From radt-ext's first line to the workload's first instruction."""
         return float(self.began.read_text()) - json.loads((self.dir / "timings.json").read_text())["cli_imported"]
 
+    def start_steps(self) -> str:
+        t = json.loads((self.dir / "timings.json").read_text())
+        first = t["cli_imported"]
+        return "; ".join(f"{k} {t[k] - first:+.2f}" for k in ("session_started", "checked", "workload_started")
+                         if k in t) + f"; workload began {float(self.began.read_text()) - first:+.2f}"
+
     def where(self) -> str:
         steps = ""
         if (self.dir / "timings.json").exists():  # radt-ext's steps after the signal, to see where time went
@@ -165,7 +171,7 @@ def test_a_stop_at_any_moment_under_load_ends_everything_within_5_s(tmp_path, lo
                 assert (t.proc.returncode == -t.sig and not t.lines) or \
                     (t.sig == signal.SIGINT and t.lines[-1:] == ["KeyboardInterrupt"]), where
             continue
-        assert t.start_latency() <= START_S, f"{where}\nworkload started late"
+        assert t.start_latency() <= START_S, f"{where}\nworkload started late: {t.start_steps()}"
         assert t.proc.returncode == 128 + t.sig, where
         if "recorded with its samples in" in t.lines[-1]:  # not made in time: the spool, which sync replays
             assert f"run KILLED (exit code -{t.sig})" in t.lines[-1] or "run KILLED" in t.lines[-1], where
