@@ -2,11 +2,11 @@
 
 `radt-ext run` asks this module whether the store URI is usable, whether a server answers and accepts
 the credentials, and where an experiment or a handed-over run is, so that bad input is refused in one
-line and the workload can start while MLflow is still being imported. A SQLite file that does not exist
-yet is `fresh`: MLflow makes it, with its Default experiment (id 0), while the workload starts. It reads an `http(s)://` server
-through MLflow's REST API and a `sqlite:///` file read-only through the standard library. Whatever it
-cannot tell (another kind of store, a file MLflow has not set up yet, an experiment that must first be
-made) it answers with None, and the caller asks MLflow, before the workload starts.
+line and the workload can start while MLflow is still being imported. It reads an `http(s)://` server
+through MLflow's REST API and a `sqlite:///` file read-only through the standard library. A SQLite file
+that does not exist yet (in a folder that does) is `fresh`: it is made, with its Default experiment (id
+0), while the workload starts (fresh_store.py). Whatever it cannot tell (another kind of store, a file
+that is not an MLflow store) it answers with None, and the caller asks MLflow, before the workload starts.
 """
 from __future__ import annotations
 
