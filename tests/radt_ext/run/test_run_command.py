@@ -151,3 +151,15 @@ def test_a_server_that_does_not_answer_is_one_line_before_the_workload(tmp_path)
     errors = [ln for ln in res.stderr.splitlines() if "Error" in ln]
     assert len(errors) == 1 and f"cannot use the tracking store {uri}: the server does not answer" in errors[0]
     assert not marker.exists()  # the workload never started
+
+
+def test_a_new_experiment_in_a_new_store_is_made_alongside_the_workload(tracking_uri):
+    assert not os.path.exists(tracking_uri[len("sqlite:///"):])
+    res = radt("run", "--listeners", "top", "--experiment-name", "fresh", "--", sys.executable, "-c",
+               "import os; print(os.environ.get('MLFLOW_EXPERIMENT_NAME'), os.environ.get('MLFLOW_EXPERIMENT_ID'))")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["fresh", "None"]  # its id was not known yet: the workload gets the name
+    run = only_run(tracking_uri)
+    experiment = MlflowClient(tracking_uri).get_experiment(run.info.experiment_id)
+    assert experiment.name == "fresh" and experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    assert run.info.status == "FINISHED"
