@@ -560,7 +560,10 @@ class WorkloadSession:
         else:
             from radt_ext.store.writer import Point  # no MLflow import here: a stop may have left it half done
 
-            self.recorder.stop(timeout=self._store_time(None))
+            if self.stopped_at is None:
+                self.recorder.stop()
+            else:  # the last batches get what is left of the stop's budget; the rest is spooled
+                self.recorder.stop(timeout=max(0.5, self._store_time(0.0)))
             self.timings["listeners_closed"] = time.time()
             self._close_workload_runs(status)
             self.timings["workload_runs_closed"] = time.time()
