@@ -4,8 +4,7 @@ and where that time goes.
     python -m benchmarks.startup --out results [--repeats 5] [--sleep-s 5] [--matmul-s 10]
 
 Every figure comes from fresh processes of the real CLI into one SQLite store (made, with its
-experiment, before the first timed run: the first run into a new store or experiment makes it before
-the workload starts):
+experiment, before the first timed run; a first run into a new store: benchmarks/first_run.py):
 - `import_s`: `import radt_ext.cli` and (unless --no-mlflow-import) `import mlflow` in a fresh interpreter;
 - `start_latency_s`: from the moment `radt-ext run` is started to the workload's first instruction
   (`date +%s.%N` in a `sh -c` wrapper that then execs the workload): --repeats runs of a workload that

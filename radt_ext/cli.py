@@ -1,16 +1,36 @@
 """The `radt-ext` command line."""
 from __future__ import annotations
 
-import contextlib
-import faulthandler
-import importlib
-import os
+import signal
 import sys
+import time
 
-import click
+IMPORTED = time.time()  # before the other imports: `radt-ext run`'s timings (RADT_EXT_TIMINGS) start here
+EARLY_SIGNALS: list[int] = []  # stop signals `radt-ext run` got before its session's handlers were in place
 
-from radt_ext.errors import UsageError
-from radt_ext.run.streams import say, tolerate
+
+def _early_stop(signum, _frame) -> None:
+    EARLY_SIGNALS.append(signum)
+
+
+if sys.argv[1:2] == ["run"] and sys.argv[0].endswith(("radt-ext", "cli.py")):  # `radt-ext run`, from its start
+    for _sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(_sig, _early_stop)
+
+import contextlib  # noqa: E402
+import faulthandler  # noqa: E402
+import gc  # noqa: E402
+import importlib  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+import os  # noqa: E402
+
+import click  # noqa: E402
+
+from radt_ext.errors import UsageError  # noqa: E402
+from radt_ext.run.streams import say, tolerate  # noqa: E402
+
+ENV_TIMINGS = "RADT_EXT_TIMINGS"  # a file: `radt-ext run` writes the time.time() of each of its steps there
 
 
 # Commands that live in their own modules, imported only when named (MLflow alone takes seconds to import)
@@ -117,9 +137,10 @@ def run(listeners, interval, experiment_name, run_name, run_id, tags, full_rate_
             say(f"radt-ext: run {s.run_id} in experiment {s.experiment_id} at {s.uri}")
 
     try:
-        code = session.run(announce=announce)
+        code = session.run(announce=announce, early_signals=EARLY_SIGNALS)
     except Interrupted as exc:
         say(f"radt-ext: {exc}")
+        _write_timings(session)
         sys.exit(128 + exc.signum)
     if session.spooled:
         say(f"radt-ext: run {session.status()} (exit code {session.returncode}), recorded with its samples in "
@@ -130,7 +151,39 @@ def run(listeners, interval, experiment_name, run_name, run_id, tags, full_rate_
             from radt_ext.view import link_line
 
             say(link_line(session.uri, session.experiment_id))
+    _write_timings(session)
+    _exit(code, stopped=session.stopped_at is not None)
+
+
+def _exit(code: int, stopped: bool) -> None:
+    """Exit with `code`, skipping what costs seconds: after a stop, everything (threads left with the
+    store, imports half done) through os._exit once the output is flushed; otherwise the interpreter's
+    last garbage collection over MLflow's objects (~1 s)."""
+    if stopped:
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
+    gc.disable()
+    gc.freeze()
     sys.exit(code)
+
+
+def _write_timings(session) -> None:
+    """With RADT_EXT_TIMINGS=FILE: the session's steps as JSON (benchmarks/first_run.py reads them)."""
+    path = os.environ.get(ENV_TIMINGS)
+    if not path:
+        return
+    import psutil
+
+    timings = {"process_started": psutil.Process().create_time(), "cli_imported": IMPORTED, **session.timings,
+               "ended": time.time()}
+    try:
+        with open(path, "w") as fh:
+            json.dump(timings, fh)
+    except OSError as exc:
+        say(f"radt-ext: warning: cannot write the timings to {path} ({exc.strerror or exc})")
 
 
 @main.command(name="listeners")

@@ -7,12 +7,16 @@
     session.finish()    # flush, summaries, status; returns the exit code to use
 
 `run()` (what `radt-ext run` calls) starts the workload first: bad input is refused by checks that
-need no MLflow (store_probe.py), then the workload and the listeners start, and only then is MLflow
-imported and the run created or joined, while the workload starts up; the listeners' points wait in
-the writer until the run exists. Where those checks cannot tell (a store other than SQLite or a
-server, a store or experiment that does not exist yet) it prepares first, as collocation does.
+need no MLflow (store_probe.py), then the workload and the listeners start, and only then, on a thread
+of its own, is MLflow imported, a SQLite store that does not exist yet made (fresh_store.py), an
+experiment still to be made made, and the run created or joined, while the workload starts up; the
+listeners' points wait in the writer until the run exists. Where those checks cannot tell (a store
+other than SQLite or a server) it prepares first, as collocation does.
 SIGINT/SIGTERM/SIGHUP are handled from before the run exists to after its status is set, each turned
-into a clean stop of the whole child process tree. Collocation starts several prepared sessions together.
+into a clean stop of the whole child process tree: SIGTERM at once, SIGKILL after KILL_GRACE_S. After
+a stop, radt-ext's own store work is bounded (STOP_BUDGET_S from the signal): a run not yet made by
+then goes to the spool with its samples (`radt-ext sync` makes it), and the end of a made run that the
+store does not take in time is spooled too. Collocation starts several prepared sessions together.
 
 Runs: radt-ext records the whole command into its own run (created, or the one `mlflow run` or
 `--run-id` hands over, which the workload then receives in MLFLOW_RUN_ID). Runs the workload starts
@@ -32,29 +36,32 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+# Only what the way to the workload's start needs is imported here (`radt-ext run` starts it within a
+# second on a loaded host); the rest is imported where it is used, once the workload runs.
 from listeners.base import Target
-from radt_ext.sampling import machine
-from radt_ext.store import store_probe
-from radt_ext.store.client import connect, experiment_choice, experiment_id_for, tracking_uri
+from radt_ext.store import fresh_store, store_probe
+from radt_ext.store.client import _not_in_store, _deleted, experiment_choice  # no MLflow, no HTTP imports
 from radt_ext.errors import UsageError
 from radt_ext.workload_api.markers import ENV_MONITOR_RUN, ENV_RUN_ID_FILE, ENV_STARTS_FILE, write_run_id
 from radt_ext.workload_api.progress import ENV as PROGRESS_ENV
-from radt_ext.workload_api.progress import read_marks
+from radt_ext.sampling.selection import check_input, select_listeners
 from radt_ext.run.progress_env import progress_env, progress_off_by_env, progress_tags, rate_timeline
-from radt_ext.run.reaper import ProcessTree
-from radt_ext.sampling.recorder import Recorder, select_listeners
 from radt_ext.run.signals import STOP_SIGNALS, SignalRelay
-from radt_ext.run.spills import run_dir, spill_root
-from radt_ext.run.watchdog import Watchdog, end_orphans, owner_tags
-from radt_ext.run.workload_runs import WorkloadRuns
-from radt_ext import view
+from radt_ext.run.spills import spill_root
+from radt_ext.run.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 STORE_READ_TIMEOUT_S = 60.0  # a run's report or its own metrics, read back at its end
 WORKLOAD_RUNS_TIMEOUT_S = 300.0  # the runs a workload opened: ended, their last points and summaries written
 ENV_ACTIVE = ENV_MONITOR_RUN  # set for the workload: the run id already being monitored
-KILL_GRACE_S = 10.0
+KILL_GRACE_S = 2.0  # SIGTERM → SIGKILL of the workload's tree: all of a stop fits in ~5 s on a loaded host
+STOP_BUDGET_S = 3.0  # from a stop signal to the end of radt-ext's store work (then spooled)
+STOP_STATUS_S = 1.0  # of that budget, kept for the run's summaries and status
 RUN_SIGNALS = (*STOP_SIGNALS, signal.SIGHUP)  # a closed terminal stops the workload too
+
+
+class _NoTime(Exception):
+    """A stop's budget is spent: what is left of the run's end is skipped or spooled."""
 
 
 class Interrupted(Exception):
@@ -148,6 +155,15 @@ class WorkloadSession:
         self._skipped: dict[str, str] = {}
         self.stderr_tail = None
         self.spooled: str | None = None  # why the run went to the spool instead of the store (open_run_alongside)
+        self.fresh_store = False  # a SQLite store still to be made: made alongside the workload
+        self.experiment_name: str | None = None  # an experiment still to be made: the workload gets its name
+        self.stopped_at: float | None = None  # time.monotonic() of the first stop signal
+        self.abandoned = False  # stopped before the store was set up: the run went to the spool
+        self._opener: threading.Thread | None = None
+        self._open_lock = threading.Lock()
+        self._open_error: BaseException | None = None
+        self._opened = False
+        self._announce = None  # run()'s announce(session), called by the opener once the run exists
 
     # -- before anything runs -------------------------------------------------------
     def check(self) -> bool:
@@ -156,13 +172,16 @@ class WorkloadSession:
         only MLflow can tell (then `prepare()` first)."""
         spec = self.spec
         self.uri = store_probe.tracking_uri(spec.tracking_uri)
-        self._listeners, self._skipped = select_listeners(spec.listeners, spec.interval, self.target)
+        if check_input(spec.listeners, spec.interval, self.target) is None:
+            self._listeners = None  # every available one: probed once the workload starts (NVML's start, …)
+        else:
+            self._listeners, self._skipped = select_listeners(spec.listeners, spec.interval, self.target)
         probe = store_probe.StoreProbe(self.uri)  # unknown scheme, malformed URI, no server, credentials
-        if not probe.readable or spec.parent_run_id:
+        if not (probe.readable or probe.fresh) or spec.parent_run_id:
             return False
         run_id = spec.run_id or os.environ.get("MLFLOW_RUN_ID")
         if run_id:
-            run = probe.run(run_id)
+            run = False if probe.fresh else probe.run(run_id)
             if run is False:
                 raise UsageError(f"run {run_id} (from MLFLOW_RUN_ID or --run-id) is not in {self.uri}; "
                                  "unset MLFLOW_RUN_ID to create a new run")
@@ -171,7 +190,12 @@ class WorkloadSession:
             self.run_id, self.experiment_id, self.joined, self.marker = run_id, run.experiment_id, True, run_id
             return True
         name, env_id = experiment_choice(spec.experiment_name)
-        if name is None:
+        self.fresh_store = probe.fresh
+        if probe.fresh:  # MLflow makes it with its Default experiment, id 0
+            if env_id and env_id != "0":
+                raise _not_in_store(env_id)
+            experiment = False if name is not None else store_probe.Experiment("0", False)
+        elif name is None:
             experiment = probe.experiment(experiment_id=env_id or "0")
             if experiment is False and env_id:
                 raise _not_in_store(env_id)
@@ -179,14 +203,19 @@ class WorkloadSession:
             experiment = probe.experiment(name=name)
             if experiment and experiment.deleted:
                 raise _deleted(name)
-        if not experiment:
-            return False  # a store or an experiment still to be made: made before the workload starts
-        self.experiment_id = experiment.experiment_id
+        if experiment is None or (experiment is False and name is None):
+            return False  # only MLflow can tell
+        if experiment is False:
+            self.experiment_name = name  # made alongside; the workload is told its name
+        else:
+            self.experiment_id = experiment.experiment_id
         self.marker = uuid.uuid4().hex
         return True
 
     def prepare(self) -> "WorkloadSession":
         spec = self.spec
+        from radt_ext.store.client import connect, tracking_uri
+
         self.uri = getattr(self, "uri", None) or tracking_uri(spec.tracking_uri)
         if not self._listeners and not self._skipped:
             self._listeners, self._skipped = select_listeners(spec.listeners, spec.interval, self.target)
@@ -199,6 +228,9 @@ class WorkloadSession:
     def _open_run(self) -> None:
         """End orphans, then create the run or join the handed-over one, and describe it."""
         from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
+
+        from radt_ext.run.watchdog import end_orphans, owner_tags
+        from radt_ext.store.client import experiment_id_for
 
         spec = self.spec
         try:
@@ -238,6 +270,9 @@ class WorkloadSession:
         spec = self.spec
         if self.killed_by is not None and self.proc is None:
             return  # stopped already: do not spend seconds describing the machine
+        from radt_ext import view
+        from radt_ext.sampling import machine
+
         tags = self.machine_tags = machine.describe()
         tags = dict(tags)
         tags.update({
@@ -266,9 +301,14 @@ class WorkloadSession:
     def child_env(self) -> dict[str, str]:
         env = dict(os.environ)
         env.update(self.spec.env)
+        if self.experiment_id is None:  # still to be made: by name (MLflow makes it if the workload is first)
+            env.pop("MLFLOW_EXPERIMENT_ID", None)
+            env["MLFLOW_EXPERIMENT_NAME"] = self.experiment_name
+        else:
+            env["MLFLOW_EXPERIMENT_ID"] = self.experiment_id  # the default; the workload's set_experiment wins
+            env.pop("MLFLOW_EXPERIMENT_NAME", None)  # the id wins; both set and differing is an MLflow error
         env.update({
             "MLFLOW_TRACKING_URI": self.uri,
-            "MLFLOW_EXPERIMENT_ID": self.experiment_id,  # the default; the workload's set_experiment wins
             PROGRESS_ENV: self.progress_path,
             ENV_ACTIVE: self.marker or self.run_id,
             ENV_RUN_ID_FILE: self.run_id_path,
@@ -279,7 +319,6 @@ class WorkloadSession:
             env["MLFLOW_RUN_ID"] = self.run_id  # the workload's start_run() resumes the handed-over run
         else:
             env.pop("MLFLOW_RUN_ID", None)  # its start_run() makes its own run, in any experiment
-        env.pop("MLFLOW_EXPERIMENT_NAME", None)  # the id wins; both set and differing is an MLflow error
         return env
 
     def progress_on(self) -> bool:
@@ -315,8 +354,15 @@ class WorkloadSession:
                 self.watchdog.release()
             raise UsageError(f"cannot start {self.spec.command[0]!r}: {exc.strerror or exc}") from None
         self.timings["workload_started"] = time.time()
+        from radt_ext.run.reaper import ProcessTree
+        from radt_ext.run.spills import run_dir
+        from radt_ext.run.workload_runs import WorkloadRuns
+        from radt_ext.sampling.recorder import Recorder
+
         if self.watchdog is not None:
             self.watchdog.watch(self.proc.pid)
+        if self._listeners is None:  # every available listener: their probes need not delay the workload
+            self._listeners, self._skipped = select_listeners(self.spec.listeners, self.spec.interval, self.target)
         # listeners open while the workload starts up (imports take far longer than NVML init)
         self.target.pid = self.proc.pid
         self.tree = ProcessTree(self.proc.pid, (ENV_ACTIVE, self.marker)).start()  # catches setsid() escapes
@@ -339,31 +385,98 @@ class WorkloadSession:
                 "radt_ext.listeners": ",".join(f"{lst.name}:{lst.interval:g}" for lst in self._listeners)}
 
     def open_run_alongside(self) -> None:
-        """With the workload running: reach the store, create or join the run, and let the points
-        held so far go out. A workload that started is always recorded: if the store cannot be
-        reached now (it answered the checks a moment ago), the run goes to the spool with its points
-        and its end, and `radt-ext sync` makes it in the store later (`spooled` says why)."""
+        """With the workload running: reach the store (making a SQLite one that does not exist yet),
+        create or join the run, and let the points held so far go out. A workload that started is always
+        recorded: if the store cannot be reached now (it answered the checks a moment ago), the run goes
+        to the spool with its points and its end, and `radt-ext sync` makes it in the store later
+        (`spooled` says why). `run()` calls it on a thread of its own (`_open_in_background`): a stop
+        signal meanwhile need not wait for MLflow's import or a new store's tables."""
         try:
-            self.client = connect(self.uri)
+            import mlflow.tracking  # noqa: F401 -- timed apart from the store's creation
+
+            self.timings["mlflow_imported"] = time.time()
+            if self.fresh_store:
+                fresh_store.make(self.uri)
+                self.timings["store_made"] = time.time()
+            from radt_ext.store.client import connect
+
+            client = connect(self.uri)
             self.timings["store_connected"] = time.time()
-            self._open_run()
         except Exception as exc:
-            if self.run_id is not None and not self.joined:
-                self._stop_unrecorded()  # the run was made and already ended FAILED (_open_run)
-                raise
-            self._to_spool(exc)
+            with self._open_lock:
+                if not self.abandoned:
+                    self._opened = True
+                    self._to_spool(exc)
+            if self._announce is not None and not self.abandoned:
+                self._announce(self)
             return
-        except BaseException:
-            self._stop_unrecorded()
-            raise
-        self.timings["run_created"] = time.time()
-        _import_for_threads()
-        write_run_id(self.run_id_path, self.run_id)
-        if self.watchdog is not None:
-            self.watchdog.run(self.run_id)
-        self.workload_runs.tags = self._run_tags()
-        self.workload_runs.bind(self.client, self.run_id).start()
-        self.recorder.bind(self.client, self.run_id)
+        with self._open_lock:  # a stop that gives up on the store waits for a run being made, or prevents it
+            if self.abandoned:
+                return
+            self._opened = True  # decided: a stop now waits for the run rather than spool it
+            self.client = client
+            try:
+                self._open_run()
+            except Exception as exc:
+                if self.run_id is not None and not self.joined:
+                    self._stop_unrecorded()  # the run was made and already ended FAILED (_open_run)
+                    raise
+                self._to_spool(exc)
+                return
+            except BaseException:
+                self._stop_unrecorded()
+                raise
+            self.timings["run_created"] = time.time()
+            _import_for_threads()
+            write_run_id(self.run_id_path, self.run_id)
+            if self.watchdog is not None:
+                self.watchdog.run(self.run_id)
+            self.workload_runs.tags = self._run_tags()
+            self.workload_runs.bind(self.client, self.run_id).start()
+            self.recorder.bind(self.client, self.run_id)
+        if self._announce is not None:
+            self._announce(self)
+
+    def _open_in_background(self) -> None:
+        def target():
+            try:
+                self.open_run_alongside()
+            except BaseException as exc:  # raised again by _join_opener, in the main thread
+                self._open_error = exc
+        self._opener = threading.Thread(target=target, name="radt-open-run", daemon=True)
+        self._opener.start()
+
+    def _join_opener(self) -> None:
+        """The run made (or spooled) by the opener thread; after a stop, waited for until the stop's
+        budget runs short, then the run goes to the spool and the opener is left behind (the process
+        exits without it: `abandoned`)."""
+        if self._opener is None:
+            return
+        while self._opener.is_alive():
+            if self.stopped_at is None:
+                self._opener.join(0.1)
+                continue
+            left = self._stop_left() - STOP_STATUS_S
+            if left > 0:
+                self._opener.join(min(left, 0.1))
+                continue
+            with self._open_lock:
+                if not self._opened:
+                    self.abandoned = True
+            if self.abandoned:
+                fresh_store.discard(self.uri)  # the opener's half-made store file, if it was making one
+                sig = signal.Signals(self.killed_by).name
+                self._to_spool(TimeoutError(f"stopped by {sig} before the run was made in the store"))
+                return
+            self._opener.join()  # the run is made: only its binding is left
+        if self._open_error is not None:
+            raise self._open_error
+
+    def _stop_left(self) -> float:
+        """Seconds left of the stop's budget (STOP_BUDGET_S after the first stop signal); inf without a stop."""
+        if self.stopped_at is None:
+            return float("inf")
+        return STOP_BUDGET_S - (time.monotonic() - self.stopped_at)
 
     def _stop_unrecorded(self) -> None:
         self.terminate(signal.SIGTERM)
@@ -378,10 +491,12 @@ class WorkloadSession:
     def _to_spool(self, exc: BaseException) -> None:
         """The store cannot be reached: the run (a new one described in full, or the handed-over one)
         goes to the spool; the workload goes on unless it was stopped already."""
+        from radt_ext.run.watchdog import owner_tags
+        from radt_ext.sampling import machine
         from radt_ext.store.writer import first_line
 
         self.client = None
-        reason = str(exc) if isinstance(exc, UsageError) else first_line(exc)
+        reason = str(exc) if isinstance(exc, (UsageError, TimeoutError)) else first_line(exc)
         prefix = f"cannot use the tracking store {self.uri}: "
         self.spooled = reason[len(prefix):].rsplit("; ", 1)[0] if reason.startswith(prefix) else reason
         made = None
@@ -393,11 +508,14 @@ class WorkloadSession:
                 tags[f"radt_ext.listener_skipped.{name}"] = why[:4000]
             if self.spec.run_name:
                 tags["mlflow.runName"] = self.spec.run_name
-            made = {"experiment_id": self.experiment_id, "run_name": self.spec.run_name,
+            made = {"experiment_id": self.experiment_id, "experiment_name": self.experiment_name,
+                    "run_name": self.spec.run_name,
                     "start_time": int(self.timings.get("session_started", time.time()) * 1000),
                     "tags": tags, "params": {k: str(v) for k, v in self.spec.params.items()}}
         self.recorder.writer.bind_to_spool(self.run_id, made)
         write_run_id(self.run_id_path, self.run_id)  # the workload's runs name it; sync's run carries it as a tag
+        if self.abandoned:
+            return  # stopped: the last line says where the run is
         log.warning("radt-ext: the tracking store %s cannot be reached now (%s); the run and its samples go to "
                     "%s (`radt-ext sync` records them)", self.uri, self.spooled, self.spool_path)
 
@@ -409,11 +527,15 @@ class WorkloadSession:
         self.returncode = self.proc.wait()
         self.timings["workload_ended"] = time.time()
         self._reap_group()
+        self.timings["workload_reaped"] = time.time()
         return self.returncode
 
     def terminate(self, sig: int = signal.SIGTERM) -> None:
         """Signal the workload's whole process group; SIGKILL follows after a grace period."""
         self.killed_by = self.killed_by or sig  # before it starts too: start() then ends it at once
+        if self.stopped_at is None:
+            self.stopped_at = time.monotonic()
+            self.timings["stop_signal"] = time.time()
         if self.proc is None or self.proc.poll() is not None:
             return
         self._signal_group(sig)
@@ -444,22 +566,33 @@ class WorkloadSession:
         return "FINISHED" if self.returncode == 0 else "FAILED"
 
     def finish(self, status: str | None = None) -> int:
-        from mlflow.entities import Metric, RunTag
-
+        """Flush, summaries, status, then the timelines, report and view. After a stop signal the store
+        work fits STOP_BUDGET_S: the summaries and status come first and what the store does not take in
+        time is spooled; no report or view is made (they would not fit)."""
         status = self.final_status = status or self.status()
         if self.recorder is None:  # stopped before the workload started
+            from mlflow.entities import RunTag
+
             self.client.log_batch(self.run_id, tags=[RunTag("radt_ext.exit_code", "None")])
             self.client.set_terminated(self.run_id, status)
         else:
-            self.recorder.stop()
+            from radt_ext.store.writer import Point  # no MLflow import here: a stop may have left it half done
+
+            if self.stopped_at is None:
+                self.recorder.stop()
+            else:  # the last batches get what is left of the stop's budget; the rest is spooled
+                self.recorder.stop(timeout=max(0.5, self._store_time(0.0)))
             self.timings["listeners_closed"] = time.time()
             self._close_workload_runs(status)
+            self.timings["workload_runs_closed"] = time.time()
+            from radt_ext.workload_api.progress import read_marks
+
             self.marks = read_marks(self.progress_path, off=not self.progress_on())
             self.summary = self.recorder.summary(self.marks, self._logged_span)
             self._log_timelines()
             self.timings["timelines_logged"] = time.time()
             now = int(time.time() * 1000)
-            metrics = [Metric(f"summary/{k}", float(v), now, 0) for k, v in self.summary.items()]
+            metrics = [Point(f"summary/{k}", float(v), now, 0) for k, v in self.summary.items()]
             tags = self.recorder.listener_tags()
             tags.update(self.workload_runs.monitor_tags())
             tags["radt_ext.exit_code"] = str(self.returncode)
@@ -469,27 +602,49 @@ class WorkloadSession:
             if failed_text:
                 tags["radt_ext.stderr_tail"] = failed_text
             # the writer spools the end of the run too when the store is away; `radt-ext sync` applies it
-            stored = self.recorder.writer.end_run(metrics, tags, status)
+            stored = self.recorder.writer.end_run(
+                metrics, tags, status, timeout=None if self.stopped_at is None else max(0.5, self._stop_left()))
             self.timings["summaries_logged"] = time.time()
-            if stored:
+            if stored and self.stopped_at is None:
                 self._log_report()
+                self.timings["report_logged"] = time.time()
                 self._refresh_view()
-            self.timings["report_logged"] = time.time()
+                self.timings["view_refreshed"] = time.time()
         if self.watchdog is not None:
-            self.watchdog.release()
+            self.watchdog.release(timeout=10.0 if self.stopped_at is None else 0.5)
         if self.returncode is None:
             return 128 + self.killed_by if self.killed_by else 1
         return exit_code(self.returncode)
 
     def _log_timelines(self) -> None:
         """The run's full-rate timelines as its artifact, before the report that reads them; when the store
-        is away, the reason goes with the run's spooled tags (the file stays where the tag says)."""
+        is away, the reason goes with the run's spooled tags (the file stays where the tag says).
+
+        After a stop signal it gets what is left of the stop's budget: writing the file (Parquet) takes
+        seconds on a loaded host, and the run's summaries and status come first."""
         def call(fn):
             if self.recorder.writer.down:
                 raise TimeoutError("the store was away at the run's end")
             return self._within_store_deadline(fn)
-        try:
+
+        def log():
             self.recorder.log_timelines(self.client, self.run_id, call=call)
+        try:
+            if self.stopped_at is None:
+                log()
+            else:
+                from radt_ext.store.writer import call_with_deadline
+
+                left = self._store_time(0.0)
+                if left <= 0.05:
+                    raise _NoTime()
+                try:
+                    call_with_deadline(log, left)
+                except TimeoutError:
+                    raise _NoTime() from None
+        except _NoTime:
+            self.recorder.timelines_error = ("stopped: no time left after the signal to write the full-rate "
+                                             "timeline (the store holds its shape)")
         except Exception as exc:  # log_timelines reports its own failures; this is the deadline's
             self.recorder.timelines_error = f"{type(exc).__name__}: {exc}".splitlines()[0]
 
@@ -528,6 +683,8 @@ class WorkloadSession:
 
     def _refresh_view(self) -> None:
         """The experiment's comparison view, brought up to date; never fails the run."""
+        from radt_ext import view
+
         try:
             self._within_store_deadline(lambda: view.refresh_quietly(self.client, self.experiment_id), 10.0)
         except TimeoutError as exc:
@@ -545,31 +702,53 @@ class WorkloadSession:
                         "is recorded", ", ".join(self.workload_runs.runs) or "none found yet", exc, self.run_id)
 
     def _within_store_deadline(self, fn, timeout: float = STORE_READ_TIMEOUT_S):
-        """fn(), which reads the store through MLflow's client, within the writer's deadline (MetricWriter.call)."""
-        return self.recorder.writer.call(fn, timeout)
+        """fn(), which reads the store through MLflow's client, within the writer's deadline (MetricWriter.call);
+        after a stop signal within what is left of the stop's budget, on any store."""
+        if self.stopped_at is None:
+            return self.recorder.writer.call(fn, timeout)
+        from radt_ext.store.writer import call_with_deadline
 
-    def run(self, announce=None) -> int:
+        timeout = self._store_time(timeout)
+        if timeout <= 0.05:
+            raise TimeoutError("no time left after the stop signal")
+        return self.recorder.writer.call(lambda: call_with_deadline(fn, timeout), timeout)
+
+    def _store_time(self, default):
+        """Seconds a step of the run's end may take: `default` without a stop; after one, what is left of
+        the stop's budget less the part kept for the summaries and status."""
+        if self.stopped_at is None:
+            return default
+        return max(0.0, self._stop_left() - STOP_STATUS_S)
+
+    def run(self, announce=None, early_signals: list[int] | None = None) -> int:
         """check → start → (run created alongside) → wait → finish, with SIGINT/SIGTERM/SIGHUP
         stopping the child tree; prepare → start → … where the checks cannot tell without MLflow.
 
         The handlers are in place before the run is created and until its status is set, so no
-        signal leaves it RUNNING; `announce(session)` is called once the run exists.
+        signal leaves it RUNNING; `announce(session)` is called once the run exists. `early_signals`: a
+        list the caller's own handlers filled before this one was called (signals that stop it at once).
         """
         self.timings["session_started"] = time.time()
         with SignalRelay(self.terminate, signals=RUN_SIGNALS):
+            for sig in list(early_signals or ()):  # caught before these handlers were in place
+                self.terminate(sig)
             early = self.run_id is None and self.check()
             self.timings["checked"] = time.time()
             if self.killed_by is not None and self.client is None:
                 raise Interrupted(self.killed_by, self.uri)
             if early:
+                self._announce = announce
                 self.start()
-                self.open_run_alongside()
-            elif self.run_id is None:
-                self.prepare()
-            if announce is not None:
-                announce(self)
-            if not early and self.killed_by is None:
-                self.start()
+                self._open_in_background()  # announces the run once it exists
+            else:
+                if self.run_id is None:
+                    self.prepare()
+                if announce is not None:
+                    announce(self)
+                if self.killed_by is None:
+                    self.start()
             if self.proc is not None:
                 self.wait()
+            self._join_opener()
+            self.timings["run_opened"] = time.time()
             return self.finish()

@@ -47,9 +47,10 @@ class SignalRelay:
         self._previous.clear()
         if self._pipe is not None:
             os.write(self._pipe[1], b"\0")  # 0 is no signal: the relay ends
-            self._thread.join(30)
-            for fd in self._pipe:
-                os.close(fd)
+            self._thread.join(2)  # a stop's handling is bounded; never hold up radt-ext's exit for it
+            if not self._thread.is_alive():  # else the relay still reads them; they go with the process
+                for fd in self._pipe:
+                    os.close(fd)
             self._pipe = None
 
     def _handle(self, signum, _frame) -> None:

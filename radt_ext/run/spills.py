@@ -13,7 +13,6 @@ import os
 import shutil
 import tempfile
 
-from radt_ext.store.timelines import ARTIFACT_DIR, SPILL_PREFIX, SPILL_SUFFIX, SYSTEM_FILE, spill_to_parquet
 
 SPILL = "spill"
 OWN = "radt-ext"
@@ -34,6 +33,8 @@ def log_spilled(client, run_id: str, directory: str, call=None) -> int:
     """The points the run's spill files in `directory` hold on disk, as its artifact timelines/system.parquet
     tagged partial; the number of points, 0 (nothing logged) when they hold none. `call(fn)`: how to reach
     the store (waiting out a locked SQLite file)."""
+    from radt_ext.store.timelines import ARTIFACT_DIR, SPILL_PREFIX, SPILL_SUFFIX, SYSTEM_FILE, spill_to_parquet
+
     call = call or (lambda fn: fn())
     try:
         names = sorted(n for n in os.listdir(directory) if n.startswith(SPILL_PREFIX) and n.endswith(SPILL_SUFFIX))

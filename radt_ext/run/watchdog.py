@@ -19,19 +19,12 @@ ends the group run as KILLED and tags it with what it restored (`system.<key>.re
 """
 from __future__ import annotations
 
-import argparse
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
-import psutil
-
-from radt_ext.run.reaper import ProcessTree
-from radt_ext.run.spills import log_all_spilled
-from radt_ext.run.streams import say
 from radt_ext.workload_api.markers import ENV_MONITOR_RUN, ENV_RUN_ID_FILE, ENV_STARTS_FILE, TAG_MONITOR_RUN
 
 TAG_HOST = "radt_ext.host"
@@ -47,16 +40,22 @@ def host_id() -> str:
         namespace = os.stat("/proc/self/ns/pid").st_ino
     except OSError:
         namespace = 0
+    import socket
+
     return f"{socket.gethostname()}/pidns:{namespace}".replace("'", "")
 
 
 def owner_tags() -> dict[str, str]:
     """Tags naming this radt-ext process, so an orphaned run is recognised later."""
+    import psutil
+
     me = psutil.Process()
     return {TAG_HOST: host_id(), TAG_PID: str(me.pid), TAG_PID_STARTED: repr(me.create_time())}
 
 
 def _alive(pid: str | None, started: str | None) -> bool:
+    import psutil
+
     try:
         return psutil.Process(int(pid)).create_time() == float(started)
     except (psutil.NoSuchProcess, psutil.ZombieProcess, TypeError, ValueError):
@@ -116,6 +115,10 @@ class Watchdog:
 def stop_tree(pid: int | None, marker: str, grace: float = GRACE_S) -> list[int]:
     """SIGTERM the workload's tree, SIGKILL what is left after `grace`; returns the pids found.
     `marker`: the workload's RADT_EXT_ACTIVE."""
+    import psutil
+
+    from radt_ext.run.reaper import ProcessTree
+
     tree = ProcessTree(pid, (ENV_MONITOR_RUN, marker))
     tree.start()
     tree.stop()
@@ -204,6 +207,8 @@ def end_orphans(client) -> list[str]:
 
 
 def main(argv=None) -> int:
+    import argparse
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--run-id", default=None)
     ap.add_argument("--marker", default=None)
@@ -211,6 +216,8 @@ def main(argv=None) -> int:
     ap.add_argument("--spill-dir", default=None)
     ap.add_argument("--restore", default=None)
     args = ap.parse_args(argv)
+    from radt_ext.run.streams import say
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # radt-ext decides; only its death makes us act
     parent = os.getppid()
     pid, run_id = None, args.run_id
@@ -262,6 +269,9 @@ def _restore(tracking_uri: str, path: str, run_id: str | None) -> None:
 
 def _log_spilled(tracking_uri: str, spill_dir: str, run_id: str | None, ended: list[str]) -> None:
     """After the runs are ended: their spilled timelines as their artifacts; a failure is one line."""
+    from radt_ext.run.spills import log_all_spilled
+    from radt_ext.run.streams import say
+
     try:
         from mlflow.tracking import MlflowClient
 

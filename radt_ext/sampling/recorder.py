@@ -10,54 +10,14 @@ import re
 import time
 from array import array
 
-from listeners import registry
-from listeners.base import Listener, ListenerError, Reading, Target
-from radt_ext.errors import UsageError
+from listeners.base import Listener, Reading
+from radt_ext.sampling.selection import select_listeners  # noqa: F401 -- where its callers have found it
 from radt_ext.sampling.monitor import Monitor
 from radt_ext.figures.summaries import Summaries
 from radt_ext.store.run_points import RunPoints, full_rate_default
 from radt_ext.store.writer import MetricWriter
 
 PREFIX = "system/"
-
-
-def select_listeners(spec: str | None, interval: float | None, target: Target) -> tuple[list[Listener], dict[str, str]]:
-    """Listeners to run, and {name: reason} for those skipped.
-
-    With no spec every available listener runs; a listener named explicitly that
-    cannot run here is an error, raised before anything starts.
-    """
-    try:
-        selections = registry.parse_spec(spec)
-        if interval is not None:
-            interval = registry.parse_interval(str(interval), where="--interval")
-    except registry.SpecError as exc:
-        raise UsageError(str(exc)) from None
-    try:
-        registry.check_target(target)
-    except ListenerError as exc:
-        raise UsageError(str(exc)) from None
-    explicit = selections is not None
-    if selections is None:
-        selections = [registry.Selection(name, None) for name in registry.LISTENERS]
-    chosen: list[Listener] = []
-    skipped: dict[str, str] = {}
-    for sel in selections:
-        reason = registry.availability(sel.name, target)
-        if reason:
-            if explicit:
-                raise UsageError(
-                    f"listener {sel.name!r} cannot run here: {reason}; drop it from --listeners "
-                    "(`radt-ext listeners` shows what works)"
-                )
-            skipped[sel.name] = reason
-            continue
-        cls = registry.load(sel.name)
-        if sel.interval is not None:
-            chosen.append(cls(target, sel.interval))
-        else:
-            chosen.append(cls(target, None if interval is None else max(interval, cls.min_interval)))
-    return chosen, skipped
 
 
 class Recorder:
@@ -119,11 +79,12 @@ class Recorder:
         self.monitor.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self, timeout: float | None = None) -> None:
+        """Close the listeners and flush; `timeout`: seconds for the writer's last batches (else its own)."""
         self.monitor.stop()
         self.stopped = time.time()
         self.points.flush()
-        self.writer.close()
+        self.writer.close(timeout)
 
     timelines_error = None  # why the timeline artifact was not stored (log_timelines)
 

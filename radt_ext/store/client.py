@@ -2,10 +2,7 @@
 a run goes into (one that radt-ext makes is tagged as a training experiment)."""
 from __future__ import annotations
 
-import http.client
 import os
-import urllib.error
-import urllib.request
 
 from radt_ext.errors import UsageError
 from radt_ext.store import store_probe
@@ -26,6 +23,10 @@ def unreachable(uri: str, timeout: float = 5.0) -> str | None:
     of retries; None when something answers (any HTTP status) or the store is not a server."""
     if not uri.startswith(("http://", "https://")):
         return None
+    import http.client
+    import urllib.error
+    import urllib.request
+
     try:
         with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout):
             return None
@@ -92,6 +93,13 @@ def experiment_id_for(client, name: str | None) -> str:
         return env_id
     if name is None:
         return "0"
+    return named_experiment_id(client, name)
+
+
+def named_experiment_id(client, name: str) -> str:
+    """The id of the experiment of that name, made (tagged as a training experiment) when missing."""
+    from mlflow.exceptions import MlflowException
+
     experiment = client.get_experiment_by_name(name)
     if experiment is None:
         try:

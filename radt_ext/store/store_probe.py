@@ -3,20 +3,18 @@
 `radt-ext run` asks this module whether the store URI is usable, whether a server answers and accepts
 the credentials, and where an experiment or a handed-over run is, so that bad input is refused in one
 line and the workload can start while MLflow is still being imported. It reads an `http(s)://` server
-through MLflow's REST API and a `sqlite:///` file read-only through the standard library. Whatever it
-cannot tell (another kind of store, a file MLflow has not set up yet, an experiment that must first be
-made) it answers with None, and the caller asks MLflow, before the workload starts.
+through MLflow's REST API and a `sqlite:///` file read-only through the standard library. A SQLite file
+that does not exist yet (in a folder that does) is `fresh`: it is made, with its Default experiment (id
+0), while the workload starts (fresh_store.py). Whatever it cannot tell (another kind of store, a file
+that is not an MLflow store) it answers with None, and the caller asks MLflow, before the workload starts.
 """
 from __future__ import annotations
 
 import base64
-import http.client
 import json
 import os
 import sqlite3
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 
 from radt_ext.errors import UsageError
@@ -96,6 +94,10 @@ class Answer:
 
 
 def _get(uri: str, path: str, query: dict[str, str], timeout: float = TIMEOUT_S) -> Answer:
+    import http.client  # a server's question only: a SQLite store's `radt-ext run` starts without them
+    import urllib.error
+    import urllib.request
+
     url = f"{uri.rstrip('/')}/api/2.0/mlflow/{path}?{urllib.parse.urlencode(query)}"
     request = urllib.request.Request(url, headers=_headers())
     try:
@@ -138,6 +140,9 @@ class StoreProbe:
             path = urllib.parse.urlparse(uri).path
             path = path[1:] if path.startswith("/") else path  # sqlite:///rel.db → rel.db, sqlite:////abs → /abs
             self._db = path.split("?", 1)[0] or None
+        # a SQLite file still to be made, in a folder that exists: made alongside the workload (fresh_store.py)
+        self.fresh = self._db not in (None, ":memory:") and not os.path.lexists(self._db) \
+            and os.path.isdir(os.path.dirname(os.path.abspath(self._db)))
         # a server with TLS settings of its own, and any other store, are read through MLflow
         self.readable = (self.scheme in ("http", "https") and not any(os.environ.get(v) for v in TLS_SETTINGS)) \
             or (self._db not in (None, ":memory:") and os.path.isfile(self._db))

@@ -24,7 +24,7 @@ from mlflow.entities import Metric, RunTag
 from mlflow.tracking import MlflowClient
 
 from radt_ext.store import store_fate
-from radt_ext.store.client import unreachable
+from radt_ext.store.client import named_experiment_id, unreachable
 from radt_ext.store.spool import (GONE, REPLAYING, TARGET, entry_name, set_aside, spool_files,
                                   timeline_dirs, write_waiting)
 from radt_ext.store.store_fate import Fate
@@ -73,7 +73,9 @@ def read_spool(path: Path) -> tuple[dict[tuple[str, str], RunSpool], int]:
                 elif kind == "status":
                     run.status = (str(r["status"]), int(r["end_time"]))
                 elif kind == "run":
-                    run.made = {"experiment_id": str(r.get("experiment_id") or "0"), "run_name": r.get("run_name"),
+                    name = r.get("experiment_name")  # an experiment still to be made when the run was spooled
+                    run.made = {"experiment_id": str(r["experiment_id"]) if r.get("experiment_id") else
+                                (None if name else "0"), "experiment_name": name, "run_name": r.get("run_name"),
                                 "start_time": int(r["start_time"]), "tags": dict(r.get("tags") or {}),
                                 "params": dict(r.get("params") or {})}
                 else:
@@ -125,6 +127,8 @@ def made_run(client: MlflowClient, spool_id: str, made: dict, result: Result) ->
     time, tags and params it was spooled with, and found again by its tag on a later sync."""
     from mlflow.entities import Param, ViewType
 
+    if made["experiment_id"] is None:
+        made["experiment_id"] = named_experiment_id(client, made["experiment_name"])
     found = client.search_runs([made["experiment_id"]], f"tags.`{TAG_SPOOL_ID}` = '{spool_id}'",
                                run_view_type=ViewType.ALL, max_results=1)
     if found:

@@ -213,30 +213,32 @@ class MetricWriter:
             self._drain()  # anything added after the thread's last pass
 
     def end_run(self, metrics: list, tags: dict[str, str], status: str | None,
-                end_time: int | None = None) -> bool:
-        """Log the run's last metrics and tags and set its status (None: leave it); spool them when
-        the store is away.
+                end_time: int | None = None, timeout: float | None = None) -> bool:
+        """Log the run's last metrics (MLflow's Metric or Point) and tags and set its status (None: leave
+        it); spool them when the store is away, or (`timeout` given) does not take them within `timeout` s
+        on any store.
 
         Returns True when the store took them, False when they were spooled (or lost).
         """
-        from mlflow.entities import RunTag
-
         end_time = end_time or int(time.time() * 1000)
-        items = [RunTag(k, str(v)) for k, v in tags.items()]
         if self._probe():  # a dead server fails here at once, not after MLflow's retries
             try:
-                self._bounded(lambda: self._store_end(metrics, items, status, end_time), self.close_timeout)
+                store = lambda: self._store_end(metrics, tags, status, end_time)  # noqa: E731
+                if timeout is None:
+                    self._bounded(store, self.close_timeout)
+                else:
+                    call_with_deadline(store, timeout)
                 return True
             except Exception as exc:
                 self.errors.append(first_line(exc))
                 self._enter_outage(first_line(exc))
         records = [self._metric_record(Point(m.key, m.value, m.timestamp, m.step)) for m in metrics]
         records += [{"tracking_uri": self._spool_uri, "run_id": self.run_id, "kind": "tag",
-                     "key": t.key, "value": t.value} for t in items]
+                     "key": k, "value": str(v)} for k, v in tags.items()]
         if status:
             records.append({"tracking_uri": self._spool_uri, "run_id": self.run_id, "kind": "status",
                             "status": status, "end_time": end_time})
-        self._append(records, what=f"the run's end ({len(metrics)} metrics, {len(items)} tags, status {status})")
+        self._append(records, what=f"the run's end ({len(metrics)} metrics, {len(tags)} tags, status {status})")
         return False
 
     # -- the thread -----------------------------------------------------------------
@@ -388,7 +390,11 @@ class MetricWriter:
                 return False
         return True  # a database store: the next log_batch is the probe
 
-    def _store_end(self, metrics: list, items: list, status: str, end_time: int) -> None:
+    def _store_end(self, metrics: list, tags: dict[str, str], status: str, end_time: int) -> None:
+        from mlflow.entities import Metric, RunTag
+
+        metrics = [Metric(m.key, float(m.value), int(m.timestamp), int(m.step)) for m in metrics]
+        items = [RunTag(k, str(v)) for k, v in tags.items()]
         for i in range(0, len(metrics), MAX_BATCH):
             self._retry_locked(lambda: self.client.log_batch(self.run_id, metrics=metrics[i:i + MAX_BATCH],
                                                              synchronous=True))

@@ -334,6 +334,18 @@ def test_startup_times_every_step_of_a_run(tmp_path, tracking_uri):
     assert "under_radt_ext_s" in result["matmul"]
 
 
+def test_first_run_splits_readme_command_1_on_a_fresh_store(tmp_path, tracking_uri):
+    result = run_script("first_run", tmp_path / "out", tracking_uri, "--repeats", "1", "--seconds", "0.5")
+    (run,) = result["runs"]
+    assert run["wall_s"] > 0.5 and run["beyond_load_s"] == pytest.approx(run["wall_s"] - 0.5)
+    spans = run["spans"]
+    for label in ("radt-ext start → workload started", "workload: the load", "alongside: MLflow import",
+                  "alongside: a fresh store's tables made", "after: report", "after: exit"):
+        assert spans[label] >= 0, label
+    assert spans["workload: the load"] >= 0.5
+    assert (tmp_path / "out" / "first_run.md").read_text().count("beyond the") == 2
+
+
 def test_store_growth_relogs_a_recorded_run_before_and_after_the_shape(tmp_path, tracking_uri):
     """scripts/gpu/store_growth.sh's analysis on a run recorded here on the replay: the run's full-rate
     artifact logged again through the old path and through the shape (SQLite only here)."""

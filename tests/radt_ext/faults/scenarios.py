@@ -207,6 +207,9 @@ def signal_run(workdir: Path, sig: int) -> Outcome:
                             stderr=subprocess.PIPE, text=True, env=env, cwd=workdir)
     pids: list[int] = []
     try:
+        for line in proc.stderr:  # the run exists (made while the workload starts; a stop before is spooled)
+            if line.startswith("radt-ext: run ") and " in experiment " in line:
+                break
         wait_for(pidfile.exists, 60, "the workload tree", proc)
         pids = [int(p) for p in pidfile.read_text().split()]
         time.sleep(0.5)

@@ -82,7 +82,8 @@ def test_bad_listener_specs(tracking_uri, spec, words):
 def test_missing_command_is_one_line(tracking_uri):
     res = radt("run", "--listeners", "top", "--", "no-such-program-radt")
     assert res.returncode == 2 and "cannot start 'no-such-program-radt'" in res.stderr
-    assert only_run(tracking_uri).info.status == "FAILED"
+    # bad input, found before any store work (the workload starts first): no run, and no store made for it
+    assert not os.path.exists(tracking_uri[len("sqlite:///"):])
 
 
 def test_joins_the_run_in_MLFLOW_RUN_ID(tracking_uri):
@@ -106,6 +107,9 @@ def test_sigterm_stops_the_whole_tree_and_marks_killed(tracking_uri, tmp_path):
     """)
     proc = subprocess.Popen([sys.executable, "-m", "radt_ext.cli", "run", "--listeners", "top", "--interval", "0.05",
                              "--", sys.executable, "-c", tree], stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:  # the run exists (made while the workload starts; a stop before is spooled)
+        if line.startswith("radt-ext: run ") and " in experiment " in line:
+            break
     deadline = time.time() + 60
     while not pidfile.exists() or not pidfile.read_text():
         assert time.time() < deadline and proc.poll() is None
@@ -147,3 +151,15 @@ def test_a_server_that_does_not_answer_is_one_line_before_the_workload(tmp_path)
     errors = [ln for ln in res.stderr.splitlines() if "Error" in ln]
     assert len(errors) == 1 and f"cannot use the tracking store {uri}: the server does not answer" in errors[0]
     assert not marker.exists()  # the workload never started
+
+
+def test_a_new_experiment_in_a_new_store_is_made_alongside_the_workload(tracking_uri):
+    assert not os.path.exists(tracking_uri[len("sqlite:///"):])
+    res = radt("run", "--listeners", "top", "--experiment-name", "fresh", "--", sys.executable, "-c",
+               "import os; print(os.environ.get('MLFLOW_EXPERIMENT_NAME'), os.environ.get('MLFLOW_EXPERIMENT_ID'))")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["fresh", "None"]  # its id was not known yet: the workload gets the name
+    run = only_run(tracking_uri)
+    experiment = MlflowClient(tracking_uri).get_experiment(run.info.experiment_id)
+    assert experiment.name == "fresh" and experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    assert run.info.status == "FINISHED"

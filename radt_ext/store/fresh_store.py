@@ -1,0 +1,103 @@
+"""A SQLite tracking store that does not exist yet, made whole or not at all.
+
+MLflow makes a new SQLite store by running its schema migrations on the file in place (seconds). A
+process stopped half-way would leave a file that is neither empty nor a store, and a workload opening the
+store meanwhile would run the same migrations on it at once. So the store is made in a temporary file
+beside it and linked into place when complete: the store's path shows nothing or the whole store. A store
+that appeared meanwhile (the workload's own MLflow made it) is kept, once its migrations have reached the
+same version, and the temporary file goes.
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+import urllib.parse
+
+SETTLE_S = 60.0  # for a store another process is making: its migrations done
+
+
+def sqlite_path(uri: str) -> str | None:
+    """The file of a `sqlite:///` URI; None for another store or an in-memory one."""
+    if not uri.lower().startswith("sqlite:"):
+        return None
+    path = urllib.parse.urlparse(uri).path
+    path = (path[1:] if path.startswith("/") else path).split("?", 1)[0]
+    return None if path in ("", ":memory:") else path
+
+
+def _making(path: str) -> str:
+    """This process's temporary file for the store at `path`."""
+    return os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.{os.getpid()}.making")
+
+
+def _version(path: str) -> str | None:
+    try:
+        conn = sqlite3.connect(f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro", uri=True, timeout=1)
+    except sqlite3.Error:
+        return None
+    try:
+        row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+        return row[0] if row else None
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+
+
+def _head() -> str | None:
+    """The schema version MLflow's migrations end at."""
+    try:
+        from alembic.script import ScriptDirectory
+        from mlflow.store.db.utils import _get_alembic_config
+
+        return ScriptDirectory.from_config(_get_alembic_config("sqlite://")).get_current_head()
+    except Exception:
+        return None
+
+
+def _settle(path: str, head: str | None, settle: float) -> None:
+    """Wait (at most `settle` s) for another process's migrations of the store at `path` to reach `head`."""
+    deadline = time.monotonic() + settle
+    while head is not None and _version(path) != head and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def make(uri: str, settle: float = SETTLE_S) -> bool:
+    """Make the SQLite store at `uri` (whose file did not exist when radt-ext looked); True when this call
+    made it. When another process made it meanwhile, wait (at most `settle` s) for its migrations."""
+    path = sqlite_path(uri)
+    if path is None:
+        return False
+    if os.path.lexists(path):  # the workload's own MLflow is making it
+        _settle(path, _head(), settle)
+        return False
+    from mlflow.tracking._tracking_service.utils import _get_sqlalchemy_store  # MLflow's own choice of store
+
+    tmp = _making(path)
+    try:
+        store = _get_sqlalchemy_store(f"sqlite:///{os.path.abspath(tmp)}", None)
+        store.engine.dispose()  # every connection closed: the file holds the whole store
+        head = _version(tmp)
+        try:
+            os.link(tmp, path)  # never over a store that appeared meanwhile
+            return True
+        except FileExistsError:
+            pass
+    finally:
+        discard(uri)
+    _settle(path, head, settle)
+    return False
+
+
+def discard(uri: str) -> None:
+    """Remove this process's half-made store beside `uri` (a stop that does not wait for `make`)."""
+    path = sqlite_path(uri)
+    if path is None:
+        return
+    tmp = _making(path)
+    for leftover in (tmp, f"{tmp}-journal"):
+        try:
+            os.unlink(leftover)
+        except FileNotFoundError:
+            pass
