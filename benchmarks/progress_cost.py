@@ -7,16 +7,15 @@ paired windows of one process.
 The hooks are installed as in a workload under `radt-ext run` (the post-import finder goes in before
 `import torch`, and counts go to a progress file), then switched on and off window by window, in cycles of
 
-    off, on, off, null        (and one closing off window)
+    off, on, off, null        (on and null in a random order per cycle; one closing off window)
 
 - `infer`: a launch-bound inference loop (benchmarks/unmodified/infer_loop.py: a small CNN, batch 8, bf16
-  on a GPU, thousands of calls a second). Two copies of the model with the same weights: one made with the
-  hooks on (its calls go through the outermost-module wrapper), one made with them off (no wrapper); the
-  on window calls the first, the others the second.
+  on a GPU, thousands of calls a second). One model: on, its calls go through the hook's counting
+  wrapper; off, the wrapper is taken away and it is called as torch calls any module.
 - `loader`: a DataLoader-fed training loop (benchmarks/unmodified/loader_train.py: 2 loader workers doing
-  CPU work per sample, a small CNN, SGD). On: the data-loader and optimizer hooks counting and a model
-  with the wrapper; off and null: the hooks switched off (their wrappers pass straight through) and a
-  model without it.
+  CPU work per sample, a small CNN, SGD). On: the data-loader and optimizer hooks counting and the
+  model's wrapper in place; off and null: the hooks switched off (their patched methods pass straight
+  through: an attribute test a call is all that is left of them) and the wrapper taken away.
 
 Every window runs `--settle` s untimed after the switch, then `--window` s timed; its loss is
 1 - its throughput / the mean of the two off windows beside it (slow drift cancels). `null` is run like
@@ -28,13 +27,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import sys
 import tempfile
 import time
 
 from benchmarks.common import fmt, spread, table, write_results
-from benchmarks.overhead_paired import bootstrap_mean_ci, schedule
+from benchmarks.overhead_paired import bootstrap_mean_ci
 
 
 def _hooks_first(progress_file: str) -> None:
@@ -49,8 +49,28 @@ def _hooks_first(progress_file: str) -> None:
         raise SystemExit("progress_cost: the hooks did not install")
 
 
+SLOT = "_compiled_call_impl"  # where the hook's wrapper of an outermost module sits (torch_forward.py)
+
+
+class Wrapper:
+    """The hook's wrapper of one model, taken away for the off windows and put back for the on ones: the
+    same model, the same memory, only the counting differs."""
+
+    def __init__(self, model, x):
+        model(x)  # the first call decides that the model is outermost and keeps its counting wrapper
+        self.model, self.wrapper = model, model.__dict__.get(SLOT)
+        if self.wrapper is None:
+            raise SystemExit("progress_cost: the model carries no counting wrapper (are the hooks installed?)")
+
+    def set(self, on: bool) -> None:
+        if on:
+            self.model.__dict__[SLOT] = self.wrapper
+        else:
+            self.model.__dict__.pop(SLOT, None)
+
+
 class Infer:
-    """The inference loop: `on` calls the wrapped model, else the unwrapped copy."""
+    """The inference loop, the same model counted (on) or not (off)."""
 
     description = "small CNN inference, batch {batch}, {dtype}"
 
@@ -58,32 +78,29 @@ class Infer:
         import torch
 
         from benchmarks.unmodified import infer_loop
-        from radt_ext.workload_api.autoprogress import torch_forward
 
         self.torch, self.loop = torch, infer_loop
-        self.model_on, self.x = infer_loop.setup(device, batch)
-        torch_forward.HOOK.on = False  # made while off: no wrapper
-        try:
-            self.model_off, _ = infer_loop.setup(device, batch)
-        finally:
-            torch_forward.HOOK.on = True
-        self.model_off.load_state_dict(self.model_on.state_dict())
+        self.model, self.x = infer_loop.setup(device, batch)
+        with torch.inference_mode():
+            self.wrapper = Wrapper(self.model, self.x)
         self.batch = batch
         self.dtype = str(self.x.dtype).replace("torch.", "")
-        self.done = 0  # calls in the on windows
+        self.done = 1  # calls counted: the deciding call, then the on windows'
 
     def run_for(self, seconds: float, on: bool) -> tuple[float, float]:
-        calls, took = self.loop.run_for(self.model_on if on else self.model_off, self.x, seconds)
+        self.wrapper.set(on)
+        calls, took = self.loop.run_for(self.model, self.x, seconds)
         if on:
             self.done += calls
         return calls * self.batch, took
 
     def counted(self, totals: dict) -> dict:
-        return {"forwards": totals.get("forwards", 0), "expected_at_least": self.done}
+        return {"forwards": totals.get("forwards", 0), "calls_in_on_windows": self.done}
 
 
 class Loader:
-    """The loader-fed training loop; `on` switches the loader/optimizer hooks on and trains the wrapped model."""
+    """The loader-fed training loop; on: the loader and optimizer hooks counting and the model's wrapper in
+    place, off: the hooks passing straight through and the wrapper taken away."""
 
     description = "small CNN training over a DataLoader ({workers} workers), batch {batch}"
 
@@ -91,25 +108,19 @@ class Loader:
         import torch
 
         from benchmarks.unmodified import loader_train
-        from radt_ext.workload_api.autoprogress import torch_forward, torch_loader
+        from radt_ext.workload_api.autoprogress import torch_loader
 
         self.torch, self.hooks = torch, (torch_loader.HOOK, torch_loader.STEPS)
         args = argparse.Namespace(samples=1 << 20, size=32, work=4, batch=batch, workers=workers)
         self.data = loader_train.loader(args)
         self.device = torch.device(device)
-        self.models = {}
-        for on in (True, False):
-            torch_forward.HOOK.on = on
-            try:
-                model = loader_train.small_cnn().to(self.device)
-            finally:
-                torch_forward.HOOK.on = True
-            self.models[on] = (model, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9))
-        self.models[False][0].load_state_dict(self.models[True][0].state_dict())
+        self.model = loader_train.small_cnn().to(self.device)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
         self.it = iter(self.data)
+        x, _ = self._next()
+        self.wrapper = Wrapper(self.model, x.to(self.device))
         self.batch, self.workers = batch, workers
-        self.dtype = "bf16" if self.device.type == "cuda" else "fp32"
-        self.done = 0
+        self.done = x.shape[0]  # the deciding batch: its pass turns training at the first step, so it counts
 
     def _next(self):
         try:
@@ -122,16 +133,16 @@ class Loader:
         torch, nn = self.torch, self.torch.nn
         for hook in self.hooks:
             hook.on = on
-        model, opt = self.models[on]
+        self.wrapper.set(on)
         n, t0 = 0, time.perf_counter()
         while time.perf_counter() - t0 < seconds:
             x, y = self._next()
             x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda"):
-                loss = nn.functional.cross_entropy(model(x), y)
+                loss = nn.functional.cross_entropy(self.model(x), y)
             loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            self.opt.step()
+            self.opt.zero_grad(set_to_none=True)
             n += x.shape[0]
         if self.device.type == "cuda":
             torch.cuda.synchronize()
@@ -144,14 +155,26 @@ class Loader:
                 "samples_in_on_windows": self.done}
 
 
+def cycles(n: int, budget_s: float, started: float, rng):
+    """(kind, cycle) of every window: off, X, off, Y with X, Y = on, null in a random order per cycle, while
+    cycles and budget last, then one closing off."""
+    cycle = 0
+    while cycle < n and (cycle == 0 or time.monotonic() - started < budget_s):
+        cycle += 1
+        middle = ["on", "null"]
+        rng.shuffle(middle)
+        yield from ((kind, cycle) for kind in ("off", middle[0], "off", middle[1]))
+    yield "off", cycle
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workload", choices=("infer", "loader"), required=True)
     ap.add_argument("--budget-s", type=float, default=90.0, help="start no new cycle after this many seconds")
     ap.add_argument("--cycles", type=int, default=1000)
-    ap.add_argument("--window", type=float, default=2.0, help="timed seconds per window")
-    ap.add_argument("--settle", type=float, default=0.3, help="seconds run untimed after each switch")
-    ap.add_argument("--warmup", type=float, default=3.0)
+    ap.add_argument("--window", type=float, default=1.0, help="timed seconds per window")
+    ap.add_argument("--settle", type=float, default=0.2, help="seconds run untimed after each switch")
+    ap.add_argument("--warmup", type=float, default=6.0)
     ap.add_argument("--batch", type=int, default=None, help="default: 8 (infer), 64 (loader)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--device", default=None)
@@ -173,7 +196,7 @@ def main(argv=None) -> int:
     work.run_for(args.warmup / 2, True)
     work.run_for(args.warmup / 2, False)
     windows, started = [], time.monotonic()
-    for kind, cycle in schedule(args.cycles, args.budget_s, started):
+    for kind, cycle in cycles(args.cycles, args.budget_s, started, random.Random(args.seed)):
         on = kind == "on"
         work.run_for(args.settle, on)
         samples, seconds = work.run_for(args.window, on)

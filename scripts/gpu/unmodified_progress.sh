@@ -8,7 +8,8 @@
 #    batches of 8, bf16, 8 s); figures.md puts radt-ext's figures beside the scripts' own timings.
 # 2. benchmarks.progress_cost for both workloads: the hooks on and off in paired windows of one process
 #    (CYCLE_S of cycles each).
-# Reads the GPU only; never changes MIG, clocks or limits. Expected wall time: ~4 min.
+# COST_ONLY=1: part 2 only. Reads the GPU only; never changes MIG, clocks or limits. Expected wall time:
+# ~4.5 min (~3 min with COST_ONLY=1).
 # DRY=1: the same flow on the CPU with the NVML replay backend, tiny sizes (~3 min on 2 cores).
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
@@ -23,8 +24,8 @@ say() { echo "[$SECONDS s] $*" | tee -a "$RESULTS/log.txt"; }
 : > "$RESULTS/log.txt"
 TRAIN="--epochs 3 --samples 8192 --batch 64 --workers 2"
 INFER="--seconds 8 --batch 8"
-CYCLE_S=${CYCLE_S:-60}
-COST="--window 2 --settle 0.3"
+CYCLE_S=${CYCLE_S:-75}
+COST="--window 1 --settle 0.2"
 if [ "$DRY" = 1 ]; then
   export RADT_EXT_NVML_REPLAY=${RADT_EXT_NVML_REPLAY:-$REPO/listeners/traces/h200_matmul.json}
   TRAIN="--device cpu --epochs 3 --samples 256 --batch 32 --workers 2 --work 1"
@@ -37,7 +38,9 @@ fi
   > "$RESULTS/machine.txt" 2>&1
 say "machine: $(sed -n 2p "$RESULTS/machine.txt")"
 
-for job in "loader_train $TRAIN" "infer_loop $INFER"; do
+JOBS=("loader_train $TRAIN" "infer_loop $INFER")
+[ "${COST_ONLY:-0}" = 1 ] && JOBS=()
+for job in "${JOBS[@]}"; do
   set -- $job
   name=$1; shift
   say "run: $name $*"
@@ -45,7 +48,7 @@ for job in "loader_train $TRAIN" "infer_loop $INFER"; do
     python3 "$REPO/benchmarks/unmodified/$name.py" "$@" > "$RESULTS/$name.log" 2>&1
   say "$name exited $?: $(tail -1 "$RESULTS/$name.log")"
 done
-python3 scripts/gpu/unmodified_progress_figures.py "$RESULTS" | tee "$RESULTS/figures.md"
+[ "${COST_ONLY:-0}" = 1 ] || python3 scripts/gpu/unmodified_progress_figures.py "$RESULTS" | tee "$RESULTS/figures.md"
 
 for workload in infer loader; do
   say "cost: $workload, $CYCLE_S s of cycles"

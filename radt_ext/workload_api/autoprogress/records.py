@@ -1,7 +1,8 @@
 """One counter per progress source (`torch`, `keras`, `mlflow-steps`) of this process, and the records it
 writes to the progress file: its cumulative totals, epoch marks, `hooked` and `error` records.
 
-Totals are written the way `log_progress` writes its own: at once for the first count, then at most
+Totals are written the way `log_progress` writes its own: at once for the first count (of each counter: the
+first optimizer step is the start of the active phase), then at most
 every WRITE_EVERY_S seconds, before every epoch mark and at interpreter exit; `t` is the time of the last
 counted event, or of the epoch mark it comes with, but never earlier than a totals record already
 written (a mark may be stamped in the past: a pass known to be training only at its first step), so that
@@ -42,8 +43,13 @@ class Counter:
         self.lock = threading.Lock()
 
     def add(self, now: float, key: str, n: int = 1) -> None:
+        first = not self.values[key]
         self.values[key] += n
-        self.touch(now)
+        if first:  # the first step, the first training sample: the active phase starts at its time
+            self.last, self.dirty = now, True
+            self.write()
+        else:
+            self.touch(now)
 
     def touch(self, now: float) -> None:
         """Counts changed at `now`: write them if the last write is WRITE_EVERY_S old."""
