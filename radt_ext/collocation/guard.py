@@ -56,10 +56,12 @@ class Event:
     name: str
     live_slowdown: float | None = None
     why: str = ""
+    lost_s: float | None = None  # over: the seconds the job lost beside the others (see Guard.lost_s)
 
     def text(self, t0: float) -> str:
         live = f" live {self.live_slowdown:.2f}" if self.live_slowdown is not None else ""
-        return f"{self.t - t0:.1f}s {self.action} {self.name}{live}: {self.why}"
+        lost = f"; {self.lost_s:.1f} s lost" if self.lost_s is not None else ""
+        return f"{self.t - t0:.1f}s {self.action} {self.name}{live}: {self.why}{lost}"
 
 
 @dataclass
@@ -271,13 +273,31 @@ class Guard:
         others = [n for n, m in self.members.items() if n != name and m.running()]
         if not others:
             return
-        self.events.append(Event(now, "over", name, live, why))
+        self.events.append(Event(now, "over", name, live, why, self._lost(name, marks[name])))
         self.echo(f"radt-ext guard: {name} live slowdown {live:.2f} > {self.bound:g}: pausing "
                   f"{', '.join(others)}")
         self.protecting, self.protected_at = name, now
         self.state[name].live = self.state[name].cum = None
         for other in others:
             self._pause(other, f"{name} is at {live:.2f} > {self.bound:g}", live)
+
+    def _lost(self, name: str, marks) -> float | None:
+        """The seconds the job ran beside the others since every job was active (else since its own
+        active phase began), less the seconds its progress then would have taken alone: what sharing
+        cost it before the split."""
+        m, st = self.members[name], self.state[name]
+        since = self.overlap_since if self.overlap_since is not None else st.active_since
+        times = marks.progress_times() if marks is not None else []
+        if since is None or not times or not m.alone_rate or times[-1] <= since:
+            return None
+        last = times[-1]
+        running = last - since - self.paused_s(name, since, last)
+        done = marks.total_at("samples", last) - marks.total_at("samples", since)
+        return max(0.0, running - done / m.alone_rate)
+
+    def lost_s(self, name: str | None = None) -> float:
+        """The seconds lost before each split (over events), of one workload or of all."""
+        return sum(e.lost_s or 0.0 for e in self.events if e.action == "over" and name in (None, e.name))
 
     def _left_active(self, name: str, now: float) -> bool:
         m, st = self.members[name], self.state[name]
@@ -328,6 +348,8 @@ class Guard:
         out = {"guard_paused_s": self.paused_s(name), "guard_pauses": float(len(st.paused))}
         if st.live_max is not None and st.live_max != float("inf"):
             out["guard_live_slowdown_max"] = st.live_max
+        if self.lost_s(name):
+            out["guard_lost_s"] = self.lost_s(name)
         return out
 
     def member_text(self, name: str) -> str:
