@@ -1,7 +1,7 @@
 """A user's small CNN trained on random 32x32 images with mixed precision and SGD, the loss printed every
 100 steps. It knows nothing of radt-ext and logs nothing.
 
-    python cnn_train.py --batch 128 --steps 3000
+    python cnn_train.py --batch 128 --steps 4800
     python cnn_train.py --batch 16 --steps 10 --device cpu --tiny
 """
 import argparse
@@ -12,7 +12,7 @@ from torch import nn
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--batch", type=int, default=128)
-ap.add_argument("--steps", type=int, default=3000)
+ap.add_argument("--steps", type=int, default=4800)
 ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
 ap.add_argument("--tiny", action="store_true")
 args = ap.parse_args()

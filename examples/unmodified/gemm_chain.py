@@ -2,7 +2,7 @@
 batch of activations, as the projection stack of a big model's inference. It knows nothing of radt-ext
 and logs nothing.
 
-    python gemm_chain.py --size 4096 --steps 1200
+    python gemm_chain.py --size 4096 --steps 12000
     python gemm_chain.py --size 64 --steps 20 --device cpu --tiny
 """
 import argparse
@@ -14,7 +14,7 @@ from torch import nn
 ap = argparse.ArgumentParser()
 ap.add_argument("--size", type=int, default=4096)
 ap.add_argument("--layers", type=int, default=8)
-ap.add_argument("--steps", type=int, default=1200)
+ap.add_argument("--steps", type=int, default=12000)
 ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
 ap.add_argument("--tiny", action="store_true")
 args = ap.parse_args()

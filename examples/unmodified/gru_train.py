@@ -1,7 +1,7 @@
 """A user's sequence model: a two-layer GRU tagging random token sequences, trained with Adam; the loss
 read back every step, as a script that prints it would. It knows nothing of radt-ext and logs nothing.
 
-    python gru_train.py --batch 32 --steps 2500
+    python gru_train.py --batch 32 --steps 1800
     python gru_train.py --batch 8 --steps 10 --device cpu --tiny
 """
 import argparse
@@ -12,7 +12,7 @@ from torch import nn
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--batch", type=int, default=32)
-ap.add_argument("--steps", type=int, default=2500)
+ap.add_argument("--steps", type=int, default=1800)
 ap.add_argument("--seq", type=int, default=64)
 ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
 ap.add_argument("--tiny", action="store_true")

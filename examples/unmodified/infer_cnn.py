@@ -1,7 +1,7 @@
 """A user's inference loop: a small CNN classifying batches of 64x64 images in bf16, each batch's
 predictions copied back to the host. It knows nothing of radt-ext and logs nothing.
 
-    python infer_cnn.py --batch 8 --steps 9000
+    python infer_cnn.py --batch 8 --steps 22000
     python infer_cnn.py --batch 8 --steps 20 --device cpu --tiny
 """
 import argparse
@@ -12,7 +12,7 @@ from torch import nn
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--batch", type=int, default=8)
-ap.add_argument("--steps", type=int, default=9000)
+ap.add_argument("--steps", type=int, default=22000)
 ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
 ap.add_argument("--tiny", action="store_true", help="a narrow model (a CPU)")
 args = ap.parse_args()

@@ -1,7 +1,7 @@
 """A user's text generation loop: a small decoder-only transformer generating tokens one at a time with a
 key/value cache, greedy, for a batch of prompts. It knows nothing of radt-ext and logs nothing.
 
-    python kv_decode.py --batch 4 --prompts 24 --tokens 256
+    python kv_decode.py --batch 4 --prompts 40 --tokens 256
     python kv_decode.py --batch 2 --prompts 2 --tokens 16 --device cpu --tiny
 """
 import argparse
@@ -12,7 +12,7 @@ from torch import nn
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--batch", type=int, default=4)
-ap.add_argument("--prompts", type=int, default=24, help="batches of prompts to complete")
+ap.add_argument("--prompts", type=int, default=40, help="batches of prompts to complete")
 ap.add_argument("--tokens", type=int, default=256, help="new tokens per prompt")
 ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
 ap.add_argument("--tiny", action="store_true")

@@ -1,7 +1,7 @@
 """A user's training script fed by a DataLoader whose workers make and augment every image on the CPU
 (noise, crop, flip, normalisation), training a small CNN. It knows nothing of radt-ext and logs nothing.
 
-    python loader_train.py --workers 6 --batches 700
+    python loader_train.py --workers 6 --batches 1300
     python loader_train.py --workers 1 --batches 8 --device cpu --tiny
 """
 import argparse
@@ -34,7 +34,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--batches", type=int, default=700)
+    ap.add_argument("--batches", type=int, default=1300)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--tiny", action="store_true")
     args = ap.parse_args()
