@@ -7,11 +7,15 @@ of the group began its active phase (the window the group measures slowdowns ove
 MIN_OVERLAP_S long, its own paused seconds left out), so that contention which starts late in a job's
 active phase is caught before it dominates a short overlap. A workload above the bound by either is
 *protected*: every other workload of the group still running is paused (SIGSTOP to its whole process
-tree) until the protected one's active phase ends (its process exits, its phases close, or it reports
-no progress for IDLE_S) or a whole WINDOW_S with them paused still finds it beyond the bound (what slows
-it is not in this group: it is not protected again), then resumed (SIGCONT). A process is never left stopped holding a lock on the
-files given (a SQLite store's; any file where none are given): the guard looks in /proc/locks after
-stopping it and, where it holds one, lets it run on and tries again shortly.
+tree; where every workload has a weight, how hard it presses on the GPU alone, the heaviest first, and
+the next heaviest each time a whole WINDOW_S later it is still beyond the bound, so the rest keep
+sharing) until the protected one's active phase ends (its process exits, its phases close, or it
+reports no progress for IDLE_S) or a whole WINDOW_S with all of them paused still finds it beyond the
+bound (what slows it is not in this group: it is not protected again), then resumed (SIGCONT). Each
+`over` carries the seconds the protected workload had lost by then (its running time since every
+workload was active, less what its progress then took alone). A process is never left stopped holding
+a lock on the files given (a SQLite store's; any file where none are given): the guard looks in
+/proc/locks after stopping it and, where it holds one, lets it run on and tries again shortly.
 
 A paused workload is held back as a job waiting in a queue is: the seconds it spends paused are its
 `paused` intervals, which the group leaves out of its slowdown (and keeps in its wall time).
@@ -47,6 +51,7 @@ class Member:
     alone_rate: float | None  # samples/s over its exclusive run's active phase; None: not watched
     pids: Callable[[], list[int]]  # its process tree now (empty once it ended)
     running: Callable[[], bool]
+    weight: float | None = None  # how hard it presses on the GPU alone (None: not known; see Guard)
 
 
 @dataclass
@@ -247,6 +252,14 @@ class Guard:
             if self._left_active(done, now):
                 why = f"{done}'s active phase ended"
             elif st.live is not None and st.live_from >= self.protected_at and st.live > self.bound:
+                rest = [n for n, m in self.members.items()
+                        if n != done and m.running() and self.state[n].paused_since is None]
+                if rest:  # the heaviest companions paused were not enough: the next heaviest too
+                    live, self.protected_at = st.live, now
+                    st.live = st.cum = None
+                    for other in self._first_to_pause(rest):
+                        self._pause(other, f"{done} is still at {live:.2f} > {self.bound:g}", live)
+                    return
                 # a whole window with the others paused and still beyond: what slows it is not this group
                 self.unhelped.add(done)
                 why = f"pausing did not help {done} (live {st.live:.2f} with the others paused)"
@@ -274,12 +287,20 @@ class Guard:
         if not others:
             return
         self.events.append(Event(now, "over", name, live, why, self._lost(name, marks[name])))
+        first = self._first_to_pause(others)
         self.echo(f"radt-ext guard: {name} live slowdown {live:.2f} > {self.bound:g}: pausing "
-                  f"{', '.join(others)}")
+                  f"{', '.join(first)}")
         self.protecting, self.protected_at = name, now
         self.state[name].live = self.state[name].cum = None
-        for other in others:
+        for other in first:
             self._pause(other, f"{name} is at {live:.2f} > {self.bound:g}", live)
+
+    def _first_to_pause(self, others: list[str]) -> list[str]:
+        """The companions to pause first for a job beyond the bound: where each has a weight (how hard it
+        presses on the GPU alone), the heaviest, so the others keep sharing; else all of them."""
+        if len(others) > 1 and all(self.members[n].weight is not None for n in others):
+            return [max(others, key=lambda n: (self.members[n].weight, n))]
+        return others
 
     def _lost(self, name: str, marks) -> float | None:
         """The seconds the job ran beside the others since every job was active (else since its own

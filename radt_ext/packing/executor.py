@@ -15,6 +15,7 @@ from radt_ext.collocation.group import GroupRunner
 from radt_ext.collocation.modes import CPU, Group
 from radt_ext.errors import UsageError
 from radt_ext.packing import cpusets, explain, profiles
+from radt_ext.packing import model as pack_model
 from radt_ext.packing.options import PackOptions
 from radt_ext.packing.planner import Decision, Planner
 from radt_ext.packing.queue import jobs_of
@@ -56,7 +57,8 @@ def group_of(d: Decision, device: str, uri: str, client, max_slowdown: float, mo
                  run_name=f"{first.sweep_id}:pack {d.mode} {names} on {device}", listeners=first.listeners,
                  child_listeners=first.child_listeners, interval=first.interval, tags=tags,
                  child_tags=child_tags, tracking_uri=uri, baselines=baselines,
-                 guard_slowdown=max_slowdown if guard else None)
+                 guard_slowdown=max_slowdown if guard else None,
+                 guard_weights={j.name: pack_model.pressure(j.profile) for j in d.jobs if j.profile is not None})
 
 
 class PackedGroupRunner(GroupRunner):
@@ -91,7 +93,7 @@ def outcome_tags(d: Decision, guard, bound: float) -> dict[str, str]:
         top = f" (highest live {max(live):.2f})" if live else ""
         return {"pack.outcome": f"kept: every job within {bound:g}{top}", "pack.lost_s": "0"}
     splits = "; ".join(f"{e.t - guard.t0:.1f}s {e.name} live {e.live_slowdown:.2f} > {bound:g}" for e in overs)
-    return {"pack.outcome": f"split: {splits}; its companions paused until its active phase ended",
+    return {"pack.outcome": f"split: {splits}; companions paused (the heaviest first) until its active phase ended",
             "pack.lost_s": f"{guard.lost_s():.2f}"}
 
 
