@@ -431,3 +431,25 @@ def test_ops_host_report_prints_the_committed_figures():
         assert line in proc.stdout, line
     # what docs/ops.md quotes is what the committed data gives
     assert proc.stdout == open(os.path.join(REPO, "docs", "ops", "host", "report.txt")).read()
+
+
+def test_pack_unmodified_writes_each_steps_spec_and_finds_no_instrumented_script(tmp_path):
+    from benchmarks import pack_unmodified as pu
+    from radt_ext.packing.queue import job_variants
+    from radt_ext.sweep.spec import load
+
+    jobs = pu.queue()
+    assert len(jobs) >= 10 and len({j["kind"] for j in jobs.values()}) >= 5
+    assert pu.instrumented(jobs) == []  # users' scripts: nothing of radt-ext imported
+    (tmp_path / "mine.py").write_text("import torch\nfrom radt_ext import log_progress\n")
+    assert pu.instrumented({"mine": {"script": "mine.py"}}, str(tmp_path)) == ["mine"]
+    for step, (per_gpu, repeats, trials) in pu.STEPS.items():
+        path = tmp_path / f"{step}.yaml"
+        path.write_text(pu.spec(step, dry=True))
+        sweep = load(str(path))
+        assert sweep.pack.max_jobs_per_gpu == per_gpu and sweep.pack.trials is trials and sweep.repeats == repeats
+        variants = job_variants(sweep)
+        assert len(variants) == len(jobs) * repeats
+        assert all(v.workloads[0].command[-3:] == ["--device", "cpu", "--tiny"] for v in variants)
+    gpu = pu.spec("packed", dry=False)
+    assert "--device cpu" not in gpu and "gpm" in gpu and "examples/unmodified/gemm_chain.py --size 4096" in gpu
