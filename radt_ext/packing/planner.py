@@ -295,8 +295,9 @@ class Planner:
                 d.reason = "alone: " + (refusals[0] if len(refusals) == 1 else
                                         f"fits no group ({'; '.join(refusals[:2])}{more})"
                                         if refusals else "the first job of the queue")
-                if refused:  # alone because of what the store measured, or what the model says
-                    d.basis, d.evidence = refused[0].basis, refused[0].evidence
+                beyond = [x for x in refused if x.max_slowdown > self.opts.max_slowdown]
+                if beyond:  # alone because of what the store measured, or what the model says
+                    d.basis, d.evidence = beyond[0].basis, beyond[0].evidence
                 groups.append(d)
         self.trying = any(g.basis == "trial" for g in groups)  # a plan that needed trials may move jobs between them
         groups = self._regroup(groups, len(gpus))

@@ -389,6 +389,7 @@ def test_a_job_the_guard_cannot_watch_shares_only_where_a_measured_group_says_so
     plan = Planner(k, PackOptions()).plan(jobs, ["0"])
     assert [len(d.jobs) for d in plan.decisions] == [1, 1]
     assert "b reports no progress, so the guard cannot watch it" in plan.decisions[1].reason
+    assert plan.decisions[1].basis == "alone"  # no trial either: the guard could not split it
     assert [len(d.jobs) for d in Planner(k, PackOptions(guard=False)).plan(jobs, ["0"]).decisions] == [2]
     log_group(tracking_uri, EXP, "naive", [("seen", 1.02), ("silent", 1.04)])
     k = profiles.read(MlflowClient(tracking_uri), EXP)
