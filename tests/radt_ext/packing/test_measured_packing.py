@@ -128,11 +128,16 @@ def test_a_trial_beyond_the_bound_is_split_its_lost_time_tagged_and_its_jobs_on_
         assert [kids[n].data.tags["pack.cpus"] for n in ("a-0", "b-1")] == [cpusets.text(c) for c in want]
         got = sorted(line.split()[1] for line in seen.read_text().splitlines())
         assert got == sorted(cpusets.text(c) for c in want)
+    report = client.search_runs([exp], "tags.`sweep.role` = 'report'")[0]
+    html = open(os.path.join(report.info.artifact_uri.replace("file://", ""), "radt_ext_sweep_report.html")).read()
+    assert "basis (measured, model, trial)" in html and "trial (model 1.90)" in html
     # what the next plan reads: the trial measured beyond the bound, so the pair is kept apart on that basis
-    again = radt("sweep", str(path), "--dry-run", "--output", "csv")
-    assert again.returncode == 0
-    measured = profiles.read(client, "queue").groups[0]
-    assert measured.guarded and measured.run_id == group.info.run_id
+    known = profiles.read(client, "queue")
+    assert known.groups[0].guarded and known.groups[0].run_id == group.info.run_id
+    plan = Planner(known, PackOptions(modes=("naive",))).plan(queue.jobs_of(queue.job_variants(load(str(path)))), ["0"])
+    assert [len(d.jobs) for d in plan.decisions] == [1, 1]
+    assert plan.decisions[1].basis_text == f"measured (run {group.info.run_id[:8]})"
+    assert f"(naive, measured together in run {group.info.run_id[:8]})" in plan.decisions[1].reason
 
 
 def test_cpu_sets_split_each_gpus_part_of_the_host_by_cpu_use():
