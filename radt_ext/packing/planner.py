@@ -67,13 +67,17 @@ class Decision:
     evidence: list[str] = field(default_factory=list)  # the group runs a measured decision rests on
     model_slowdowns: list[float] = field(default_factory=list)  # the contention model's, for a trial
     overhead_s: float = 0.0  # the group run's own cost beyond its jobs' wall time (profiles.group_overhead)
+    walls: list[float | None] = field(default_factory=list)  # each job's wall time measured in this very group
 
     @property
     def max_slowdown(self) -> float:
         return max(self.slowdowns) if self.slowdowns else 1.0
 
     def wall_s(self, i: int) -> float | None:
-        """Job i's predicted wall time: outside the active phase + active phase x slowdown."""
+        """Job i's predicted wall time: as measured in this very group, else outside the active phase +
+        active phase x slowdown."""
+        if self.walls and self.walls[i] is not None:
+            return self.walls[i]
         p = self.jobs[i].profile
         return p.wall_s(self.slowdowns[i]) if p is not None else None
 
@@ -140,8 +144,9 @@ class Planner:
 
     # -- predictions ------------------------------------------------------------------
     def _measured(self, jobs: list[Job], mode: str, overlaps: list[float],
-                  near: bool = True) -> tuple[list[float], str, list[str]] | None:
-        """The slowdowns the store measured for these jobs (their source, the runs): together, else inside
+                  near: bool = True) -> tuple[list[float], str, list[str], list[float | None]] | None:
+        """The slowdowns the store measured for these jobs (their source, the runs, and each one's wall
+        time where the same jobs were measured together): together, else inside
         a larger group measured together (at most that slow), else for three or more each one's excess
         over 1 summed over its measured pairs, else (`near`) for a pair the closest measured pair, scaled
         from its overlaps to these (`overlaps`); None: nothing was measured."""
@@ -150,12 +155,14 @@ class Planner:
         if within:
             g = min(within, key=lambda x: len(x.keys))  # the smallest, then the newest
             seen: dict[str, int] = {}
-            out = []
+            out, walls = [], []
             for j in jobs:
                 n = seen[j.key] = seen.get(j.key, -1) + 1
                 out.append(g.slowdowns[j.key][n])
-            where = "together" if len(g.keys) == len(keys) else f"within a group of {len(g.keys)}"
-            return out, f"measured {where} in run {g.run_id[:8]}", [g.run_id]
+                walls.append(g.walls.get(j.key, [None] * (n + 1))[n])
+            same = len(g.keys) == len(keys)
+            where = "together" if same else f"within a group of {len(g.keys)}"
+            return out, f"measured {where} in run {g.run_id[:8]}", [g.run_id], walls if same else []
         if len(jobs) > 2:
             excess, runs = [0.0] * len(jobs), []
             for i in range(len(jobs)):
@@ -171,7 +178,7 @@ class Planner:
                 break
             else:
                 return ([1.0 + max(0.0, e) for e in excess],
-                        f"measured pairs added (runs {', '.join(r[:8] for r in runs)})", runs)
+                        f"measured pairs added (runs {', '.join(r[:8] for r in runs)})", runs, [])
         if len(jobs) != 2 or not near:
             return None
         best = None
@@ -194,7 +201,7 @@ class Planner:
         if min(then) < MIN_OVERLAP:  # that pair barely met: it says little about a pair that does
             return None
         scaled = [1.0 + (x - 1.0) * f / f0 for x, f, f0 in zip((sa, sb), overlaps, then)]
-        return scaled, f"closest measured pair, run {g.run_id[:8]} ({d:.0f} pts away)", [g.run_id]
+        return scaled, f"closest measured pair, run {g.run_id[:8]} ({d:.0f} pts away)", [g.run_id], []
 
     def may_try(self, jobs: list[Job]) -> bool:
         """Whether these jobs may share a GPU on trial: the guard is on to split them, and it can watch
@@ -208,9 +215,9 @@ class Planner:
         profiles = [j.profile for j in jobs]
         line = model.timeline(profiles, mode, self.cpus)
         measured = self._measured(jobs, mode, line.overlaps) if len(jobs) > 1 else None
-        basis, evidence, raw = ("model" if len(jobs) > 1 else "alone"), [], []
+        basis, evidence, raw, walls = ("model" if len(jobs) > 1 else "alone"), [], [], []
         if measured:
-            slow, source, evidence = measured
+            slow, source, evidence, walls = measured
             basis = "measured"
         else:
             slow, source = line.slowdowns, ("alone" if len(jobs) == 1 else "contention model")
@@ -223,7 +230,7 @@ class Planner:
                model.thread_percentages(profiles, self.opts.mps_thread_percentage, line.sm_demand))
         energies = [model.energy(p, s, len(jobs), self.idle_power_w) for p, s in zip(profiles, slow)]
         return Decision(list(jobs), mode if len(jobs) > 1 else "exclusive", slow, energies, tps, source, "",
-                        line.overlaps, basis, evidence, raw, self.k.group_overhead_s)
+                        line.overlaps, basis, evidence, raw, self.k.group_overhead_s, walls)
 
     def best(self, jobs: list[Job]) -> Decision:
         options = [self.predict(jobs, m) for m in self.modes] or [self.predict(jobs, "naive")]

@@ -159,6 +159,7 @@ class MeasuredGroup:
     start_ms: int = 0
     guarded: bool = False  # the guard paused a member: each slowdown is at least what the guard read live
     gpu_model: str | None = None  # the GPU model it was measured on, where its runs say
+    walls: dict[str, list[float | None]] = field(default_factory=dict)  # each member's wall time there (s)
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -321,6 +322,7 @@ def read(client, experiment: str, model: str | None = None) -> Knowledge:
         if model and gpu_model and gpu_model != model:  # measured on another GPU model: says nothing here
             continue
         slowdowns: dict[str, list[float]] = {}
+        walls: dict[str, list[float | None]] = {}
         guarded = bool(parent.data.metrics.get("summary/guard_paused_s"))
         for m in members:
             value = m.data.metrics.get("summary/slowdown_ratio")
@@ -331,8 +333,10 @@ def read(client, experiment: str, model: str | None = None) -> Knowledge:
             if guarded:  # held within the bound by pausing another: together, unguarded, it ran this slow
                 value = max(value, m.data.metrics.get("summary/guard_live_slowdown_max", value))
             slowdowns.setdefault(key, []).append(float(value))
+            walls.setdefault(key, []).append(m.data.metrics.get("summary/e2e_duration_s"))
         if slowdowns:
-            k.groups.append(MeasuredGroup(parent_id, mode, slowdowns, parent.info.start_time or 0, guarded, gpu_model))
+            k.groups.append(MeasuredGroup(parent_id, mode, slowdowns, parent.info.start_time or 0, guarded, gpu_model,
+                                          walls))
     k.groups.sort(key=lambda g: -g.start_ms)
     return k
 

@@ -32,9 +32,11 @@ def test_a_measured_pair_read_back_from_the_store_changes_the_next_plan(tracking
     client = MlflowClient(tracking_uri)
     before = Planner(profiles.read(client, EXP), opts).plan(jobs, ["0"])
     assert [len(d.jobs) for d in before.decisions] == [1, 1] and before.decisions[1].basis == "model"
-    run = log_group(tracking_uri, EXP, "naive", [("a", 1.04), ("b", 1.06)], model="NVIDIA H100 80GB HBM3")
+    run = log_group(tracking_uri, EXP, "naive", [("a", 1.04), ("b", 1.06)], model="NVIDIA H100 80GB HBM3",
+                    walls=[35.1, 36.0])
     [d] = Planner(profiles.read(client, EXP, "NVIDIA H100 80GB HBM3"), opts).plan(jobs, ["0"]).decisions
     assert d.mode == "naive" and d.slowdowns == [1.04, 1.06]
+    assert [d.wall_s(0), d.wall_s(1)] == [35.1, 36.0]  # the same jobs together: their walls as measured then
     assert d.basis == "measured" and d.evidence == [run] and d.basis_text == f"measured (run {run[:8]})"
     assert f"measured together in run {run[:8]}" in d.reason
     assert explain.group_tags(d, 1.1)["pack.evidence"] == run
@@ -50,6 +52,7 @@ def test_groups_are_predicted_from_a_larger_measured_group_or_from_their_measure
     p = Planner(profiles.read(MlflowClient(tracking_uri), EXP), PackOptions())
     d = p.predict([Job("x", "c"), Job("y", "a")], "mps")  # a pair inside the measured trio: at most that slow
     assert d.slowdowns == [1.3, 1.2] and d.evidence == [trio] and "within a group of 3" in d.source
+    assert d.walls == [] and d.wall_s(0) == pytest.approx(H200["cnn"][5] * 1.3)  # a part of it: from its slowdown
     pairs = [log_group(tracking_uri, EXP, "naive", [(x, 1.1), (y, 1.05)]) for x, y in ("ab", "ac", "bc")]
     p = Planner(profiles.read(MlflowClient(tracking_uri), EXP), PackOptions())
     d = p.predict([Job("x", "a"), Job("y", "b"), Job("z", "c")], "naive")
