@@ -292,7 +292,8 @@ class Planner:
                 fits = self._fits(j, groups, alone_s[id(j)])[0]
                 self.trying = False
             if fits:
-                added, _, i, d, before = min(fits, key=lambda x: x[:3])
+                # a group the store measured before one the model admits (then the least added wall time)
+                added, _, i, d, before = min(fits, key=lambda x: (_rank(x[3]), *x[:3]))
                 d.reason = self._shared(d, f"wall time {before:.1f} -> {d.makespan_s or 0.0:.1f} s, "
                                            f"{j.name} alone {alone_s[id(j)]:.1f} s{self._memory_note(d.jobs)}")
                 groups[i] = d
@@ -370,6 +371,9 @@ class Planner:
                             d = self.best(together)
                             if self.over(d):
                                 continue
+                        was = max(_rank(g), _rank(groups[ti]) if ti < len(groups) else 0)
+                        if max(_rank(d), _rank(left) if left else 0) > was:
+                            continue  # a move never trades what was measured for what the model or a trial says
                         trial = [x for k, x in enumerate(groups) if k not in (gi, ti)] + [d] + ([left] if left else [])
                         span = _makespan(trial, gpus)
                         if span < best - 1e-6 and (found is None or span < found[0]):
@@ -402,6 +406,11 @@ class Planner:
         if not self.gpu_memory or None in mem:
             return "; memory not checked (GPU memory unknown)" if not self.gpu_memory else ""
         return f"; peak memory {sum(mem) / 1024:.1f} of {self.gpu_memory / 1024:.1f} GiB"
+
+
+def _rank(d: Decision) -> int:
+    """How well a decision's evidence holds: alone or measured 0, the model 1, a trial 2."""
+    return 0 if len(d.jobs) == 1 else {"measured": 0, "model": 1}.get(d.basis, 2)
 
 
 def _hand_out(times: list[float], gpus: int) -> tuple[list[int], list[float]]:

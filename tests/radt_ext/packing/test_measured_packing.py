@@ -61,6 +61,18 @@ def test_groups_are_predicted_from_a_larger_measured_group_or_from_their_measure
     assert d.source.startswith("measured pairs added")
 
 
+def test_a_group_the_store_measured_comes_before_one_the_model_admits(tracking_uri):
+    light = (3.0, 2.0, 8.0, 1500.0, 120.0, 10.0)  # the model: 1.08 for any two
+    for key in "abc":
+        log_profile(tracking_uri, EXP, key, light)
+    run = log_group(tracking_uri, EXP, "naive", [("a", 1.3), ("c", 1.25)])
+    plan = Planner(profiles.read(MlflowClient(tracking_uri), EXP), PackOptions(modes=("naive",))).plan(
+        [Job("a", "a"), Job("b", "b"), Job("c", "c")], ["0", "1"])
+    [d] = [x for x in plan.decisions if len(x.jobs) == 2]
+    # beside b the model would add less wall time (1.08); beside a the store knows what happens (1.3)
+    assert sorted(j.name for j in d.jobs) == ["a", "c"] and d.basis == "measured" and d.evidence == [run]
+
+
 def test_a_group_runs_own_cost_is_read_from_the_store_and_planned():
     from types import SimpleNamespace as NS
 
