@@ -2,29 +2,36 @@
 every job and a one-line reason.
 
 A job's predicted wall time is its time outside the active phase as alone (start-up, wind-down) + its
-active phase times its predicted slowdown (model.py): start-ups barely use the GPU, so jobs sharing a
-GPU start up side by side for free, and a job whose active phase is short beside its start-up is a
-cheap companion. The bound (`max_slowdown`)
-holds the active phase's slowdown, the figure a collocated run measures.
+active phase times its predicted slowdown (model.py), or the wall time measured where the same jobs ran
+together: start-ups barely use the GPU, so jobs sharing a GPU start up side by side for free, and a job
+whose active phase is short beside its start-up is a cheap companion. A group's wall time adds the
+store's figure for a group run's own cost (profiles.group_overhead). The bound (`max_slowdown`) holds
+the active phase's slowdown, the figure a collocated run measures.
 
 1. Jobs without a usable profile run alone first (their run is the profile the next plans use).
 2. The others, largest demand first (max of SM and DRAM active, then active time): while a GPU has
    nothing to run, the next job takes it alone; after that each goes into the open group where every
    member's predicted slowdown stays within `max_slowdown`, the group's peak memories fit the GPU with
    the headroom, the group has room, and the group's predicted wall time grows by less than the job's
-   own wall time alone (sharing beats running after it); among those, the one whose wall time grows
-   least (then the lowest slowdown); else a group of their own.
+   own wall time alone (sharing beats running after it); among those, one the store measured before
+   one the model admits, then the one whose wall time grows least (then the lowest slowdown); where
+   none fits, a trial (step 4); else a group of their own.
 3. With the guard on (`pack.guard`, the default), a job that reports no progress (no throughput in its
-   profile) cannot be watched while it runs: it shares a GPU only where a measured group (step 4) says
-   it keeps the bound; else it runs alone.
-4. A group's prediction in a mode comes from the store where it can: the same jobs measured together
-   in that mode (newest run), else for a pair the closest measured pair (profiles within
-   CLOSE_PCT points), its slowdowns scaled from the share of its active phases that overlapped to
-   this pair's; else the contention model over the jobs' overlapping phases (model.py). A group the
-   guard had to split counts at the slowdowns it read live (profiles.py). The mode is the allowed one
-   with the lowest predicted slowdown that may share (naive on a tie: no daemon).
+   profile) cannot be watched while it runs: it shares a GPU only where a measured group of these very
+   jobs (step 4) says it keeps the bound; else it runs alone.
+4. A group's prediction in a mode, and what it rests on (Decision.basis): *measured* where the store
+   can say (the same jobs measured together in that mode, newest run; else these jobs inside a larger
+   measured group; else, for three or more, each one's excess over 1 summed over its measured pairs;
+   else for a pair the closest measured pair, profiles within CLOSE_PCT points, its slowdowns scaled
+   from the share of its active phases that overlapped to this pair's); else the *model*, the
+   contention model over the jobs' overlapping phases (model.py); else, where the model is beyond the
+   bound but every job can be watched and trials are on (`pack.trials`), a *trial*: planned at
+   min(model, bound), the guard splitting the group if a job falls beyond it. A group the guard had to
+   split counts at the slowdowns it read live (profiles.py). The mode is the allowed one with the
+   lowest predicted slowdown that may share (naive on a tie: no daemon; for a trial, the model's).
 5. Then one job at a time moves to another group, or to a group of its own, while that lowers the
-   predicted makespan of the plan (within the same bounds).
+   predicted makespan of the plan (within the same bounds, never trading a measurement for the model
+   or a trial, trials only where the plan already needed one).
 6. The groups go to GPUs longest (wall time) first, each to the GPU free soonest (the static plan a dry
    run prints; the executor replans from the store whenever a GPU frees).
 """

@@ -1,5 +1,6 @@
 """What the store knows about a queue's jobs: each job's exclusive profile, the groups already run
-together (with each member's measured slowdown), and the jobs a packed group already FINISHED.
+together (with each member's measured slowdown and wall time, on the GPU model they ran on), what a
+group run costs of its own, and the jobs a packed group already FINISHED.
 
 One scan of the experiment's runs. A job is known by its workload hash (tag `sweep.workload_hash`,
 the key collocated variants find their exclusive baselines by; a pooled job's names the pool, not a
