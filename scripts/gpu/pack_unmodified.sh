@@ -18,13 +18,13 @@
 # DRY=1: the same flow on the CPU (NVML replayed from the derived 2-GPU trace, the scripts' tiny CPU
 # versions, the stand-in MPS daemon); it proves the commands and paths, not any GPU figure.
 # Expected wall time on 2 H100s: about 6-8 minutes (alone ~150 s, packed ~90 s, second ~90 s; each step
-# capped, the whole under BUDGET_S, 560 by default; 1500 for DRY). Uses /tmp/pack_unmodified and its own
+# capped, the whole under BUDGET_S, 540 by default; 1500 for DRY). Uses /tmp/pack_unmodified and its own
 # MPS directories (/tmp/pack_unmodified_mps); both GPUs, so not beside another script that uses them.
 set -u
 export PYTHONUNBUFFERED=1
 REPO=$PWD
 DRY=${DRY:-0}
-RESULTS=${RESULTS:-/tmp/pack_unmodified_results}; BUDGET_S=${BUDGET_S:-$([ "$DRY" = 1 ] && echo 1500 || echo 560)}
+RESULTS=${RESULTS:-/tmp/pack_unmodified_results}; BUDGET_S=${BUDGET_S:-$([ "$DRY" = 1 ] && echo 1500 || echo 540)}
 BOUND=${PACK_BOUND:-1.5}
 MODES=${PACK_MODES:-naive,mps}
 mkdir -p "$RESULTS"
