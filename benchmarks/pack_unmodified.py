@@ -4,6 +4,7 @@ figures of the three steps from the store.
     python -m benchmarks.pack_unmodified spec --step alone|packed|second --out FILE [--dry] [--modes naive,mps]
     python -m benchmarks.pack_unmodified analyse --store URI --steps steps.json --out DIR \
         --plan-packed plan_packed.txt --plan-second plan_second.txt
+(either with --queue FILE for another queue: its scripts' paths are taken from the queue file's folder)
 
 The queue (examples/unmodified/queue.yaml): users' scripts that import nothing of radt-ext and log
 nothing, each a fixed amount of work. Steps: `alone` one job per GPU at a time (the profiles);
@@ -46,7 +47,7 @@ def queue(path: str = QUEUE) -> dict[str, dict]:
 
 
 def instrumented(jobs: dict[str, dict], folder: str | None = None) -> list[str]:
-    """The jobs whose script imports radt-ext (radt_ext or radt)."""
+    """The jobs whose script imports radt-ext (radt_ext or radt); scripts in `folder` (the queue's)."""
     folder = folder or os.path.dirname(QUEUE)
     out = []
     for name, job in jobs.items():
@@ -56,10 +57,11 @@ def instrumented(jobs: dict[str, dict], folder: str | None = None) -> list[str]:
     return out
 
 
-def spec(step: str, dry: bool, modes: str = "naive,mps", bound: float = 1.5, python: str = "python3") -> str:
+def spec(step: str, dry: bool, modes: str = "naive,mps", bound: float = 1.5, python: str = "python3",
+         path: str = QUEUE) -> str:
     per_gpu, repeats, trials = STEPS[step]
-    jobs = queue()
-    folder = os.path.dirname(QUEUE)
+    jobs = queue(path)
+    folder = os.path.dirname(os.path.abspath(path))
     lines = [f"name: {EXPERIMENT}", 'devices: ["0", "1"]',
              "listeners: " + ("nvml:0.2,gpm:0.5" if dry else "nvml:0.1,gpm:0.2"),
              "child_listeners: " + ("top:0.5" if dry else "top:0.5,gpu_procs:0.2"),
@@ -80,9 +82,10 @@ def _groups(client, t0: float, t1: float) -> list:
             and "pack.decision" in r.data.tags]
 
 
-def summarise(client, steps: dict, plan_packed: str | None, plan_second: str | None, bound: float) -> dict:
+def summarise(client, steps: dict, plan_packed: str | None, plan_second: str | None, bound: float,
+              path: str = QUEUE) -> dict:
     fig = collect(client, steps, EXPERIMENT)
-    jobs = queue()
+    jobs = queue(path)
     s = fig["steps"]
     alone, packed, second = (s.get(k, {}) for k in ("alone", "packed", "second"))
 
@@ -107,7 +110,7 @@ def summarise(client, steps: dict, plan_packed: str | None, plan_second: str | N
         "bound": bound,
         "jobs": len(jobs),
         "kinds": len({j["kind"] for j in jobs.values()}),
-        "instrumented_jobs": len(instrumented(jobs)),
+        "instrumented_jobs": len(instrumented(jobs, os.path.dirname(os.path.abspath(path)))),
         "energy_ratio": ratio(packed.get("gpu_energy_j"), alone.get("gpu_energy_j")),
         "second_pass_plan_error": (abs(plan2["packed_s"] - second["makespan_s"]) / second["makespan_s"]
                                    if plan2.get("packed_s") and second.get("makespan_s") else None),
@@ -184,7 +187,9 @@ def main() -> None:
     sp.add_argument("--dry", action="store_true")
     sp.add_argument("--modes", default="naive,mps")
     sp.add_argument("--max-slowdown", type=float, default=1.5)
+    sp.add_argument("--queue", default=QUEUE)
     an = sub.add_parser("analyse")
+    an.add_argument("--queue", default=QUEUE)
     an.add_argument("--store", required=True)
     an.add_argument("--steps", required=True)
     an.add_argument("--out", required=True)
@@ -194,13 +199,13 @@ def main() -> None:
     args = ap.parse_args()
     if args.what == "spec":
         with open(args.out, "w") as fh:
-            fh.write(spec(args.step, args.dry, args.modes, args.max_slowdown))
+            fh.write(spec(args.step, args.dry, args.modes, args.max_slowdown, path=args.queue))
         return
     from mlflow.tracking import MlflowClient
 
     with open(args.steps) as fh:
         steps = json.load(fh)
-    out = summarise(MlflowClient(args.store), steps, args.plan_packed, args.plan_second, args.max_slowdown)
+    out = summarise(MlflowClient(args.store), steps, args.plan_packed, args.plan_second, args.max_slowdown, args.queue)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "summary.json"), "w") as fh:
         json.dump(out["summary"], fh, indent=1)

@@ -16,7 +16,9 @@
 # counts it; summary.json's jobs_with_progress says how many of the exclusive runs had it.
 #   RESULTS=<dir> bash scripts/gpu/pack_unmodified.sh        (then tar RESULTS: about 15 files)
 # DRY=1: the same flow on the CPU (NVML replayed from the derived 2-GPU trace, the scripts' tiny CPU
-# versions, the stand-in MPS daemon); it proves the commands and paths, not any GPU figure.
+# versions, the stand-in MPS daemon); it proves the commands and paths, not any GPU figure
+# (tests/benchmarks/test_benchmarks.py runs it on three of the scripts). QUEUE=<file>: another queue
+# (its scripts beside it); WORK=<dir>: the work folder (default /tmp/pack_unmodified, made fresh).
 # Expected wall time on 2 H100s: about 6-8 minutes (alone ~150 s, packed ~90 s, second ~90 s; each step
 # capped, the whole under BUDGET_S, 540 by default; 1500 for DRY). Uses /tmp/pack_unmodified and its own
 # MPS directories (/tmp/pack_unmodified_mps); both GPUs, so not beside another script that uses them.
@@ -27,8 +29,9 @@ DRY=${DRY:-0}
 RESULTS=${RESULTS:-/tmp/pack_unmodified_results}; BUDGET_S=${BUDGET_S:-$([ "$DRY" = 1 ] && echo 1500 || echo 540)}
 BOUND=${PACK_BOUND:-1.5}
 MODES=${PACK_MODES:-naive,mps}
+QUEUE=$(realpath "${QUEUE:-examples/unmodified/queue.yaml}")  # another queue file: its scripts beside it
 mkdir -p "$RESULTS"
-W=/tmp/pack_unmodified
+W=${WORK:-/tmp/pack_unmodified}  # the work folder (made fresh)
 SPEC=()
 if [ "$DRY" = 1 ]; then
   export PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH}
@@ -57,7 +60,7 @@ now() { python3 -c 'import time; print(f"{time.time():.3f}")'; }
 say "machine: $(sed -n 2,3p "$RESULTS/machine.txt" | tr '\n' ' ')"
 for step in alone packed second; do
   python3 -m benchmarks.pack_unmodified spec --step $step --out "$W/$step.yaml" --modes "$MODES" \
-    --max-slowdown "$BOUND" "${SPEC[@]}" || exit 2
+    --max-slowdown "$BOUND" --queue "$QUEUE" "${SPEC[@]}" || exit 2
   cp "$W/$step.yaml" "$RESULTS/"
 done
 cd "$W"
@@ -84,7 +87,7 @@ say "MPS daemons left running: $(pgrep -c nvidia-cuda-mps || true)"
 echo "{$STEPS}" > "$RESULTS/steps.json"
 cd "$REPO"
 timeout 60 python3 -m benchmarks.pack_unmodified analyse --store "$MLFLOW_TRACKING_URI" --steps "$RESULTS/steps.json" \
-  --out "$RESULTS" --max-slowdown "$BOUND" --plan-packed "$RESULTS/plan_packed.txt" \
+  --out "$RESULTS" --max-slowdown "$BOUND" --queue "$QUEUE" --plan-packed "$RESULTS/plan_packed.txt" \
   --plan-second "$RESULTS/plan_second.txt" > "$RESULTS/analysis.log" 2>&1 || say "analysis exited $?: $(tail -1 "$RESULTS/analysis.log")"
 python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(open(sys.argv[1], "rb"), lzma.open(sys.argv[2], "wb"))' \
   "$W/mlflow.db" "$RESULTS/mlflow.db.xz" 2>/dev/null  # the store, for a later look at profiles and measured pairs
