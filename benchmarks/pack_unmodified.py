@@ -22,9 +22,9 @@ watch only those), the trials, splits and seconds the splits lost.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
-import re
 
 import yaml
 
@@ -38,7 +38,6 @@ GOALS = {"makespan_ratio": 0.7, "energy_ratio": 1.0, "second_pass_plan_error": 0
 STEPS = {  # step: (max jobs per GPU, repeats, trials)
     "alone": (1, 1, False), "packed": (4, 2, True), "second": (4, 3, False),
 }
-_IMPORT = re.compile(r"^\s*(?:from|import)\s+radt(?:_ext)?\b", re.M)
 
 
 def queue(path: str = QUEUE) -> dict[str, dict]:
@@ -52,8 +51,11 @@ def instrumented(jobs: dict[str, dict], folder: str | None = None) -> list[str]:
     out = []
     for name, job in jobs.items():
         with open(os.path.join(folder, job["script"])) as fh:
-            if _IMPORT.search(fh.read()):
-                out.append(name)
+            tree = ast.parse(fh.read())
+        modules = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        modules += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        if any(m.split(".")[0] in ("radt_ext", "radt") for m in modules):
+            out.append(name)
     return out
 
 

@@ -354,8 +354,12 @@ def group_overhead(by_id: dict, kids: dict[str, list]) -> float:
     """What a sweep's group run costs beyond its jobs' wall time, as measured: the median over its group
     runs of the parent's wall time less its longest job's (listeners, runs, the report, an MPS daemon),
     plus the median gap between one group's end and the next one's start on the same GPU (planning,
-    dispatch). 0 where the store holds no sweep's groups."""
-    inside, ends = [], {}
+    dispatch; not across a sweep's report run, which ends one call of the sweep). 0 where the store
+    holds no sweep's groups."""
+    inside, ends, calls_end = [], {}, {}
+    for r in by_id.values():
+        if r.data.tags.get("sweep.role") == "report":
+            calls_end.setdefault(r.data.tags.get("sweep.id"), []).append(r.info.start_time / 1000.0)
     for parent_id, members in kids.items():
         parent = by_id.get(parent_id)
         if parent is None or not parent.data.tags.get("sweep.id") or not parent.info.end_time:
@@ -366,7 +370,8 @@ def group_overhead(by_id: dict, kids: dict[str, list]) -> float:
         where = (parent.data.tags["sweep.id"], parent.data.tags.get("collocation.gpu", ""))
         ends.setdefault(where, []).append((parent.info.start_time / 1000.0, parent.info.end_time / 1000.0))
     gaps = []
-    for spans in ends.values():
+    for (sweep, _), spans in ends.items():
         spans.sort()
-        gaps += [b0 - a1 for (_, a1), (b0, _) in zip(spans, spans[1:]) if 0.0 <= b0 - a1 < GAP_S]
+        gaps += [b0 - a1 for (_, a1), (b0, _) in zip(spans, spans[1:]) if 0.0 <= b0 - a1 < GAP_S
+                 and not any(a1 <= t <= b0 for t in calls_end.get(sweep, ()))]
     return _median(inside) + _median(gaps)

@@ -442,7 +442,10 @@ def test_pack_unmodified_writes_each_steps_spec_and_finds_no_instrumented_script
     assert len(jobs) >= 10 and len({j["kind"] for j in jobs.values()}) >= 5
     assert pu.instrumented(jobs) == []  # users' scripts: nothing of radt-ext imported
     (tmp_path / "mine.py").write_text("import torch\nfrom radt_ext import log_progress\n")
-    assert pu.instrumented({"mine": {"script": "mine.py"}}, str(tmp_path)) == ["mine"]
+    (tmp_path / "theirs.py").write_text("import os, radt_ext.workload_api\n")
+    (tmp_path / "clean.py").write_text("import os  # radt_ext is not imported here\n")
+    found = pu.instrumented({n: {"script": f"{n}.py"} for n in ("mine", "theirs", "clean")}, str(tmp_path))
+    assert found == ["mine", "theirs"]
     for step, (per_gpu, repeats, trials) in pu.STEPS.items():
         path = tmp_path / f"{step}.yaml"
         path.write_text(pu.spec(step, dry=True))

@@ -81,11 +81,15 @@ def test_a_group_runs_own_cost_is_read_from_the_store_and_planned():
                   data=NS(tags=tags or {}, metrics=metrics or {}))
 
     tags = {"sweep.id": "s", "collocation.gpu": "0"}
-    parents = {"p1": run("p1", 0, 12, tags), "p2": run("p2", 13, 24, tags), "p3": run("p3", 26, 40, tags)}
+    parents = {"p1": run("p1", 0, 12, tags), "p2": run("p2", 13, 24, tags), "p3": run("p3", 26, 40, tags),
+               # the next call of the sweep, after this one's report: its gap is not the executor's
+               "report": run("report", 41, 42, {"sweep.id": "s", "sweep.role": "report"}),
+               "p4": run("p4", 50, 60, tags)}
     kids = {"p1": [run("k1", 0, 11, metrics={"summary/e2e_duration_s": 10.0})],
             "p2": [run("k2", 13, 23, metrics={"summary/e2e_duration_s": 9.0})],
-            "p3": [run("k3", 26, 39, metrics={"summary/e2e_duration_s": 11.0})]}
-    # inside: 2, 2, 3 s (median 2); gaps 1 and 2 s (median 1.5)
+            "p3": [run("k3", 26, 39, metrics={"summary/e2e_duration_s": 11.0})],
+            "p4": [run("k4", 50, 59, metrics={"summary/e2e_duration_s": 8.0})]}
+    # inside: 2, 2, 3, 2 s (median 2); gaps 1 and 2 s (median 1.5), not the 10 s across the report
     assert profiles.group_overhead(parents, kids) == pytest.approx(3.5)
 
 
