@@ -10,6 +10,7 @@
       mps_thread_percentage: auto   # auto (a share when the SMs are oversubscribed), none, or 1..100
       guard: true              # while a group runs, a job beyond max_slowdown has the others paused
       trials: true             # jobs nothing measured together share on trial under the guard
+      model: true              # unmeasured groups the contention model admits may share (false: measured only)
       cpu_sets: true           # jobs sharing a GPU get disjoint CPU sets of its part of the host
 
 Each problem is one line naming the field, raised before anything runs.
@@ -23,7 +24,7 @@ from radt_ext.errors import UsageError
 SHARING_MODES = ("naive", "mps")  # the modes the planner chooses among for a shared GPU
 SCHEDULES = ("pack",)
 KEYS = ("max_jobs_per_gpu", "memory_headroom_pct", "gpu_memory_mib", "mps_thread_percentage", "guard", "trials",
-        "cpu_sets")
+        "model", "cpu_sets")
 
 
 @dataclass
@@ -39,6 +40,7 @@ class PackOptions:
     # jobs that nothing measured together, and that the guard can watch, share on trial where the model
     # would keep them apart: the guard splits the group if one falls beyond the bound (planner.py)
     trials: bool = True
+    model: bool = True  # unmeasured groups may rest on the contention model (False: only on measurements, trials)
     cpu_sets: bool = True  # jobs sharing a GPU get disjoint CPU sets (cpusets.py)
 
 
@@ -94,7 +96,7 @@ def parse(data: dict, modes: list[str], source: str) -> PackOptions | None:
             if not _number(value) or not 0 <= value < 100:
                 raise UsageError(f"{where}: expected a percentage 0..99, got {value!r}")
             opts.memory_headroom_pct = float(value)
-        elif key in ("guard", "trials", "cpu_sets"):
+        elif key in ("guard", "trials", "model", "cpu_sets"):
             if not isinstance(value, bool):
                 raise UsageError(f"{where}: expected true or false, got {value!r}")
             setattr(opts, key, value)

@@ -228,7 +228,8 @@ class Planner:
             basis = "measured"
         else:
             slow, source = line.slowdowns, ("alone" if len(jobs) == 1 else "contention model")
-            if self.trying and max(slow) > self.opts.max_slowdown and self.may_try(jobs):
+            beyond = max(slow) > self.opts.max_slowdown or not self.opts.model
+            if self.trying and beyond and self.may_try(jobs):
                 # nothing measured and the model refuses: tried under the guard, which splits the group
                 # when a job falls beyond the bound, so it is planned at most at the bound
                 raw, slow = slow, [min(x, self.opts.max_slowdown) for x in slow]
@@ -248,6 +249,8 @@ class Planner:
         """Why a group's prediction does not let it share a GPU (None: it does)."""
         if d.max_slowdown > self.opts.max_slowdown:
             return f"predicted {d.max_slowdown:.2f} > {self.opts.max_slowdown:g} ({d.mode}, {d.source})"
+        if len(d.jobs) > 1 and d.basis == "model" and not self.opts.model:
+            return f"nothing measured for these jobs in {d.mode} (pack.model: false)"
         if self.opts.guard and len(d.jobs) > 1 and (d.basis != "measured" or d.source.startswith("closest")):
             blind = [j.name for j in d.jobs if j.profile is not None and not j.profile.throughput]
             if blind:

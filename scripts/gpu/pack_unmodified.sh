@@ -8,7 +8,7 @@
 #   1. alone: `pack: {max_jobs_per_gpu: 1}`, one job per GPU at a time; these runs are the profiles;
 #   2. packed: the same jobs packed, trials on: jobs nothing measured together share on trial under the
 #      guard (split when one falls beyond the bound); every shared group's slowdowns go to the store;
-#   3. second: the same jobs again with trials off, planned from what step 2 measured.
+#   3. second: the same jobs again with trials and the model off, planned from what step 2 measured.
 # Before each packed step its plan is printed (--dry-run: each decision's basis: measured, model or trial).
 # benchmarks/pack_unmodified.py writes summary.json (makespan_ratio, max_slowdown, bound, jobs, kinds,
 # instrumented_jobs, energy_ratio, second_pass_plan_error, the goals checked) and pack_unmodified.md.

@@ -451,6 +451,7 @@ def test_pack_unmodified_writes_each_steps_spec_and_finds_no_instrumented_script
         path.write_text(pu.spec(step, dry=True))
         sweep = load(str(path))
         assert sweep.pack.max_jobs_per_gpu == per_gpu and sweep.pack.trials is trials and sweep.repeats == repeats
+        assert sweep.pack.model is (step != "second")  # the second pass: measurements alone
         variants = job_variants(sweep)
         assert len(variants) == len(jobs) * repeats
         assert all(v.workloads[0].command[-3:] == ["--device", "cpu", "--tiny"] for v in variants)

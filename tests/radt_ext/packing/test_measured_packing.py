@@ -43,6 +43,14 @@ def test_a_measured_pair_read_back_from_the_store_changes_the_next_plan(tracking
     # measured on another GPU model, it says nothing about this pool's: the model again
     other = Planner(profiles.read(client, EXP, "NVIDIA H200"), opts).plan(jobs, ["0"])
     assert [len(x.jobs) for x in other.decisions] == [1, 1]
+    # measurements alone (pack.model: false): the pair shares on its run, another mode of it does not
+    only = PackOptions(max_slowdown=1.5, trials=False, model=False)
+    [d] = Planner(profiles.read(client, EXP, "NVIDIA H100 80GB HBM3"), only).plan(jobs, ["0"]).decisions
+    assert d.mode == "naive" and d.basis == "measured"
+    only.modes = ("mps",)
+    split = Planner(profiles.read(client, EXP, "NVIDIA H100 80GB HBM3"), only).plan(jobs, ["0"]).decisions
+    assert [len(x.jobs) for x in split] == [1, 1]
+    assert split[1].reason == "alone: with a: nothing measured for these jobs in mps (pack.model: false)"
 
 
 def test_groups_are_predicted_from_a_larger_measured_group_or_from_their_measured_pairs(tracking_uri):
@@ -170,7 +178,7 @@ def test_cpu_sets_split_each_gpus_part_of_the_host_by_cpu_use():
 
 
 def test_bad_trials_and_cpu_sets_values_are_one_line(tmp_path, two_gpus):
-    for key in ("trials", "cpu_sets"):
+    for key in ("trials", "model", "cpu_sets"):
         res = radt("sweep", spec(tmp_path, {"a": "--seconds 0.3"}, extra=f"pack: {{{key}: maybe}}\n"))
         assert res.returncode == 2 and f"pack.{key}: expected true or false, got 'maybe'" in res.stderr
         assert len(res.stderr.strip().splitlines()) == 1
