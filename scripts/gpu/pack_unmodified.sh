@@ -71,7 +71,7 @@ step() {  # step NAME LIMIT_S: one pass of the queue; its plan first for a packe
   if [ "$limit" -le 20 ]; then say "SKIP step $name: only $((BUDGET_S - SECONDS)) s left"; return; fi
   if [ "$name" != alone ]; then
     COLUMNS=230 timeout 60 python3 -m radt_ext.cli sweep "$name.yaml" --dry-run > "$RESULTS/plan_$name.txt" 2>&1
-    say "plan $name: $(grep 'jobs in' "$RESULTS/plan_$name.txt")"
+    say "plan $name: $(grep -E 'jobs in [0-9]+ groups on' "$RESULTS/plan_$name.txt")"
   fi
   local t0; t0=$(now)
   say "step $name (limit ${limit}s)"
