@@ -59,6 +59,7 @@ def collect(client, steps: dict[str, list[float]], experiment: str = EXPERIMENT)
                          "gpu": t.get("collocation.gpu"), "duration_s": value(m, "e2e_duration_s"),
                          "active_s": m.get("summary/active_s"), "startup_s": m.get("summary/startup_s"),
                          "slowdown": m.get("summary/slowdown_ratio"),
+                         "throughput": m.get("summary/throughput_samples_per_s"),
                          "energy_j": m.get("summary/gpu_energy_attributed_j"),
                          "predicted_slowdown": _f(t.get("pack.predicted_slowdown")),
                          "predicted_wall_s": _f(t.get("pack.predicted_wall_s")),

@@ -242,7 +242,8 @@ class GroupRunner:
         """A workload as the guard sees it: its progress, its alone rate, its process tree."""
         return guard_mod.Member(r.name, s.progress_path, self.alone_rates.get(r.name),
                                 pids=lambda: guard_mod.tree_pids(s.proc, getattr(s, "tree", None)),
-                                running=lambda: s.proc is not None and s.proc.returncode is None)
+                                running=lambda: s.proc is not None and s.proc.returncode is None,
+                                weight=self.group.guard_weights.get(r.name))
 
     def _wait_and_finish(self, s: _Session, result: ChildResult) -> None:
         try:

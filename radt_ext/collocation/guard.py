@@ -7,11 +7,15 @@ of the group began its active phase (the window the group measures slowdowns ove
 MIN_OVERLAP_S long, its own paused seconds left out), so that contention which starts late in a job's
 active phase is caught before it dominates a short overlap. A workload above the bound by either is
 *protected*: every other workload of the group still running is paused (SIGSTOP to its whole process
-tree) until the protected one's active phase ends (its process exits, its phases close, or it reports
-no progress for IDLE_S) or a whole WINDOW_S with them paused still finds it beyond the bound (what slows
-it is not in this group: it is not protected again), then resumed (SIGCONT). A process is never left stopped holding a lock on the
-files given (a SQLite store's; any file where none are given): the guard looks in /proc/locks after
-stopping it and, where it holds one, lets it run on and tries again shortly.
+tree; where every workload has a weight, how hard it presses on the GPU alone, the heaviest first, and
+the next heaviest each time a whole WINDOW_S later it is still beyond the bound, so the rest keep
+sharing) until the protected one's active phase ends (its process exits, its phases close, or it
+reports no progress for IDLE_S) or a whole WINDOW_S with all of them paused still finds it beyond the
+bound (what slows it is not in this group: it is not protected again), then resumed (SIGCONT). Each
+`over` carries the seconds the protected workload had lost by then (its running time since every
+workload was active, less what its progress then took alone). A process is never left stopped holding
+a lock on the files given (a SQLite store's; any file where none are given): the guard looks in
+/proc/locks after stopping it and, where it holds one, lets it run on and tries again shortly.
 
 A paused workload is held back as a job waiting in a queue is: the seconds it spends paused are its
 `paused` intervals, which the group leaves out of its slowdown (and keeps in its wall time).
@@ -47,6 +51,7 @@ class Member:
     alone_rate: float | None  # samples/s over its exclusive run's active phase; None: not watched
     pids: Callable[[], list[int]]  # its process tree now (empty once it ended)
     running: Callable[[], bool]
+    weight: float | None = None  # how hard it presses on the GPU alone (None: not known; see Guard)
 
 
 @dataclass
@@ -56,10 +61,12 @@ class Event:
     name: str
     live_slowdown: float | None = None
     why: str = ""
+    lost_s: float | None = None  # over: the seconds the job lost beside the others (see Guard.lost_s)
 
     def text(self, t0: float) -> str:
         live = f" live {self.live_slowdown:.2f}" if self.live_slowdown is not None else ""
-        return f"{self.t - t0:.1f}s {self.action} {self.name}{live}: {self.why}"
+        lost = f"; {self.lost_s:.1f} s lost" if self.lost_s is not None else ""
+        return f"{self.t - t0:.1f}s {self.action} {self.name}{live}: {self.why}{lost}"
 
 
 @dataclass
@@ -245,6 +252,14 @@ class Guard:
             if self._left_active(done, now):
                 why = f"{done}'s active phase ended"
             elif st.live is not None and st.live_from >= self.protected_at and st.live > self.bound:
+                rest = [n for n, m in self.members.items()
+                        if n != done and m.running() and self.state[n].paused_since is None]
+                if rest:  # the heaviest companions paused were not enough: the next heaviest too
+                    live, self.protected_at = st.live, now
+                    st.live = st.cum = None
+                    for other in self._first_to_pause(rest):
+                        self._pause(other, f"{done} is still at {live:.2f} > {self.bound:g}", live)
+                    return
                 # a whole window with the others paused and still beyond: what slows it is not this group
                 self.unhelped.add(done)
                 why = f"pausing did not help {done} (live {st.live:.2f} with the others paused)"
@@ -271,13 +286,39 @@ class Guard:
         others = [n for n, m in self.members.items() if n != name and m.running()]
         if not others:
             return
-        self.events.append(Event(now, "over", name, live, why))
+        self.events.append(Event(now, "over", name, live, why, self._lost(name, marks[name])))
+        first = self._first_to_pause(others)
         self.echo(f"radt-ext guard: {name} live slowdown {live:.2f} > {self.bound:g}: pausing "
-                  f"{', '.join(others)}")
+                  f"{', '.join(first)}")
         self.protecting, self.protected_at = name, now
         self.state[name].live = self.state[name].cum = None
-        for other in others:
+        for other in first:
             self._pause(other, f"{name} is at {live:.2f} > {self.bound:g}", live)
+
+    def _first_to_pause(self, others: list[str]) -> list[str]:
+        """The companions to pause first for a job beyond the bound: where each has a weight (how hard it
+        presses on the GPU alone), the heaviest, so the others keep sharing; else all of them."""
+        if len(others) > 1 and all(self.members[n].weight is not None for n in others):
+            return [max(others, key=lambda n: (self.members[n].weight, n))]
+        return others
+
+    def _lost(self, name: str, marks) -> float | None:
+        """The seconds the job ran beside the others since every job was active (else since its own
+        active phase began), less the seconds its progress then would have taken alone: what sharing
+        cost it before the split."""
+        m, st = self.members[name], self.state[name]
+        since = self.overlap_since if self.overlap_since is not None else st.active_since
+        times = marks.progress_times() if marks is not None else []
+        if since is None or not times or not m.alone_rate or times[-1] <= since:
+            return None
+        last = times[-1]
+        running = last - since - self.paused_s(name, since, last)
+        done = marks.total_at("samples", last) - marks.total_at("samples", since)
+        return max(0.0, running - done / m.alone_rate)
+
+    def lost_s(self, name: str | None = None) -> float:
+        """The seconds lost before each split (over events), of one workload or of all."""
+        return sum(e.lost_s or 0.0 for e in self.events if e.action == "over" and name in (None, e.name))
 
     def _left_active(self, name: str, now: float) -> bool:
         m, st = self.members[name], self.state[name]
@@ -328,6 +369,8 @@ class Guard:
         out = {"guard_paused_s": self.paused_s(name), "guard_pauses": float(len(st.paused))}
         if st.live_max is not None and st.live_max != float("inf"):
             out["guard_live_slowdown_max"] = st.live_max
+        if self.lost_s(name):
+            out["guard_lost_s"] = self.lost_s(name)
         return out
 
     def member_text(self, name: str) -> str:

@@ -46,6 +46,8 @@ class Group:
     # a guard keeps each workload with a baseline within this slowdown while the group runs (guard.py):
     # a workload beyond it has the others paused until its active phase ends; None: no guard
     guard_slowdown: float | None = None
+    # workload name -> how hard it presses on the GPU alone: the guard pauses the heaviest companion first
+    guard_weights: dict[str, float] = field(default_factory=dict)
 
     @property
     def devices(self) -> list[str]:

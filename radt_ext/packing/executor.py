@@ -1,7 +1,8 @@
 """Run a queue packed: whenever a device of the sweep's pool (radt_ext/sweep/pool.py) frees, read what
 the store knows, plan the jobs not started yet, and run the plan's first group there. Each group run
 carries its decision and prediction as tags, and the device and GPU model it ran on, as any pooled
-variant's run does.
+variant's run does; a shared group's jobs run on disjoint CPU sets (cpusets.py), and when it ends its
+parent says whether it was kept together or split by the guard, and what a split cost.
 """
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ import contextlib
 import threading
 from dataclasses import replace
 
+from radt_ext.collocation import guard as guard_mod
 from radt_ext.collocation.group import GroupRunner
 from radt_ext.collocation.modes import CPU, Group
 from radt_ext.errors import UsageError
-from radt_ext.packing import explain, profiles
+from radt_ext.packing import cpusets, explain, profiles
+from radt_ext.packing import model as pack_model
 from radt_ext.packing.options import PackOptions
 from radt_ext.packing.planner import Decision, Planner
 from radt_ext.packing.queue import jobs_of
@@ -24,10 +27,11 @@ from radt_ext.sweep.variant_run import Outcome, baseline, group_for, result_line
 
 
 def group_of(d: Decision, device: str, uri: str, client, max_slowdown: float, model: str | None = None,
-             guard: bool = True) -> Group:
+             guard: bool = True, cpus: list[list[int]] | None = None) -> Group:
     """The collocation group of a decision on a device; the jobs' own variants keep their hashes.
     `model`: the device's GPU model, the tag exclusive runs are found by across the pool; `guard`: a
-    shared group runs with the guard at max_slowdown (collocation/guard.py)."""
+    shared group runs with the guard at max_slowdown (collocation/guard.py); `cpus`: each job's CPU set
+    (tag `pack.cpus`), applied by PackedGroupRunner."""
     variants = [j.ref for j in d.jobs]
     first = variants[0]
     if len(variants) == 1:  # alone: the job's own exclusive variant, so resume finds it by `sweep.hash`
@@ -39,7 +43,7 @@ def group_of(d: Decision, device: str, uri: str, client, max_slowdown: float, mo
     for i, (job, v) in enumerate(zip(d.jobs, variants)):
         w = v.workloads[0]
         tags = {profiles.JOB_TAG: v.hash, **{f"sweep.param.{k}": x for k, x in v.setting.items()},
-                **explain.job_tags(d, i)}
+                **explain.job_tags(d, i), **({"pack.cpus": cpusets.text(cpus[i])} if cpus else {})}
         workloads.append(w.workload(d.mode, job.name, device, tags, d.thread_pcts[i]))
         # measured on this GPU model where the store has it, else the profile the planner read
         found = baseline(client, v.experiment, w.key, model) or baseline(client, v.experiment, w.key)
@@ -53,7 +57,44 @@ def group_of(d: Decision, device: str, uri: str, client, max_slowdown: float, mo
                  run_name=f"{first.sweep_id}:pack {d.mode} {names} on {device}", listeners=first.listeners,
                  child_listeners=first.child_listeners, interval=first.interval, tags=tags,
                  child_tags=child_tags, tracking_uri=uri, baselines=baselines,
-                 guard_slowdown=max_slowdown if guard else None)
+                 guard_slowdown=max_slowdown if guard else None,
+                 guard_weights={j.name: pack_model.pressure(j.profile) for j in d.jobs if j.profile is not None})
+
+
+class PackedGroupRunner(GroupRunner):
+    """A shared group whose jobs each run on their own CPU set, applied the moment each has started."""
+
+    def __init__(self, group: Group, cpus: list[list[int]] | None = None, echo=print):
+        super().__init__(group, echo=echo)
+        self.cpus = {w.name: c for w, c in zip(group.workloads, cpus)} if cpus else {}
+
+    def _start(self, s, result, t0: float) -> bool:
+        started = super()._start(s, result, t0)
+        want = self.cpus.get(result.name)
+        if started and want:
+            got = cpusets.apply(guard_mod.tree_pids(s.proc, getattr(s, "tree", None)), want)
+            if got != sorted(want):
+                self.echo(f"radt-ext: {result.name}: CPU set {cpusets.text(want)} not applied (it has "
+                          f"{cpusets.text(got) or 'ended'})")
+                with contextlib.suppress(Exception):
+                    self.client.set_tag(s.run_id, "pack.cpus", f"not applied: {cpusets.text(got) or 'ended'}")
+        return started
+
+
+def outcome_tags(d: Decision, guard, bound: float) -> dict[str, str]:
+    """Whether a shared group was kept together or split by the guard, and the seconds the splits cost
+    (each protected job's time beside the others less what its work then took alone); its basis as
+    planned beside it (a trial's outcome is what the next plan reads back as a measurement)."""
+    if guard is None or len(d.jobs) < 2:
+        return {}
+    overs = [e for e in guard.events if e.action == "over"]
+    if not overs:
+        live = [guard.state[n].live_max for n in guard.state if guard.state[n].live_max not in (None, float("inf"))]
+        top = f" (highest live {max(live):.2f})" if live else ""
+        return {"pack.outcome": f"kept: every job within {bound:g}{top}", "pack.lost_s": "0"}
+    splits = "; ".join(f"{e.t - guard.t0:.1f}s {e.name} live {e.live_slowdown:.2f} > {bound:g}" for e in overs)
+    return {"pack.outcome": f"split: {splits}; companions paused (the heaviest first) until its active phase ended",
+            "pack.lost_s": f"{guard.lost_s():.2f}"}
 
 
 GPU_FIGURES = ("energy_per_sample_j", "gpu_mean_avg_sm_active_pct", "gpu_total_energy_j", "gpu_total_avg_power_w")
@@ -157,8 +198,15 @@ class PackExecutor:
     def _run_group(self, d: Decision, device: str, model, ctx, echo, progress, task, outcomes) -> None:
         variants = [j.ref for j in d.jobs]
         try:
-            group = group_of(d, device, ctx.uri, ctx.client, self.options.max_slowdown, model, self.options.guard)
-            runner = GroupRunner(group, echo=echo)
+            cpus = None
+            if len(d.jobs) > 1 and self.options.cpu_sets:
+                cpus, why = cpusets.assign(device, self.pool.devices, [j.profile.cpu_pct if j.profile else None
+                                                                       for j in d.jobs])
+                if why:
+                    echo(f"gpu {device}: {d.summary}: {why}")
+            group = group_of(d, device, ctx.uri, ctx.client, self.options.max_slowdown, model, self.options.guard,
+                             cpus)
+            runner = PackedGroupRunner(group, cpus, echo=echo)
             with self._lock:
                 if self._halted():
                     return
@@ -170,6 +218,12 @@ class PackExecutor:
                 for v in variants:
                     outcomes[v.index] = Outcome(replace(v, mode=d.mode), "REFUSED", exit_code=2, device=device)
                 return
+            tags = outcome_tags(d, runner.guard, self.options.max_slowdown)
+            if tags:
+                with contextlib.suppress(Exception):
+                    for k, v in tags.items():
+                        ctx.client.set_tag(result.parent_run_id, k, v[:5000])
+                echo(f"gpu {device}: {d.summary}: {tags['pack.outcome']}")
             shown = replace(variants[0], mode=d.mode, device=device, pool=[], label="+".join(j.name for j in d.jobs))
             echo(result_line(shown, result))
             for v, child in zip(variants, result.children):

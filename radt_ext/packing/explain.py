@@ -12,10 +12,11 @@ def _num(value: float | None, fmt: str = "{:.2f}") -> str:
 
 def plan_table(plan: Plan):
     table = out.table("gpu", "#", "mode", "job", "MPS tp %", "outside active s", "active s", "overlap %", "pred. slowdown",
-                      "pred. wall s", "pred. energy J", "why",
+                      "pred. wall s", "pred. energy J", "basis", "why",
                       title=f"pack plan (max_slowdown {plan.max_slowdown:g} on the active phase; "
                             "wall = outside active (start-up, wind-down) + active x slowdown; overlap: the share of "
-                            "the active phase beside another job's GPU use; energy over the whole run)")
+                            "the active phase beside another job's GPU use; energy over the whole run; basis: what the decision "
+                            "rests on: measured (its runs), model, trial (tried under the guard) or alone)")
     for gpu, decisions in plan.gpus.items():
         for n, d in enumerate(decisions):
             for i, j in enumerate(d.jobs):
@@ -26,7 +27,7 @@ def plan_table(plan: Plan):
                               _num(100 * d.overlaps[i] if d.overlaps and len(d.jobs) > 1 else None, "{:.0f}")
                               if len(d.jobs) > 1 else "-",
                               _num(d.slowdowns[i]), _num(d.wall_s(i), "{:.1f}"), _num(d.energies[i], "{:.0f}"),
-                              d.reason if i == 0 else "")
+                              d.basis_text if i == 0 else "", d.reason if i == 0 else "")
     return table
 
 
@@ -36,9 +37,14 @@ def totals_line(plan: Plan) -> str:
     jobs = sum(len(d.jobs) for d in plan.decisions)
     shared = sum(len(d.jobs) for d in plan.decisions if len(d.jobs) > 1)
     line = f"{jobs} jobs in {len(plan.decisions)} groups on {len(plan.gpus)} GPU(s), {shared} sharing a GPU"
+    bases = [d.basis for d in plan.decisions if len(d.jobs) > 1]
+    if bases:
+        line += " (" + ", ".join(f"{bases.count(b)} {b}" for b in ("measured", "model", "trial") if b in bases) + ")"
     if packed is not None and alone:
         line += (f"; predicted makespan (wall) {packed:.1f} s against {alone:.1f} s one job per GPU at a time "
                  f"(ratio {packed / alone:.2f})")
+        if plan.overhead_s:
+            line += f", each group run {plan.overhead_s:.1f} s of its own"
     else:
         line += "; makespan not predicted (jobs without a profile run alone first)"
     if None not in energy and energy:
@@ -48,7 +54,12 @@ def totals_line(plan: Plan) -> str:
 
 def group_tags(d: Decision, max_slowdown: float, guard: bool | None = None) -> dict[str, str]:
     tags = {"pack.decision": d.summary, "pack.reason": d.reason, "pack.source": d.source,
-            "pack.max_slowdown": f"{max_slowdown:g}", "pack.predicted_slowdown": f"{d.max_slowdown:.4f}"}
+            "pack.max_slowdown": f"{max_slowdown:g}", "pack.predicted_slowdown": f"{d.max_slowdown:.4f}",
+            "pack.basis": d.basis_text}
+    if d.evidence:
+        tags["pack.evidence"] = ",".join(d.evidence)
+    if d.overhead_s:
+        tags["pack.predicted_overhead_s"] = f"{d.overhead_s:.2f}"
     if guard is not None and len(d.jobs) > 1:
         tags["pack.guard"] = "on" if guard else "off"
     if d.energy_j is not None:
@@ -59,7 +70,10 @@ def group_tags(d: Decision, max_slowdown: float, guard: bool | None = None) -> d
 
 
 def job_tags(d: Decision, i: int) -> dict[str, str]:
-    tags = {"pack.decision": d.summary, "pack.reason": d.reason, "pack.predicted_slowdown": f"{d.slowdowns[i]:.4f}"}
+    tags = {"pack.decision": d.summary, "pack.reason": d.reason, "pack.predicted_slowdown": f"{d.slowdowns[i]:.4f}",
+            "pack.basis": d.basis_text}
+    if d.model_slowdowns:
+        tags["pack.model_slowdown"] = f"{d.model_slowdowns[i]:.4f}"
     if d.energies[i] is not None:
         tags["pack.predicted_energy_j"] = f"{d.energies[i]:.1f}"  # over the whole run
     if d.wall_s(i) is not None:

@@ -9,6 +9,9 @@
       gpu_memory_mib: 81559    # default: read from the store's runs, else from the GPU
       mps_thread_percentage: auto   # auto (a share when the SMs are oversubscribed), none, or 1..100
       guard: true              # while a group runs, a job beyond max_slowdown has the others paused
+      trials: true             # jobs nothing measured together share on trial under the guard
+      model: true              # unmeasured groups the contention model admits may share (false: measured only)
+      cpu_sets: true           # jobs sharing a GPU get disjoint CPU sets of its part of the host
 
 Each problem is one line naming the field, raised before anything runs.
 """
@@ -20,7 +23,8 @@ from radt_ext.errors import UsageError
 
 SHARING_MODES = ("naive", "mps")  # the modes the planner chooses among for a shared GPU
 SCHEDULES = ("pack",)
-KEYS = ("max_jobs_per_gpu", "memory_headroom_pct", "gpu_memory_mib", "mps_thread_percentage", "guard")
+KEYS = ("max_jobs_per_gpu", "memory_headroom_pct", "gpu_memory_mib", "mps_thread_percentage", "guard", "trials",
+        "model", "cpu_sets")
 
 
 @dataclass
@@ -33,6 +37,11 @@ class PackOptions:
     mps_thread_percentage: str = "auto"  # "auto", "none" or a whole number 1..100 as text
     scheduled: bool = False  # the spec says schedule: pack (else only --executor pack packs it)
     guard: bool = True  # a guard beside each shared group keeps every job within max_slowdown (collocation/guard.py)
+    # jobs that nothing measured together, and that the guard can watch, share on trial where the model
+    # would keep them apart: the guard splits the group if one falls beyond the bound (planner.py)
+    trials: bool = True
+    model: bool = True  # unmeasured groups may rest on the contention model (False: only on measurements, trials)
+    cpu_sets: bool = True  # jobs sharing a GPU get disjoint CPU sets (cpusets.py)
 
 
 def _number(value) -> bool:
@@ -87,10 +96,10 @@ def parse(data: dict, modes: list[str], source: str) -> PackOptions | None:
             if not _number(value) or not 0 <= value < 100:
                 raise UsageError(f"{where}: expected a percentage 0..99, got {value!r}")
             opts.memory_headroom_pct = float(value)
-        elif key == "guard":
+        elif key in ("guard", "trials", "model", "cpu_sets"):
             if not isinstance(value, bool):
                 raise UsageError(f"{where}: expected true or false, got {value!r}")
-            opts.guard = value
+            setattr(opts, key, value)
         elif key == "gpu_memory_mib":
             if not _number(value) or value <= 0:
                 raise UsageError(f"{where}: expected the GPU's memory in MiB (e.g. 81559), got {value!r}")

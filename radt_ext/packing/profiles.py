@@ -1,5 +1,6 @@
 """What the store knows about a queue's jobs: each job's exclusive profile, the groups already run
-together (with each member's measured slowdown), and the jobs a packed group already FINISHED.
+together (with each member's measured slowdown and wall time, on the GPU model they ran on), what a
+group run costs of its own, and the jobs a packed group already FINISHED.
 
 One scan of the experiment's runs. A job is known by its workload hash (tag `sweep.workload_hash`,
 the key collocated variants find their exclusive baselines by; a pooled job's names the pool, not a
@@ -158,10 +159,16 @@ class MeasuredGroup:
     slowdowns: dict[str, list[float]]  # workload hash -> each member's measured slowdown (a hash may repeat)
     start_ms: int = 0
     guarded: bool = False  # the guard paused a member: each slowdown is at least what the guard read live
+    gpu_model: str | None = None  # the GPU model it was measured on, where its runs say
+    walls: dict[str, list[float | None]] = field(default_factory=dict)  # each member's wall time there (s)
 
     @property
     def keys(self) -> tuple[str, ...]:
         return tuple(sorted(k for k, v in self.slowdowns.items() for _ in v))
+
+    def holds(self, keys: list[str]) -> bool:
+        """Whether these jobs (a hash may repeat) are all members of this group."""
+        return all(keys.count(k) <= len(self.slowdowns.get(k, ())) for k in set(keys))
 
 
 @dataclass
@@ -170,6 +177,7 @@ class Knowledge:
     groups: list[MeasuredGroup] = field(default_factory=list)  # newest first
     packed_done: dict[str, str] = field(default_factory=dict)  # job hash -> FINISHED child run id
     gpu_memory_mib: float | None = None
+    group_overhead_s: float = 0.0  # what a group run costs beyond its jobs' wall time (see group_overhead)
 
 
 def _summary(metrics: dict[str, float]) -> dict[str, float]:
@@ -304,12 +312,18 @@ def read(client, experiment: str, model: str | None = None) -> Knowledge:
             k.profiles[p.key] = p
     if k.profiles:
         k.gpu_memory_mib = next((p.gpu_memory_mib for p in k.profiles.values() if p.gpu_memory_mib), None)
+    k.group_overhead_s = group_overhead(by_id, kids)
     for parent_id, members in kids.items():
         parent = by_id.get(parent_id)
         mode = parent.data.tags.get("collocation.mode") if parent is not None else None
         if mode not in ("naive", "mps") or len(members) < 2:
             continue
+        measured_on = {m.data.tags.get("sweep.gpu_model") for m in members} - {None}
+        gpu_model = measured_on.pop() if len(measured_on) == 1 else None
+        if model and gpu_model and gpu_model != model:  # measured on another GPU model: says nothing here
+            continue
         slowdowns: dict[str, list[float]] = {}
+        walls: dict[str, list[float | None]] = {}
         guarded = bool(parent.data.metrics.get("summary/guard_paused_s"))
         for m in members:
             value = m.data.metrics.get("summary/slowdown_ratio")
@@ -320,7 +334,44 @@ def read(client, experiment: str, model: str | None = None) -> Knowledge:
             if guarded:  # held within the bound by pausing another: together, unguarded, it ran this slow
                 value = max(value, m.data.metrics.get("summary/guard_live_slowdown_max", value))
             slowdowns.setdefault(key, []).append(float(value))
+            walls.setdefault(key, []).append(m.data.metrics.get("summary/e2e_duration_s"))
         if slowdowns:
-            k.groups.append(MeasuredGroup(parent_id, mode, slowdowns, parent.info.start_time or 0, guarded))
+            k.groups.append(MeasuredGroup(parent_id, mode, slowdowns, parent.info.start_time or 0, guarded, gpu_model,
+                                          walls))
     k.groups.sort(key=lambda g: -g.start_ms)
     return k
+
+
+GAP_S = 30.0  # a pause longer than this between a sweep's groups on one GPU is not the executor's doing
+
+
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return 0.0 if not xs else xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
+
+
+def group_overhead(by_id: dict, kids: dict[str, list]) -> float:
+    """What a sweep's group run costs beyond its jobs' wall time, as measured: the median over its group
+    runs of the parent's wall time less its longest job's (listeners, runs, the report, an MPS daemon),
+    plus the median gap between one group's end and the next one's start on the same GPU (planning,
+    dispatch; not across a sweep's report run, which ends one call of the sweep). 0 where the store
+    holds no sweep's groups."""
+    inside, ends, calls_end = [], {}, {}
+    for r in by_id.values():
+        if r.data.tags.get("sweep.role") == "report":
+            calls_end.setdefault(r.data.tags.get("sweep.id"), []).append(r.info.start_time / 1000.0)
+    for parent_id, members in kids.items():
+        parent = by_id.get(parent_id)
+        if parent is None or not parent.data.tags.get("sweep.id") or not parent.info.end_time:
+            continue
+        walls = [m.data.metrics.get("summary/e2e_duration_s") for m in members]
+        if walls and None not in walls:
+            inside.append(max(0.0, (parent.info.end_time - parent.info.start_time) / 1000.0 - max(walls)))
+        where = (parent.data.tags["sweep.id"], parent.data.tags.get("collocation.gpu", ""))
+        ends.setdefault(where, []).append((parent.info.start_time / 1000.0, parent.info.end_time / 1000.0))
+    gaps = []
+    for (sweep, _), spans in ends.items():
+        spans.sort()
+        gaps += [b0 - a1 for (_, a1), (b0, _) in zip(spans, spans[1:]) if 0.0 <= b0 - a1 < GAP_S
+                 and not any(a1 <= t <= b0 for t in calls_end.get(sweep, ()))]
+    return _median(inside) + _median(gaps)

@@ -79,13 +79,13 @@ def _prediction_table(runs: list[data.RunData]) -> str | None:
     for r in sorted(jobs, key=lambda r: r.start_s):
         s = r.summary
         energy = s.get("gpu_energy_attributed_j")
-        rows.append([r.name, r.tags.get("collocation.mode"), r.tags.get("collocation.gpu"),
-                     _float(r.tags.get("pack.predicted_slowdown")), s.get("slowdown_ratio"),
+        rows.append([r.name, r.tags.get("collocation.mode"), r.tags.get("collocation.gpu"), r.tags.get("pack.basis"),
+                     r.tags.get("pack.cpus"), _float(r.tags.get("pack.predicted_slowdown")), s.get("slowdown_ratio"),
                      s.get("guard_live_slowdown_max"), s.get("guard_paused_s"),
                      _float(r.tags.get("pack.predicted_wall_s")), s.get("e2e_duration_s"),
                      _float(r.tags.get("pack.predicted_energy_j")), energy, r.tags.get("pack.reason"),
                      r.tags.get("collocation.guard")])
-    header = ["job", "mode", "gpu", "predicted slowdown (active)", "measured slowdown (active, paused s left out)",
+    header = ["job", "mode", "gpu", "basis (measured, model, trial)", "CPUs", "predicted slowdown (active)", "measured slowdown (active, paused s left out)",
               "guard: highest live slowdown", "guard: paused s", "predicted wall s", "measured wall s",
               "predicted energy J (whole run)", "measured energy J (whole run, attributed)", "why", "guard"]
     return "<h2>Packing: predicted against measured</h2>" + table(header, rows)

@@ -455,3 +455,63 @@ def test_ops_host_report_prints_the_committed_figures():
         assert line in proc.stdout, line
     # what docs/ops.md quotes is what the committed data gives
     assert proc.stdout == open(os.path.join(REPO, "docs", "ops", "host", "report.txt")).read()
+
+
+def test_pack_unmodified_writes_each_steps_spec_and_finds_no_instrumented_script(tmp_path):
+    from benchmarks import pack_unmodified as pu
+    from radt_ext.packing.queue import job_variants
+    from radt_ext.sweep.spec import load
+
+    jobs = pu.queue()
+    assert len(jobs) >= 10 and len({j["kind"] for j in jobs.values()}) >= 5
+    assert pu.instrumented(jobs) == []  # users' scripts: nothing of radt-ext imported
+    (tmp_path / "mine.py").write_text("import torch\nfrom radt_ext import log_progress\n")
+    (tmp_path / "theirs.py").write_text("import os, radt_ext.workload_api\n")
+    (tmp_path / "clean.py").write_text("import os  # radt_ext is not imported here\n")
+    found = pu.instrumented({n: {"script": f"{n}.py"} for n in ("mine", "theirs", "clean")}, str(tmp_path))
+    assert found == ["mine", "theirs"]
+    for step, (per_gpu, repeats, trials) in pu.STEPS.items():
+        path = tmp_path / f"{step}.yaml"
+        path.write_text(pu.spec(step, dry=True))
+        sweep = load(str(path))
+        assert sweep.pack.max_jobs_per_gpu == per_gpu and sweep.pack.trials is trials and sweep.repeats == repeats
+        assert sweep.pack.model is (step != "second")  # the second pass: measurements alone
+        variants = job_variants(sweep)
+        assert len(variants) == len(jobs) * repeats
+        assert all(v.workloads[0].command[-3:] == ["--device", "cpu", "--tiny"] for v in variants)
+    gpu = pu.spec("packed", dry=False)
+    assert "--device cpu" not in gpu and "gpm" in gpu and "examples/unmodified/gemm_chain.py --size 4096" in gpu
+
+
+def test_pack_unmodified_runs_its_three_steps_on_the_cpu_and_writes_its_summary(tmp_path):
+    """The GPU script's DRY flow on a queue of three of the unmodified scripts: alone, packed, second,
+    then the analysis. Where the scripts' progress is counted (the start-up hook), the packed step
+    shares a GPU and the second step's plan rests on what the packed step measured; where it is not,
+    nothing can be watched and every job runs alone, saying why."""
+    import shutil
+
+    import yaml
+
+    from benchmarks import pack_unmodified as pu
+
+    jobs = {n: j for n, j in pu.queue().items() if n in ("gemm", "decode", "infer8")}
+    for j in jobs.values():
+        shutil.copy(os.path.join(os.path.dirname(pu.QUEUE), j["script"]), tmp_path)
+    (tmp_path / "queue.yaml").write_text(yaml.safe_dump(jobs))
+    results = tmp_path / "results"
+    env = dict(os.environ, DRY="1", RESULTS=str(results), QUEUE=str(tmp_path / "queue.yaml"), WORK=str(tmp_path / "w"),
+               HOME=str(tmp_path), PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run(["bash", "scripts/gpu/pack_unmodified.sh"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads((results / "summary.json").read_text())
+    assert (summary["jobs"], summary["kinds"], summary["instrumented_jobs"], summary["bound"]) == (3, 3, 0, 1.5)
+    assert summary["finished"] == {"alone": "3/3", "packed": "3/3", "second": "3/3"}, summary
+    plan_packed, plan_second = ((results / f"plan_{s}.txt").read_text() for s in ("packed", "second"))
+    if summary["jobs_with_progress"] == 3:
+        assert summary["shared_groups"] >= 1 and "measured (run " in plan_second
+        assert summary["makespan_ratio"] is not None and summary["second_pass_plan_error"] is not None
+    else:
+        assert summary["jobs_with_progress"] == 0 and summary["shared_groups"] == 0
+        assert "reports no progress, so the guard cannot watch it" in " ".join(plan_packed.split())
+    assert (results / "pack_unmodified.md").read_text().startswith("| figure | value | goal met |")

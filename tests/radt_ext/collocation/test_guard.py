@@ -193,3 +193,30 @@ def test_contention_that_starts_late_is_caught_over_the_window_the_group_measure
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_with_weights_the_heaviest_companion_is_paused_first_then_the_next(tmp_path):
+    # a did far more alone than it can: beyond the bound with b paused, and with c paused too
+    a, pa = spawn(tmp_path, "a", 400)
+    b, pb = spawn(tmp_path, "b", 400)
+    c, pc = spawn(tmp_path, "c", 400)
+    members = [member("a", a, pa, 1e6), member("b", b, pb, None), member("c", c, pc, None)]
+    for m, w in zip(members, (0.5, 0.9, 0.1)):
+        m.weight = w
+    g = guard_mod.Guard(members, 1.5, window_s=1.0).start()
+    try:
+        first = watch_states({"c": c}, lambda: len(g.events) >= 2 or a.poll() is not None)
+        assert [(e.action, e.name) for e in g.events[:2]] == [("over", "a"), ("pause", "b")]
+        assert psutil.STATUS_STOPPED not in first["c"]  # the light companion ran on beside a
+        deadline = time.time() + 120
+        while not any(e.action == "unhelped" for e in g.events) and a.poll() is None and time.time() < deadline:
+            time.sleep(0.05)
+    finally:
+        g.stop()
+        for p in (a, b, c):
+            p.wait()
+    actions = [(e.action, e.name) for e in g.events]
+    assert actions == [("over", "a"), ("pause", "b"), ("pause", "c"), ("unhelped", "a"), ("resume", "b"),
+                       ("resume", "c")], g.log_text()
+    assert "pause c live " in g.log_text() and ": a is still at " in g.log_text()
+    assert g.events[0].lost_s is not None and g.events[0].lost_s >= 0 and "s lost" in g.log_text()

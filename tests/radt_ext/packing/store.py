@@ -84,14 +84,17 @@ def log_profile(uri: str, experiment: str, key: str, figures: tuple, gpu_mib: fl
     return child
 
 
-def log_group(uri: str, experiment: str, mode: str, measured: list[tuple[str, float]]) -> str:
-    """A collocated group run: (workload hash, measured slowdown) per member; returns the parent id."""
+def log_group(uri: str, experiment: str, mode: str, measured: list[tuple[str, float]], model: str | None = None,
+              walls: list[float] | None = None) -> str:
+    """A collocated group run: (workload hash, measured slowdown) per member, measured on a GPU `model`
+    where given, each member's wall time `walls` where given; returns the parent id."""
     client = MlflowClient(uri)
     exp_id = client.get_experiment_by_name(experiment).experiment_id
     parent = client.create_run(exp_id).info.run_id
-    for key, slowdown in measured:
+    for n, (key, slowdown) in enumerate(measured):
         child = client.create_run(exp_id, tags={"mlflow.parentRunId": parent}).info.run_id
-        _end(client, child, {"slowdown_ratio": slowdown}, {"collocation.mode": mode, "sweep.workload_hash": key})
+        _end(client, child, {"slowdown_ratio": slowdown, **({"e2e_duration_s": walls[n]} if walls else {})}, {"collocation.mode": mode, "sweep.workload_hash": key,
+                                                           **({"sweep.gpu_model": model} if model else {})})
     _end(client, parent, {"avg_slowdown_ratio": sum(s for _, s in measured) / len(measured)},
          {"collocation.mode": mode, "collocation.size": str(len(measured))})
     return parent

@@ -56,7 +56,7 @@ def test_a_profile_measured_on_the_pools_gpu_model_comes_first(tracking_uri):
 def test_small_jobs_share_a_gpu_and_a_heavy_pair_fits_only_under_mps(tracking_uri):
     k = knowledge(tracking_uri, cnn=H200["cnn"], heavy=H200["heavy"])
     jobs = [Job(f"cnn{i}", "cnn") for i in range(4)] + [Job("heavy0", "heavy"), Job("heavy1", "heavy")]
-    plan = Planner(k, PackOptions(max_slowdown=1.3)).plan(jobs, ["0"])
+    plan = Planner(k, PackOptions(max_slowdown=1.3, trials=False)).plan(jobs, ["0"])  # the model's plan
     d = by_job(plan)
     # naive: 1 + 0.41 (the other's NVML utilization) > 1.3; mps: 1 + max(SM 17.9 %, DRAM 12 %) = 1.179
     assert d["heavy0"] is d["heavy1"] and d["heavy0"].mode == "mps"
@@ -73,10 +73,15 @@ def test_small_jobs_share_a_gpu_and_a_heavy_pair_fits_only_under_mps(tracking_ur
 
 def test_the_slowdown_bound_keeps_a_pair_apart_and_says_why(tracking_uri):
     k = knowledge(tracking_uri, heavy=H200["heavy"])
-    plan = Planner(k, PackOptions(max_slowdown=1.1, modes=("naive",))).plan(
-        [Job("h0", "heavy"), Job("h1", "heavy")], ["0"])
+    jobs = [Job("h0", "heavy"), Job("h1", "heavy")]
+    plan = Planner(k, PackOptions(max_slowdown=1.1, modes=("naive",), trials=False)).plan(jobs, ["0"])
     assert [len(d.jobs) for d in plan.decisions] == [1, 1]
     assert plan.decisions[1].reason == "alone: with h0: predicted 1.41 > 1.1 (naive, contention model)"
+    assert plan.decisions[1].basis_text == "model"
+    # with trials (the default) the pair nothing measured is tried under the guard, planned at the bound
+    [d] = Planner(k, PackOptions(max_slowdown=1.1, modes=("naive",))).plan(jobs, ["0"]).decisions
+    assert d.basis == "trial" and d.slowdowns == [1.1, 1.1] and d.model_slowdowns == pytest.approx([1.41, 1.41])
+    assert d.basis_text == "trial (model 1.41)" and "the guard splits it if a job falls beyond the bound" in d.reason
 
 
 def test_memory_bound_with_headroom(tracking_uri):
@@ -306,7 +311,7 @@ def recorded_queue(which: str):
 
 def test_the_recorded_queue_is_planned_as_it_ran_on_the_gpus():
     k, jobs = recorded_queue("alone_step")
-    plan = Planner(k, PackOptions()).plan(jobs, ["0", "1"])
+    plan = Planner(k, PackOptions(trials=False)).plan(jobs, ["0", "1"])  # the model's plan, as the proof ran
     d = by_job(plan)
     # the plan the 2-GPU proof ran (docs/validation/pack_queue/plan.txt): 58.4 s against 93.7 s
     assert plan.predicted_makespan_s() == pytest.approx(58.4, abs=0.05)
@@ -321,7 +326,7 @@ def test_the_recorded_queue_is_planned_as_it_ran_on_the_gpus():
     for p in k.profiles.values():
         p.busy_from_s = p.busy_until_s = p.busy_trace = p.outside_figures = None
         p.startup_s, p.phase = None, "whole run"
-    untimed = Planner(k, PackOptions()).plan(jobs, ["0", "1"])
+    untimed = Planner(k, PackOptions(trials=False)).plan(jobs, ["0", "1"])
     assert untimed.predicted_makespan_s() > plan.predicted_makespan_s() + 5
 
 
@@ -332,9 +337,9 @@ def test_moving_jobs_between_groups_undoes_a_greedy_choice(monkeypatch):
     k, jobs = recorded_queue("newest")
     regroup = Planner._regroup
     monkeypatch.setattr(Planner, "_regroup", lambda self, groups, gpus: groups)
-    greedy = Planner(k, PackOptions()).plan(jobs, ["0", "1"])
+    greedy = Planner(k, PackOptions(trials=False)).plan(jobs, ["0", "1"])
     monkeypatch.setattr(Planner, "_regroup", regroup)
-    plan = Planner(k, PackOptions()).plan(jobs, ["0", "1"])
+    plan = Planner(k, PackOptions(trials=False)).plan(jobs, ["0", "1"])
     d = by_job(plan)
     assert by_job(greedy)["resnet18-1"] is not by_job(greedy)["resnet18-5"]
     assert plan.predicted_makespan_s() < greedy.predicted_makespan_s() - 5
@@ -384,6 +389,7 @@ def test_a_job_the_guard_cannot_watch_shares_only_where_a_measured_group_says_so
     plan = Planner(k, PackOptions()).plan(jobs, ["0"])
     assert [len(d.jobs) for d in plan.decisions] == [1, 1]
     assert "b reports no progress, so the guard cannot watch it" in plan.decisions[1].reason
+    assert plan.decisions[1].basis == "alone"  # no trial either: the guard could not split it
     assert [len(d.jobs) for d in Planner(k, PackOptions(guard=False)).plan(jobs, ["0"]).decisions] == [2]
     log_group(tracking_uri, EXP, "naive", [("seen", 1.02), ("silent", 1.04)])
     k = profiles.read(MlflowClient(tracking_uri), EXP)
