@@ -74,6 +74,17 @@ class GroupResult:
         return max(starts) - min(starts) if starts else 0.0
 
 
+WORK_UNITS = ("samples", "steps")  # a workload's rate of work: samples/s, else steps/s where samples are not known
+
+
+def work_rate(metrics: dict[str, float]) -> tuple[float, str] | None:
+    """(rate, unit) of a run's active-phase work from its summary metrics; None without progress."""
+    for unit in WORK_UNITS:
+        rate = metrics.get(f"summary/throughput_{unit}_per_s")
+        if rate:
+            return float(rate), unit
+    return None
+
 class _Session(WorkloadSession):
     """A workload of a group: the end of its stderr goes onto its run when it fails."""
 
@@ -132,7 +143,7 @@ class GroupRunner:
         self.daemons: dict[str, MpsDaemon] = {}
         self.stopping: int | None = None
         self.guard: guard_mod.Guard | None = None
-        self.alone_rates: dict[str, float] = {}  # workload -> its baseline's active-phase throughput (the guard's)
+        self.alone_rates: dict[str, tuple[float, str]] = {}  # workload -> its baseline's active-phase rate of work, unit (the guard's)
         self.on_parent = None  # called with the parent run's id once it exists (a sweep's host settings watchdog)
 
     # -- setting up ------------------------------------------------------------------
@@ -224,8 +235,9 @@ class GroupRunner:
             s.terminate(self.stopping)
         return True
 
-    def _alone_rates(self) -> dict[str, float]:
-        """Each workload's exclusive active-phase throughput (samples/s), where its baseline has one."""
+    def _alone_rates(self) -> dict[str, tuple[float, str]]:
+        """Each workload's exclusive active-phase rate of work and its unit (samples/s, else steps/s for a
+        job whose samples are not known), where its baseline has one."""
         out = {}
         for w in self.group.workloads:
             base = self.group.baselines.get(w.name)
@@ -233,14 +245,15 @@ class GroupRunner:
                 metrics = self.client.get_run(base[0]).data.metrics if base else {}
             except Exception:
                 continue
-            rate = metrics.get("summary/throughput_samples_per_s") if "summary/active_s" in metrics else None
+            rate = work_rate(metrics) if "summary/active_s" in metrics else None
             if rate:
-                out[w.name] = float(rate)
+                out[w.name] = rate
         return out
 
     def _member(self, s: _Session, r: ChildResult) -> guard_mod.Member:
         """A workload as the guard sees it: its progress, its alone rate, its process tree."""
-        return guard_mod.Member(r.name, s.progress_path, self.alone_rates.get(r.name),
+        rate, unit = self.alone_rates.get(r.name, (None, "samples"))
+        return guard_mod.Member(r.name, s.progress_path, rate, unit=unit,
                                 pids=lambda: guard_mod.tree_pids(s.proc, getattr(s, "tree", None)),
                                 running=lambda: s.proc is not None and s.proc.returncode is None,
                                 weight=self.group.guard_weights.get(r.name))
@@ -396,7 +409,8 @@ class GroupRunner:
         for r, s, _ in windows:
             mine = {"overlap_s": seconds}
             paused = self.guard.paused_s(r.name, a, b) if self.guard is not None else 0.0
-            samples = active.counts(s.marks, a, b).get("samples", 0.0)
+            counted = active.counts(s.marks, a, b)
+            samples = counted.get("samples", 0.0)
             if paused > 0:
                 mine["overlap_paused_s"] = paused
             if samples > 0:
@@ -405,6 +419,8 @@ class GroupRunner:
                 mine["overlap_throughput_samples_per_s"] = samples / max(seconds - paused, 1e-9)
                 if paused > 0:
                     mine["overlap_with_pauses_throughput_samples_per_s"] = samples / seconds
+            elif counted.get("steps", 0.0) > 0:  # samples not known: its steps
+                mine["overlap_throughput_steps_per_s"] = counted["steps"] / max(seconds - paused, 1e-9)
             r.summary.update(mine)
             if "overlap_throughput_samples_per_s" in mine:
                 summary[f"{metric_name(r.name)}_overlap_throughput_samples_per_s"] = \
@@ -422,10 +438,11 @@ class GroupRunner:
             alone = self.client.get_run(base[0]).data.metrics
         except Exception:
             alone = {}
-        thr = alone.get("summary/throughput_samples_per_s") if "summary/active_s" in alone else None
-        co = r.summary.get("overlap_throughput_samples_per_s")
-        if thr and co:
-            return thr / co, "overlap_throughput"
+        for unit in WORK_UNITS:
+            thr = alone.get(f"summary/throughput_{unit}_per_s") if "summary/active_s" in alone else None
+            co = r.summary.get(f"overlap_throughput_{unit}_per_s")
+            if thr and co:
+                return thr / co, "overlap_throughput"
         if alone.get("summary/active_s") and r.summary.get("active_s"):
             running = r.summary["active_s"] - r.summary.get("guard_active_paused_s", 0.0)
             return running / alone["summary/active_s"], "active_s"

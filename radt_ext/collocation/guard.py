@@ -48,10 +48,11 @@ LOCK_RETRY_S = 0.05  # ... this far apart
 class Member:
     name: str
     progress_path: str | None
-    alone_rate: float | None  # samples/s over its exclusive run's active phase; None: not watched
+    alone_rate: float | None  # work/s over its exclusive run's active phase; None: not watched
     pids: Callable[[], list[int]]  # its process tree now (empty once it ended)
     running: Callable[[], bool]
     weight: float | None = None  # how hard it presses on the GPU alone (None: not known; see Guard)
+    unit: str = "samples"  # what alone_rate counts: samples, or steps where the job's samples are not known
 
 
 @dataclass
@@ -216,14 +217,14 @@ class Guard:
             return
         st.seen_until = last
         if last - times[0] >= self.window_s and last - self.window_s >= st.resumed_at:
-            done = marks.total_at("samples", last) - marks.total_at("samples", last - self.window_s)
+            done = marks.total_at(m.unit, last) - marks.total_at(m.unit, last - self.window_s)
             st.live = m.alone_rate * self.window_s / done if done > 0 else float("inf")
             st.live_from = last - self.window_s
             st.live_max = st.live if st.live_max is None else max(st.live_max, st.live)
         since = self.overlap_since
         if since is not None and last - since >= self.min_overlap_s:
             running = last - since - self.paused_s(name, since, last)
-            done = marks.total_at("samples", last) - marks.total_at("samples", since)
+            done = marks.total_at(m.unit, last) - marks.total_at(m.unit, since)
             if running >= self.min_overlap_s:
                 st.cum = m.alone_rate * running / done if done > 0 else float("inf")
                 st.live_max = st.cum if st.live_max is None else max(st.live_max, st.cum)
@@ -313,7 +314,7 @@ class Guard:
             return None
         last = times[-1]
         running = last - since - self.paused_s(name, since, last)
-        done = marks.total_at("samples", last) - marks.total_at("samples", since)
+        done = marks.total_at(m.unit, last) - marks.total_at(m.unit, since)
         return max(0.0, running - done / m.alone_rate)
 
     def lost_s(self, name: str | None = None) -> float:

@@ -67,10 +67,10 @@ def logged_span(client, run_ids, ignore=("system/", "summary/")) -> tuple[float,
 
 
 def counts(marks: Marks | None, a: float, b: float) -> dict[str, float]:
-    """What the workload counted (samples, flops) between its records at times a and b."""
+    """What the workload counted (samples, steps, flops) between its records at times a and b."""
     if marks is None or not marks.series:
         return {}
-    return {key: marks.total_at(key, b) - marks.total_at(key, a) for key in ("samples", "flops")}
+    return {key: marks.total_at(key, b) - marks.total_at(key, a) for key in ("samples", "steps", "flops")}
 
 
 def summarise(summaries, start: float, end: float, marks: Marks | None = None, logged=None,

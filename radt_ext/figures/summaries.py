@@ -199,7 +199,8 @@ def _windowed(name: str) -> bool:
 
 
 def counts_per_s(out: dict[str, float], counts: dict[str, float] | None, seconds: float) -> None:
-    """Samples, throughput, energy and TFLOP/s per sample from the workload's counts over a window."""
+    """Samples, throughput (samples/s, steps/s), energy per sample and TFLOP/s from the workload's counts
+    over a window."""
     counts = counts or {}
     samples = counts.get("samples", 0.0)
     if samples > 0:
@@ -210,6 +211,9 @@ def counts_per_s(out: dict[str, float], counts: dict[str, float] | None, seconds
             out["energy_per_sample_j"] = out["gpu_total_energy_j"] / samples
         if "cpu_energy_j" in out:
             out["cpu_energy_per_sample_j"] = out["cpu_energy_j"] / samples
+    steps = counts.get("steps", 0.0)
+    if steps > 0 and seconds > 0:  # the rate of work where samples are not known (the guard's and planner's too)
+        out["throughput_steps_per_s"] = steps / seconds
     flops = counts.get("flops", 0.0)
     if flops > 0 and seconds > 0:
         out["achieved_tflops"] = flops / seconds / 1e12

@@ -41,7 +41,8 @@ NAMES = {
     "e2e_duration_s": ("e2e_duration_s",),
     # the whole run's GPU energy: the job's attributed share (its own span), else the group's
     "e2e_energy_j": ("gpu_energy_attributed_j", "e2e_gpu_total_energy_j"),
-    "throughput": ("throughput_samples_per_s", "e2e_throughput_samples_per_s"),
+    "throughput": ("throughput_samples_per_s", "e2e_throughput_samples_per_s",  # else steps/s: samples not known
+                   "throughput_steps_per_s", "e2e_throughput_steps_per_s"),
     "cpu_pct": ("proc_avg_cpu_pct", "e2e_proc_avg_cpu_pct"),
 }
 TRACE_BIN_S = 0.5
@@ -63,7 +64,7 @@ class Profile:
     power_w: float | None = None
     energy_j: float | None = None
     idle_power_w: float | None = None
-    throughput: float | None = None  # samples/s: None when the job reports no progress (the guard cannot watch it)
+    throughput: float | None = None  # samples/s (steps/s where samples are not known): None when the job reports no progress (the guard cannot watch it)
     cpu_pct: float | None = None  # its process tree's CPU (100 = one core)
     host_cores: float | None = None  # the logical CPUs of the host it was measured on
     gpu_memory_mib: float | None = None

@@ -85,3 +85,19 @@ def test_nothing_counted_says_why(tmp_path):
     assert off.source == "none" and "--no-progress" in off.note
     nothing = read_marks(str(tmp_path / "missing.jsonl"))
     assert "no progress hook loaded" in nothing.note
+
+
+def test_a_job_without_samples_has_a_rate_of_steps_for_the_guard_and_the_planner(tmp_path):
+    from radt_ext.collocation.group import work_rate
+    from radt_ext.figures.active import counts
+    from radt_ext.figures.summaries import counts_per_s
+
+    records = [{"pid": 3, "t": 10.0, "src": "torch", "steps": 1},
+               {"pid": 3, "t": 14.0, "src": "torch", "steps": 41}]
+    marks = read_marks(_write(tmp_path / "p.jsonl", records))
+    out = {}
+    counts_per_s(out, counts(marks, 10.0, 14.0), 4.0)
+    assert out == {"throughput_steps_per_s": 10.0}  # no samples, so no samples/s and no J/sample
+    assert work_rate({f"summary/{k}": v for k, v in out.items()}) == (10.0, "steps")
+    assert work_rate({"summary/throughput_samples_per_s": 640.0, "summary/throughput_steps_per_s": 10.0}) == (640.0, "samples")
+    assert work_rate({}) is None
