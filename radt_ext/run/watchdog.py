@@ -25,6 +25,8 @@ import subprocess
 import sys
 import time
 
+from radt_ext.run.spills import log_all_spilled
+from radt_ext.run.streams import say
 from radt_ext.workload_api.markers import ENV_MONITOR_RUN, ENV_RUN_ID_FILE, ENV_STARTS_FILE, TAG_MONITOR_RUN
 
 TAG_HOST = "radt_ext.host"
@@ -216,8 +218,6 @@ def main(argv=None) -> int:
     ap.add_argument("--spill-dir", default=None)
     ap.add_argument("--restore", default=None)
     args = ap.parse_args(argv)
-    from radt_ext.run.streams import say
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # radt-ext decides; only its death makes us act
     parent = os.getppid()
     pid, run_id = None, args.run_id
@@ -269,9 +269,6 @@ def _restore(tracking_uri: str, path: str, run_id: str | None) -> None:
 
 def _log_spilled(tracking_uri: str, spill_dir: str, run_id: str | None, ended: list[str]) -> None:
     """After the runs are ended: their spilled timelines as their artifacts; a failure is one line."""
-    from radt_ext.run.spills import log_all_spilled
-    from radt_ext.run.streams import say
-
     try:
         from mlflow.tracking import MlflowClient
 

@@ -56,10 +56,22 @@ def _head() -> str | None:
         return None
 
 
+STALLED_S = 15.0  # another process's migrations that made no step for this long: it died making the store
+
+
 def _settle(path: str, head: str | None, settle: float) -> None:
-    """Wait (at most `settle` s) for another process's migrations of the store at `path` to reach `head`."""
+    """Wait (at most `settle` s) for another process's migrations of the store at `path` to reach `head`,
+    unless they stall (that process was stopped half-way: MLflow then says what is wrong with the file)."""
     deadline = time.monotonic() + settle
-    while head is not None and _version(path) != head and time.monotonic() < deadline:
+    last, changed = None, time.monotonic()
+    while head is not None and time.monotonic() < deadline:
+        version = _version(path)
+        if version == head:
+            return
+        if version != last:
+            last, changed = version, time.monotonic()
+        elif time.monotonic() - changed > STALLED_S:
+            return
         time.sleep(0.2)
 
 

@@ -99,6 +99,11 @@ class Trial:
         self.proc.send_signal(self.sig)
         try:
             self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # every thread's stack on stderr (faulthandler), then the failure
+            self.proc.send_signal(signal.SIGABRT)
+            self.proc.wait(timeout=30)
+            self._reader.join(10)
+            raise AssertionError(f"{self.where()}\nstill running 60 s after the signal:\n" + "\n".join(self.lines[-80:]))
         finally:
             self.exited = time.time()
             self._reader.join(10)
@@ -133,8 +138,9 @@ class Trial:
             t = json.loads((self.dir / "timings.json").read_text())
             steps = "; ".join(f"{k} {v - self.signalled:+.2f}" for k, v in sorted(t.items(), key=lambda kv: kv[1])
                               if v >= self.signalled - 0.5)
+        took = getattr(self, "exited", time.time()) - self.signalled
         return (f"{signal.Signals(self.sig).name} at {self.moment}: exit {self.proc.returncode} "
-                f"{self.exited - self.signalled:.2f} s after the signal ({steps}); stderr:\n"
+                f"{took:.2f} s after the signal ({steps}); stderr:\n"
                 + "\n".join(self.lines[-6:]))
 
 
