@@ -508,10 +508,10 @@ def test_pack_unmodified_runs_its_three_steps_on_the_cpu_and_writes_its_summary(
     assert (summary["jobs"], summary["kinds"], summary["instrumented_jobs"], summary["bound"]) == (3, 3, 0, 1.5)
     assert summary["finished"] == {"alone": "3/3", "packed": "3/3", "second": "3/3"}, summary
     plan_packed, plan_second = ((results / f"plan_{s}.txt").read_text() for s in ("packed", "second"))
-    if summary["jobs_with_progress"] == 3:
-        assert summary["shared_groups"] >= 1 and "measured (run " in plan_second
-        assert summary["makespan_ratio"] is not None and summary["second_pass_plan_error"] is not None
-    else:
-        assert summary["jobs_with_progress"] == 0 and summary["shared_groups"] == 0
-        assert "reports no progress, so the guard cannot watch it" in " ".join(plan_packed.split())
+    # the start-up hook counts the unmodified scripts' work: they are watched, and the packed step shares
+    assert summary["jobs_with_progress"] == 3 and summary["shared_groups"] >= 1, summary
+    assert summary["makespan_ratio"] is not None and summary["second_pass_plan_error"] is not None
+    # the second plan reads what the packed step measured (on this loaded CPU a measured pair may well be
+    # beyond the bound and kept apart: no model and no trial is left to share it)
+    assert "basis" in plan_second and "(trial" not in plan_second and "  model  " not in plan_second
     assert (results / "pack_unmodified.md").read_text().startswith("| figure | value | goal met |")
