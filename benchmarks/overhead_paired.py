@@ -119,6 +119,27 @@ def bootstrap_mean_ci(values: list[float], seed: int, resamples: int = 10000) ->
     return means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
 
 
+def losses(windows: list[dict]) -> None:
+    """Each on or null window's loss: 1 - its throughput / the mean of the two off windows beside it."""
+    for i, w in enumerate(windows):
+        if w["kind"] in ("on", "null") and 0 < i < len(windows) - 1:
+            base = (windows[i - 1]["throughput"] + windows[i + 1]["throughput"]) / 2.0
+            w["loss_pct"] = 100.0 * (1.0 - w["throughput"] / base)
+
+
+def loss_summary(windows: list[dict], seed: int) -> dict:
+    """Per kind (on, null): the windows' median and mean loss and a bootstrap 95 % interval of the mean."""
+    summary = {}
+    for kind in ("on", "null"):
+        found = [w["loss_pct"] for w in windows if w["kind"] == kind and "loss_pct" in w]
+        lo, hi = bootstrap_mean_ci(found, seed)
+        summary[kind] = {"windows": len(found), "median_pct": statistics.median(found) if found else float("nan"),
+                         "mean_pct": statistics.fmean(found) if found else float("nan"),
+                         "ci95_mean_pct": [lo, hi], "ci95_half_width_pct": (hi - lo) / 2,
+                         "spread_pct": spread(found)}
+    return summary
+
+
 def run_timestamps(client, run_id: str) -> tuple[int, list[int], list[int]]:
     """(metric keys, every point's timestamp in ms, the timestamps stamped by the monitor itself) of a run.
 
@@ -182,10 +203,7 @@ def main(argv=None) -> int:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)  # let the monitor flush and the run end FINISHED
             tree.signal(signal.SIGCONT)  # always: a frozen monitor would never end the run
 
-    for i, w in enumerate(windows):
-        if w["kind"] in ("on", "null") and 0 < i < len(windows) - 1:
-            base = (windows[i - 1]["throughput"] + windows[i + 1]["throughput"]) / 2.0
-            w["loss_pct"] = 100.0 * (1.0 - w["throughput"] / base)
+    losses(windows)
 
     keys, stamps, own = run_timestamps(client, run.info.run_id)
     for w in windows:
@@ -196,14 +214,7 @@ def main(argv=None) -> int:
     on = [w for w in windows if w["kind"] == "on"]
     on_s = sum(w["seconds"] for w in on)
     frozen_windows = [w for w in windows if w["kind"] != "on"]
-    summary = {}
-    for kind in ("on", "null"):
-        losses = [w["loss_pct"] for w in windows if w["kind"] == kind and "loss_pct" in w]
-        lo, hi = bootstrap_mean_ci(losses, args.seed)
-        summary[kind] = {"windows": len(losses), "median_pct": statistics.median(losses) if losses else float("nan"),
-                         "mean_pct": statistics.fmean(losses) if losses else float("nan"),
-                         "ci95_mean_pct": [lo, hi], "ci95_half_width_pct": (hi - lo) / 2,
-                         "spread_pct": spread(losses)}
+    summary = loss_summary(windows, args.seed)
     result = {
         "device": device, "args": vars(args), "stopped_by_sigterm": stopped, "run_id": run.info.run_id,
         "run_status": info.status, "metric_keys": keys, "metric_points": len(stamps), "run_s": run_s,

@@ -28,13 +28,12 @@ import argparse
 import json
 import os
 import random
-import statistics
 import sys
 import tempfile
 import time
 
 from benchmarks.common import fmt, spread, table, write_results
-from benchmarks.overhead_paired import bootstrap_mean_ci
+from benchmarks.overhead_paired import loss_summary, losses
 
 
 def _hooks_first(progress_file: str) -> None:
@@ -201,10 +200,7 @@ def main(argv=None) -> int:
         work.run_for(args.settle, on)
         samples, seconds = work.run_for(args.window, on)
         windows.append({"kind": kind, "cycle": cycle, "throughput": samples / seconds, "seconds": seconds})
-    for i, w in enumerate(windows):
-        if w["kind"] in ("on", "null") and 0 < i < len(windows) - 1:
-            base = (windows[i - 1]["throughput"] + windows[i + 1]["throughput"]) / 2.0
-            w["loss_pct"] = 100.0 * (1.0 - w["throughput"] / base)
+    losses(windows)
     from radt_ext.workload_api.autoprogress.records import flush_all
     from radt_ext.workload_api.progress import read_marks
 
@@ -215,13 +211,7 @@ def main(argv=None) -> int:
             record = json.loads(line)
             if record.get("src") == "torch" and not {"epoch", "hooked", "error"} & set(record):
                 raw = record  # the last totals
-    summary = {}
-    for kind in ("on", "null"):
-        losses = [w["loss_pct"] for w in windows if w["kind"] == kind and "loss_pct" in w]
-        lo, hi = bootstrap_mean_ci(losses, args.seed)
-        summary[kind] = {"windows": len(losses), "median_pct": statistics.median(losses) if losses else float("nan"),
-                         "mean_pct": statistics.fmean(losses) if losses else float("nan"),
-                         "ci95_mean_pct": [lo, hi], "spread_pct": spread(losses)}
+    summary = loss_summary(windows, args.seed)
     off = spread([w["throughput"] for w in windows if w["kind"] == "off"])
     result = {"workload": args.workload, "what": what, "device": device, "args": vars(args),
               "off_throughput_samples_s": off, "loss": summary, "counted": work.counted(raw),

@@ -79,15 +79,18 @@ def test_phase_api_wins_over_progress_and_counts_each_phase(tracking_uri):
     assert m["summary/samples"] < m["summary/e2e_samples"]  # the warm-up's samples are outside
 
 
+LOGGING = f"""
+    with mlflow.start_run(run_name="trainer"):
+        time.sleep({START_UP_S})
+        for step in range(6):
+            mlflow.log_metric("loss", 1.0 / (step + 1), step=step)
+            time.sleep(0.2)
+        time.sleep(0.5)
+"""  # a run the script opens, logging a metric for six steps after its start-up
+
+
 def test_logged_metrics_of_a_run_the_script_opens(tracking_uri):
-    run_script(f"""
-        with mlflow.start_run(run_name="trainer"):
-            time.sleep({START_UP_S})
-            for step in range(6):
-                mlflow.log_metric("loss", 1.0 / (step + 1), step=step)
-                time.sleep(0.2)
-            time.sleep(0.5)
-    """)
+    run_script(LOGGING)
     monitor, opened = runs(tracking_uri)
     assert len(opened) == 1
     trainer = opened[0]
@@ -107,14 +110,7 @@ def test_logged_metrics_of_a_run_the_script_opens(tracking_uri):
 
 def test_without_the_hook_the_run_s_logged_metrics_give_the_active_phase(tracking_uri, monkeypatch):
     monkeypatch.setenv("RADT_EXT_NO_PROGRESS", "1")
-    run_script(f"""
-        with mlflow.start_run(run_name="trainer"):
-            time.sleep({START_UP_S})
-            for step in range(6):
-                mlflow.log_metric("loss", 1.0 / (step + 1), step=step)
-                time.sleep(0.2)
-            time.sleep(0.5)
-    """)
+    run_script(LOGGING)
     monitor, (trainer,) = runs(tracking_uri)
     m = trainer.data.metrics
     assert trainer.data.tags["radt_ext.active_source"] == "logged_metrics"
