@@ -295,12 +295,12 @@ def test_a_workload_stopped_before_the_store_was_reached_is_recorded_through_the
     assert run.data.tags["radt_ext.exit_code"] == str(-signal.SIGTERM)
     assert "radt_ext.timelines_error" not in run.data.tags  # its file is the run's artifact now
     # the full-rate timelines reached the run sync made: every point the run recorded, the store's
-    # shape of them among them, more than the shape holds
+    # shape of them among them (a stop's bounded end leaves a short run, whose shape may keep every point)
     assert full and "system/proc_cpu_pct" in full
     assert sum(map(len, full.values())) == int(run.data.tags["radt_ext.metrics_full_rate"])
     for key, points in stored.items():
         assert {(m.timestamp, m.step, m.value) for m in points} <= set(full[key]), key
-    assert sum(map(len, full.values())) > sum(map(len, stored.values()))
+    assert sum(map(len, full.values())) >= sum(map(len, stored.values()))
     assert [(h.timestamp, h.step, h.value) for h in history] == full["system/proc_cpu_pct"]
     assert len(history) >= 2  # the samples it had, at their own times
     assert run.info.start_time <= min(h.timestamp for h in history)
