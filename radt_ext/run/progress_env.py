@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 import os
 
-from radt_ext.workload_api.progress_sources import OFF_ENV
+from radt_ext.workload_api.autoprogress import SITE_DIR
+from radt_ext.workload_api.progress_sources import OFF_ENV, counting_off
 
 TAG_SOURCE = "radt_ext.progress_source"
 TAG_NOTE = "radt_ext.progress_note"
@@ -20,15 +21,8 @@ RATE_BIN_S = 1.0
 RATE_POINTS_MAX = 2000  # a longer run gets wider bins
 
 
-def site_dir() -> str:
-    """The folder holding the hook's sitecustomize.py (radt_ext.workload_api.autoprogress.SITE_DIR)."""
-    import radt_ext.workload_api
-
-    return os.path.join(os.path.dirname(radt_ext.workload_api.__file__), "autoprogress", "site")
-
-
 def progress_off_by_env() -> bool:
-    return os.environ.get(OFF_ENV, "").strip().lower() not in ("", "0", "false", "no")
+    return counting_off(os.environ)
 
 
 def no_progress_here() -> None:
@@ -39,7 +33,7 @@ def no_progress_here() -> None:
 
 def progress_env(env: dict[str, str], on: bool) -> None:
     """The workload's environment `env`, with the hook on its path, or turned off."""
-    site = site_dir()
+    site = SITE_DIR
     parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != site]
     if on:
         env.pop(OFF_ENV, None)

@@ -182,11 +182,9 @@ class Marks:
 
     def totals(self) -> dict[str, float]:
         """Every process's last totals added up, with the time of the last record as `time`."""
-        out: dict[str, float] = {}
-        for points in self.series.values():
-            if points:
-                for key, value in points[-1][1].items():
-                    out[key] = out.get(key, 0.0) + value
+        from radt_ext.workload_api.progress_sources import last_totals
+
+        out = last_totals(self.series)
         times = [points[-1][0] for points in self.series.values() if points]
         if times:
             out["time"] = max(times)

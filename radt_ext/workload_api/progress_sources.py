@@ -24,6 +24,11 @@ FRAMEWORKS = ("torch", "keras")
 MLFLOW_STEPS = "mlflow-steps"
 OFF_ENV = "RADT_EXT_NO_PROGRESS"
 
+
+def counting_off(environ) -> bool:
+    """RADT_EXT_NO_PROGRESS turns the start-up hook's counting off (any value but empty, 0, false, no)."""
+    return environ.get(OFF_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
 # mode -> (samples counter, steps counter, what the note says)
 MODES = {
     "training": ("train_samples", "steps", "optimizer steps and the samples of the training passes over its data loaders"),

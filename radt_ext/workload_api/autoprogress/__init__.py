@@ -29,9 +29,9 @@ from __future__ import annotations
 import os
 
 from radt_ext.workload_api.progress import ENV as PROGRESS_ENV
+from radt_ext.workload_api.progress_sources import counting_off
 
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "site")
-OFF_ENV = "RADT_EXT_NO_PROGRESS"
 FAULT_ENV = "RADT_EXT_PROGRESS_FAULT"  # tests: the name of a hook whose body raises on its first call
 # the module whose import installs hooks -> (the module of ours that installs them, their source)
 HOOKS = {"torch": ("torch_hooks", "torch"), "keras": ("keras_hooks", "keras"), "tf_keras": ("keras_hooks", "keras"),
@@ -40,8 +40,7 @@ HOOKS = {"torch": ("torch_hooks", "torch"), "keras": ("keras_hooks", "keras"), "
 
 def enabled(environ=os.environ) -> bool:
     """Counting is on: a progress file is named and RADT_EXT_NO_PROGRESS is unset, empty or 0."""
-    off = environ.get(OFF_ENV, "").strip().lower() not in ("", "0", "false", "no")
-    return bool(environ.get(PROGRESS_ENV)) and not off
+    return bool(environ.get(PROGRESS_ENV)) and not counting_off(environ)
 
 
 def install() -> bool:
