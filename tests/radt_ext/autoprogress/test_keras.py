@@ -40,7 +40,7 @@ def test_a_failing_callback_leaves_fit_as_it_was(run_script):
         print(len(model.fit(x, y, batch_size=10, epochs=2, verbose=0).history["loss"]))
     """, env={"RADT_EXT_PROGRESS_FAULT": "keras-callback"}, timeout=240)
     assert ran.returncode == 0 and ran.stdout.strip() == "2", ran.stderr
-    assert [line for line in ran.stderr.splitlines() if "radt-ext" in line] == [
+    assert [line for line in ran.stderr.splitlines() if line.startswith("radt-ext:")] == [
         "radt-ext: progress hook keras-callback failed and was removed "
         "(RuntimeError: fault injected by RADT_EXT_PROGRESS_FAULT)"]
     assert not ran.totals("keras") and len([r for r in ran.of("keras") if "error" in r]) == 1
