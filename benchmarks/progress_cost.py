@@ -1,8 +1,8 @@
 """What counting an unmodified script's work costs it: the start-up hook's PyTorch hooks on and off in
 paired windows of one process.
 
-    python -m benchmarks.progress_cost --workload infer --budget-s 90 --out docs/benchmarks/gpu/progress_cost
-    python -m benchmarks.progress_cost --workload loader --budget-s 90 --out docs/benchmarks/gpu/progress_cost
+    python -m benchmarks.progress_cost --workload infer --budget-s 90 --window 0.1 --settle 0.02 --out <dir>
+    python -m benchmarks.progress_cost --workload loader --budget-s 90 --window 0.1 --settle 0.02 --out <dir>
 
 The hooks are installed as in a workload under `radt-ext run` (the post-import finder goes in before
 `import torch`, and counts go to a progress file), then switched on and off window by window, in cycles of
@@ -21,6 +21,14 @@ Every window runs `--settle` s untimed after the switch, then `--window` s timed
 1 - its throughput / the mean of the two off windows beside it (slow drift cancels). `null` is run like
 `off`: its loss is the noise floor. The table gives the median, the mean and a bootstrap 95 % interval of
 the mean loss, and what the hooks counted (checked against the batches the loop ran in its on windows).
+
+Beside the windows, what the hooks add to the host's time per iteration, measured where the noise is
+smaller than the cost: the same hooks on a CPU stand-in of the loop's Python side (a tiny module called
+once per iteration; for `loader`, an in-process loader, the call and an optimizer step per batch), in
+`--host-blocks` alternating blocks of `--host-calls` iterations, on and off in a random order per pair.
+Its median per-iteration difference set against the GPU loop's own time per iteration (off windows) is
+the largest loss counting can cause there: a loop that waits on the GPU hides it, a loop the host paces
+(the launch-bound case) pays it in full.
 """
 from __future__ import annotations
 
@@ -28,6 +36,7 @@ import argparse
 import json
 import os
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -154,6 +163,69 @@ class Loader:
                 "samples_in_on_windows": self.done}
 
 
+class HostSide:
+    """The hooks' per-iteration host time: a CPU stand-in of the workload's Python side, on against off."""
+
+    def __init__(self, workload: str, batch: int, calls: int):
+        import torch
+
+        self.torch, self.workload, self.calls = torch, workload, calls
+        torch.manual_seed(0)
+        self.model = torch.nn.Linear(4, 2)
+        x = torch.randn(batch, 4)
+        self.x = x
+        self.wrapper = Wrapper(self.model, x)
+        if workload == "loader":
+            from torch.utils.data import DataLoader, TensorDataset
+
+            from radt_ext.workload_api.autoprogress import torch_loader
+
+            self.hooks = (torch_loader.HOOK, torch_loader.STEPS)
+            self.data = DataLoader(TensorDataset(torch.randn(batch * calls, 4)), batch_size=batch)
+            self.opt = torch.optim.SGD(self.model.parameters(), lr=1e-6)
+        else:
+            self.hooks = ()
+
+    def block(self, on: bool) -> float:
+        """Seconds per iteration over one block."""
+        for hook in self.hooks:
+            hook.on = on
+        self.wrapper.set(on)
+        model, calls = self.model, self.calls
+        if self.workload == "infer":
+            x = self.x
+            with self.torch.inference_mode():
+                t0 = time.perf_counter()
+                for _ in range(calls):
+                    model(x)
+                return (time.perf_counter() - t0) / calls
+        opt, n = self.opt, 0
+        t0 = time.perf_counter()
+        for (x,) in self.data:
+            model(x)
+            opt.step()
+            n += 1
+        return (time.perf_counter() - t0) / n
+
+    def measure(self, blocks: int, rng) -> dict:
+        self.block(True), self.block(False)  # warm
+        diffs, on_s, off_s = [], [], []
+        for _ in range(blocks):
+            order = [True, False]
+            rng.shuffle(order)
+            took = {on: self.block(on) for on in order}
+            diffs.append(took[True] - took[False])
+            on_s.append(took[True])
+            off_s.append(took[False])
+        for hook in self.hooks:
+            hook.on = True
+        self.wrapper.set(True)
+        us = [1e6 * d for d in diffs]
+        return {"blocks": blocks, "calls_per_block": self.calls, "added_us_median": statistics.median(us),
+                "added_us_q1_q3": statistics.quantiles(us, n=4)[::2], "off_us_median": 1e6 * statistics.median(off_s),
+                "on_us_median": 1e6 * statistics.median(on_s)}
+
+
 def cycles(n: int, budget_s: float, started: float, rng):
     """(kind, cycle) of every window: off, X, off, Y with X, Y = on, null in a random order per cycle, while
     cycles and budget last, then one closing off."""
@@ -178,6 +250,9 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--device", default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--host-blocks", type=int, default=300, help="on/off pairs of the host-side measurement")
+    ap.add_argument("--host-calls", type=int, default=None, help="iterations per host-side block (default: 2000 "
+                    "for infer, 200 for loader)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     progress = tempfile.NamedTemporaryFile(prefix="radt-progress-cost-", suffix=".jsonl", delete=False).name
@@ -211,10 +286,15 @@ def main(argv=None) -> int:
             record = json.loads(line)
             if record.get("src") == "torch" and not {"epoch", "hooked", "error"} & set(record):
                 raw = record  # the last totals
+    counted = work.counted(raw)  # before the host side's stand-in adds its own calls
+    host = HostSide(args.workload, work.batch, args.host_calls or (2000 if args.workload == "infer" else 200)).measure(args.host_blocks, random.Random(args.seed))
+    per_iter_us = 1e6 * work.batch / spread([w["throughput"] for w in windows if w["kind"] == "off"])["median"]
+    host["gpu_loop_us_per_iteration"] = per_iter_us
+    host["bound_pct"] = 100.0 * host["added_us_median"] / per_iter_us
     summary = loss_summary(windows, args.seed)
     off = spread([w["throughput"] for w in windows if w["kind"] == "off"])
     result = {"workload": args.workload, "what": what, "device": device, "args": vars(args),
-              "off_throughput_samples_s": off, "loss": summary, "counted": work.counted(raw),
+              "off_throughput_samples_s": off, "loss": summary, "counted": counted, "host_side": host,
               "progress_source": read_marks(progress).source, "windows": windows}
     rows = [[kind, s["windows"], fmt(s["median_pct"]), fmt(s["mean_pct"]),
              f"{fmt(s['ci95_mean_pct'][0])} .. {fmt(s['ci95_mean_pct'][1])}"] for kind, s in summary.items()]
@@ -222,7 +302,12 @@ def main(argv=None) -> int:
           table(["windows", "n", "median loss %", "mean loss %", "95 % CI of the mean (bootstrap) %"], rows), "",
           f"- on = the hooks counting, null = off again (the noise floor); off windows: median "
           f"{fmt(off['median'], 0)} samples/s over {off['n']}",
-          f"- counted by the hooks (source {result['progress_source']}): {result['counted']}"]
+          f"- counted by the hooks (source {result['progress_source']}): {result['counted']}",
+          f"- host side ({host['blocks']} on/off pairs of {host['calls_per_block']} iterations of the CPU stand-in): "
+          f"the hooks add {fmt(host['added_us_median'], 3)} µs an iteration (quartiles "
+          f"{fmt(host['added_us_q1_q3'][0], 3)} .. {fmt(host['added_us_q1_q3'][1], 3)}; stand-in off "
+          f"{fmt(host['off_us_median'], 2)} µs); the GPU loop takes {fmt(per_iter_us, 1)} µs an iteration: "
+          f"at most **{fmt(host['bound_pct'], 3)} %** of its throughput, paid in full only where the host paces it"]
     write_results(args.out, f"progress_cost_{args.workload}", result, "\n".join(md))
     os.unlink(progress)
     return 0

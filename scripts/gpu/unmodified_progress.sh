@@ -9,7 +9,7 @@
 # 2. benchmarks.progress_cost for both workloads: the hooks on and off in paired windows of one process
 #    (CYCLE_S of cycles each).
 # COST_ONLY=1: part 2 only. Reads the GPU only; never changes MIG, clocks or limits. Expected wall time:
-# ~4.5 min (~3 min with COST_ONLY=1).
+# ~5 min (~4 min with COST_ONLY=1).
 # DRY=1: the same flow on the CPU with the NVML replay backend, tiny sizes (~3 min on 2 cores).
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
@@ -24,14 +24,14 @@ say() { echo "[$SECONDS s] $*" | tee -a "$RESULTS/log.txt"; }
 : > "$RESULTS/log.txt"
 TRAIN="--epochs 3 --samples 8192 --batch 64 --workers 2"
 INFER="--seconds 8 --batch 8"
-CYCLE_S=${CYCLE_S:-75}
-COST="--window 1 --settle 0.2"
+CYCLE_S=${CYCLE_S:-90}
+COST="--window 0.1 --settle 0.02"  # short windows: the host's drift over seconds cancels within a pair
 if [ "$DRY" = 1 ]; then
   export RADT_EXT_NVML_REPLAY=${RADT_EXT_NVML_REPLAY:-$REPO/listeners/traces/h200_matmul.json}
   TRAIN="--device cpu --epochs 3 --samples 256 --batch 32 --workers 2 --work 1"
   INFER="--device cpu --seconds 2 --batch 8"
   CYCLE_S=${DRY_CYCLE_S:-8}
-  COST="--window 0.5 --settle 0.1 --warmup 1 --device cpu --batch 16"
+  COST="--window 0.2 --settle 0.05 --warmup 1 --device cpu --batch 16 --host-blocks 40"
 fi
 { nvidia-smi --query-gpu=index,name,memory.total,driver_version,mig.mode.current --format=csv 2>&1
   nproc; python3 -c "import torch, mlflow; print('torch', torch.__version__, 'mlflow', mlflow.__version__)"; } \
