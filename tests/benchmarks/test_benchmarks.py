@@ -19,13 +19,14 @@ TRACE = os.path.join(REPO, "listeners", "traces", "h200_matmul.json")
 pytestmark = pytest.mark.slow
 
 
-def run_script(module: str, out, uri: str, *args: str, timeout: float = 240, trace: str = TRACE) -> dict:
+def run_script(module: str, out, uri: str, *args: str, timeout: float = 240, trace: str = TRACE,
+               name: str | None = None) -> dict:
     env = dict(os.environ, RADT_EXT_NVML_REPLAY=trace, MLFLOW_TRACKING_URI=uri,
                PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run([sys.executable, "-m", f"benchmarks.{module}", "--out", str(out), *args],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    name = module
+    name = name or module
     assert (out / f"{name}.md").read_text().startswith("###")
     result = json.loads((out / f"{name}.json").read_text())
     assert result["environment"]["nvml_replay"] == trace
@@ -68,6 +69,27 @@ def test_overhead_paired_freezes_the_monitor_in_off_and_null_windows(tmp_path, t
     # SIGSTOPped: every process of the monitor's tree stopped, no CPU time and no point stamped inside
     assert all(w["frozen"] and w["monitor_cpu_s"] == 0 and w["points_inside"] == 0 for w in frozen), frozen
     assert result["run_status"] == "FINISHED" and result["metric_points"] > 0
+
+
+@pytest.mark.parametrize("workload", ["infer", "loader"])
+def test_progress_cost_counts_every_on_window_and_sets_the_hooks_host_time_against_the_loop(
+        tmp_path, tracking_uri, workload):
+    pytest.importorskip("torch")
+    result = run_script("progress_cost", tmp_path, tracking_uri, "--workload", workload, "--device", "cpu",
+                        "--cycles", "2", "--window", "0.1", "--settle", "0.02", "--warmup", "0.2", "--batch", "8",
+                        "--workers", "1", "--host-blocks", "4", "--host-calls", "20",
+                        name=f"progress_cost_{workload}")
+    assert [w["kind"] for w in result["windows"]].count("on") == 2 and result["progress_source"] == "torch"
+    counted = result["counted"]
+    if workload == "infer":  # every call of the on windows, none of the off ones, none of the stand-in's
+        assert counted["forwards"] == counted["calls_in_on_windows"] > 1
+    else:
+        assert counted["train_samples"] == counted["samples_in_on_windows"] > 8 and counted["steps"] > 0
+    host = result["host_side"]
+    assert host["blocks"] == 4 and host["calls_per_block"] == 20
+    per_iter = 1e6 * 8 / result["off_throughput_samples_s"]["median"]
+    assert host["gpu_loop_us_per_iteration"] == pytest.approx(per_iter)
+    assert host["bound_pct"] == pytest.approx(100 * host["added_us_median"] / per_iter)
 
 
 def test_overhead_refuses_a_configuration_list_without_the_baseline(tmp_path, tracking_uri):
