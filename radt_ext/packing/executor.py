@@ -58,7 +58,16 @@ def group_of(d: Decision, device: str, uri: str, client, max_slowdown: float, mo
                  child_listeners=first.child_listeners, interval=first.interval, tags=tags,
                  child_tags=child_tags, tracking_uri=uri, baselines=baselines,
                  guard_slowdown=max_slowdown if guard else None,
-                 guard_weights={j.name: pack_model.pressure(j.profile) for j in d.jobs if j.profile is not None})
+                 guard_weights=_weights(d))
+
+
+def _weights(d: Decision) -> dict[str, float]:
+    """How hard each job presses on the GPU alone, for the guard to pause the heaviest companion first. A
+    trial has none: it rests on no measurement, so at its first split every companion is paused at once
+    (pausing one at a time kept a four-job trial's jobs beyond the bound between splits)."""
+    if d.basis == "trial":
+        return {}
+    return {j.name: pack_model.pressure(j.profile) for j in d.jobs if j.profile is not None}
 
 
 class PackedGroupRunner(GroupRunner):
@@ -93,7 +102,8 @@ def outcome_tags(d: Decision, guard, bound: float) -> dict[str, str]:
         top = f" (highest live {max(live):.2f})" if live else ""
         return {"pack.outcome": f"kept: every job within {bound:g}{top}", "pack.lost_s": "0"}
     splits = "; ".join(f"{e.t - guard.t0:.1f}s {e.name} live {e.live_slowdown:.2f} > {bound:g}" for e in overs)
-    return {"pack.outcome": f"split: {splits}; companions paused (the heaviest first) until its active phase ended",
+    paused = "every companion paused" if d.basis == "trial" else "companions paused (the heaviest first)"
+    return {"pack.outcome": f"split: {splits}; {paused} until its active phase ended",
             "pack.lost_s": f"{guard.lost_s():.2f}"}
 
 

@@ -220,3 +220,25 @@ def test_with_weights_the_heaviest_companion_is_paused_first_then_the_next(tmp_p
                        ("resume", "c")], g.log_text()
     assert "pause c live " in g.log_text() and ": a is still at " in g.log_text()
     assert g.events[0].lost_s is not None and g.events[0].lost_s >= 0 and "s lost" in g.log_text()
+
+
+def test_without_weights_every_companion_is_paused_at_once(tmp_path):
+    # a packing trial's group carries no weights: at its first split every companion stops together
+    a, pa = spawn(tmp_path, "a", 400)
+    b, pb = spawn(tmp_path, "b", 400)
+    c, pc = spawn(tmp_path, "c", 400)
+    g = guard_mod.Guard([member("a", a, pa, 1e6), member("b", b, pb, None), member("c", c, pc, None)], 1.5,
+                        window_s=1.0).start()
+    try:
+        deadline = time.time() + 120
+        while not any(e.action == "unhelped" for e in g.events) and a.poll() is None and time.time() < deadline:
+            time.sleep(0.05)
+    finally:
+        g.stop()
+        for p in (a, b, c):
+            p.wait()
+    actions = [(e.action, e.name) for e in g.events]
+    assert actions == [("over", "a"), ("pause", "b"), ("pause", "c"), ("unhelped", "a"), ("resume", "b"),
+                       ("resume", "c")], g.log_text()
+    over, pause_b, pause_c = g.events[:3]
+    assert pause_b.t - over.t < g.tick_s and pause_c.t - over.t < g.tick_s  # in the same look, not a window apart

@@ -12,9 +12,9 @@ import sys
 import pytest
 from mlflow.tracking import MlflowClient
 
-from radt_ext.packing import cpusets, explain, profiles, queue
+from radt_ext.packing import cpusets, executor, explain, profiles, queue
 from radt_ext.packing.options import PackOptions
-from radt_ext.packing.planner import Job, Planner
+from radt_ext.packing.planner import Decision, Job, Planner
 from radt_ext.sweep.spec import load
 from tests.radt_ext.helpers import radt
 from tests.radt_ext.packing.store import H200, log_group, log_profile
@@ -144,6 +144,7 @@ def test_a_trial_beyond_the_bound_is_split_its_lost_time_tagged_and_its_jobs_on_
     tags = group.data.tags
     assert tags["pack.basis"] == "trial (model 1.90)" and "on trial" in tags["pack.reason"]
     assert tags["pack.outcome"].startswith("split: ") and " a-0 live " in tags["pack.outcome"]
+    assert "every companion paused until its active phase ended" in tags["pack.outcome"]
     assert float(tags["pack.lost_s"]) > 0 and "s lost" in tags["collocation.guard"]
     kids = {k.data.tags["collocation.workload"]: k for k in
             client.search_runs([exp], f"tags.`mlflow.parentRunId` = '{group.info.run_id}'")}
@@ -165,6 +166,15 @@ def test_a_trial_beyond_the_bound_is_split_its_lost_time_tagged_and_its_jobs_on_
     assert [len(d.jobs) for d in plan.decisions] == [1, 1]
     assert plan.decisions[1].basis_text == f"measured (run {group.info.run_id[:8]})"
     assert f"(naive, measured together in run {group.info.run_id[:8]})" in plan.decisions[1].reason
+
+
+def test_a_trial_has_no_weights_so_its_first_split_pauses_every_companion():
+    jobs = [Job(n, n, profile=profiles.Profile(n, f"run-{n}", sm_pct=sm, dram_pct=5.0))
+            for n, sm in zip("abc", (90.0, 40.0, 10.0))]
+    trial = Decision(jobs, "mps", [1.5] * 3, [None] * 3, [None] * 3, "trial", "", basis="trial")
+    model = Decision(jobs, "mps", [1.2] * 3, [None] * 3, [None] * 3, "model", "", basis="model")
+    assert executor._weights(trial) == {}
+    assert executor._weights(model) == {"a": pytest.approx(0.9), "b": pytest.approx(0.4), "c": pytest.approx(0.1)}
 
 
 def test_cpu_sets_split_each_gpus_part_of_the_host_by_cpu_use():
