@@ -2,6 +2,7 @@
 real SIGSTOP/SIGCONT of a companion's process tree, a real SQLite store for the group's runs."""
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -35,6 +36,25 @@ def spawn(tmp_path, name: str, steps: int, env=None):
 def member(name, proc, path, rate):
     return guard_mod.Member(name, path, rate, pids=lambda: guard_mod.tree_pids(proc),
                             running=lambda: proc.poll() is None)
+
+
+@contextlib.contextmanager
+def guarding(g, procs):
+    """The guard started; at the end stopped (nothing left paused) and every job waited for."""
+    g.start()
+    try:
+        yield g
+    finally:
+        g.stop()
+        for p in procs:
+            p.wait()
+
+
+def until_unhelped(g, proc, timeout: float = 120) -> None:
+    """Until the guard gives up protecting `proc`'s job (pausing did not help it), or the job ends."""
+    deadline = time.time() + timeout
+    while not any(e.action == "unhelped" for e in g.events) and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
 
 
 def watch_states(procs: dict, until) -> dict[str, set[str]]:
@@ -203,18 +223,11 @@ def test_with_weights_the_heaviest_companion_is_paused_first_then_the_next(tmp_p
     members = [member("a", a, pa, 1e6), member("b", b, pb, None), member("c", c, pc, None)]
     for m, w in zip(members, (0.5, 0.9, 0.1)):
         m.weight = w
-    g = guard_mod.Guard(members, 1.5, window_s=1.0).start()
-    try:
+    with guarding(guard_mod.Guard(members, 1.5, window_s=1.0), (a, b, c)) as g:
         first = watch_states({"c": c}, lambda: len(g.events) >= 2 or a.poll() is not None)
         assert [(e.action, e.name) for e in g.events[:2]] == [("over", "a"), ("pause", "b")]
         assert psutil.STATUS_STOPPED not in first["c"]  # the light companion ran on beside a
-        deadline = time.time() + 120
-        while not any(e.action == "unhelped" for e in g.events) and a.poll() is None and time.time() < deadline:
-            time.sleep(0.05)
-    finally:
-        g.stop()
-        for p in (a, b, c):
-            p.wait()
+        until_unhelped(g, a)
     actions = [(e.action, e.name) for e in g.events]
     assert actions == [("over", "a"), ("pause", "b"), ("pause", "c"), ("unhelped", "a"), ("resume", "b"),
                        ("resume", "c")], g.log_text()
@@ -227,16 +240,9 @@ def test_without_weights_every_companion_is_paused_at_once(tmp_path):
     a, pa = spawn(tmp_path, "a", 400)
     b, pb = spawn(tmp_path, "b", 400)
     c, pc = spawn(tmp_path, "c", 400)
-    g = guard_mod.Guard([member("a", a, pa, 1e6), member("b", b, pb, None), member("c", c, pc, None)], 1.5,
-                        window_s=1.0).start()
-    try:
-        deadline = time.time() + 120
-        while not any(e.action == "unhelped" for e in g.events) and a.poll() is None and time.time() < deadline:
-            time.sleep(0.05)
-    finally:
-        g.stop()
-        for p in (a, b, c):
-            p.wait()
+    members = [member("a", a, pa, 1e6), member("b", b, pb, None), member("c", c, pc, None)]
+    with guarding(guard_mod.Guard(members, 1.5, window_s=1.0), (a, b, c)) as g:
+        until_unhelped(g, a)
     actions = [(e.action, e.name) for e in g.events]
     assert actions == [("over", "a"), ("pause", "b"), ("pause", "c"), ("unhelped", "a"), ("resume", "b"),
                        ("resume", "c")], g.log_text()
