@@ -12,17 +12,13 @@ import math
 import os
 
 from radt_ext.workload_api.autoprogress import SITE_DIR
-from radt_ext.workload_api.progress_sources import OFF_ENV, counting_off
+from radt_ext.workload_api.progress_sources import OFF_ENV
 
 TAG_SOURCE = "radt_ext.progress_source"
 TAG_NOTE = "radt_ext.progress_note"
 RATE_METRIC = "progress/throughput_samples_per_s"
 RATE_BIN_S = 1.0
 RATE_POINTS_MAX = 2000  # a longer run gets wider bins
-
-
-def progress_off_by_env() -> bool:
-    return counting_off(os.environ)
 
 
 def no_progress_here() -> None:
@@ -47,17 +43,15 @@ def progress_env(env: dict[str, str], on: bool) -> None:
 
 
 def progress_tags(marks) -> dict[str, str]:
-    if marks is None:
-        return {}
     return {TAG_SOURCE: marks.source, TAG_NOTE: marks.note[:4000]}
 
 
 def rate_timeline(marks, t0: float) -> list:
     """`progress/throughput_samples_per_s`: the samples counted per second, in bins of RATE_BIN_S (wider
     for a long run), each point at its bin's end; step = ms since t0 like every point of the session."""
-    from mlflow.entities import Metric
+    from radt_ext.store.writer import Point  # the writer's own points: no MLflow import on a stop's path
 
-    times = marks.progress_times() if marks is not None else []
+    times = marks.progress_times()
     if len(times) < 2 or not any("samples" in p[-1][1] for p in marks.series.values() if p):
         return []
     first, last = times[0], times[-1]
@@ -70,6 +64,6 @@ def rate_timeline(marks, t0: float) -> list:
         a = first + (i - 1) * width
         now = marks.total_at("samples", b)
         if b > a:
-            out.append(Metric(RATE_METRIC, (now - before) / (b - a), int(b * 1000), max(0, int((b - t0) * 1000))))
+            out.append(Point(RATE_METRIC, (now - before) / (b - a), int(b * 1000), max(0, int((b - t0) * 1000))))
         before = now
     return out

@@ -45,7 +45,8 @@ from radt_ext.errors import UsageError
 from radt_ext.workload_api.markers import ENV_MONITOR_RUN, ENV_RUN_ID_FILE, ENV_STARTS_FILE, write_run_id
 from radt_ext.workload_api.progress import ENV as PROGRESS_ENV
 from radt_ext.sampling.selection import check_input, select_listeners
-from radt_ext.run.progress_env import progress_env, progress_off_by_env, progress_tags, rate_timeline
+from radt_ext.run.progress_env import progress_env, progress_tags, rate_timeline
+from radt_ext.workload_api.progress_sources import counting_off
 from radt_ext.run.signals import STOP_SIGNALS, SignalRelay
 from radt_ext.run.spills import spill_root
 from radt_ext.run.watchdog import Watchdog
@@ -322,7 +323,7 @@ class WorkloadSession:
         return env
 
     def progress_on(self) -> bool:
-        return self.spec.progress if self.spec.progress is not None else not progress_off_by_env()
+        return self.spec.progress if self.spec.progress is not None else not counting_off(os.environ)
 
     # -- running ----------------------------------------------------------------------
     def start(self) -> "WorkloadSession":

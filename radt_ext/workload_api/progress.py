@@ -31,6 +31,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from radt_ext.workload_api import progress_sources as sources
+
 ENV = "RADT_EXT_PROGRESS_FILE"
 WRITE_EVERY_S = 0.5
 _lock = threading.Lock()
@@ -182,9 +184,7 @@ class Marks:
 
     def totals(self) -> dict[str, float]:
         """Every process's last totals added up, with the time of the last record as `time`."""
-        from radt_ext.workload_api.progress_sources import last_totals
-
-        out = last_totals(self.series)
+        out = sources.last_totals(self.series)
         times = [points[-1][0] for points in self.series.values() if points]
         if times:
             out["time"] = max(times)
@@ -194,8 +194,6 @@ class Marks:
 def read_marks(path: str | None, off: bool = False) -> Marks:
     """Everything a workload wrote to `path`, its progress taken from the one source that counts (a Marks
     with nothing in it when it wrote none). off: progress counting was turned off for it (said in the note)."""
-    from radt_ext.workload_api import progress_sources as sources
-
     marks = Marks()
     by_source: dict[str, dict[int, list]] = {}
     epoch_marks: dict[str, dict[tuple[int, int], dict[str, float]]] = {}
@@ -248,7 +246,7 @@ def read_marks(path: str | None, off: bool = False) -> Marks:
             first = next((i for i, (_, v) in enumerate(converted) if any(v.values())), None)
             if first is not None:
                 marks.series[pid] = converted[first:]
-        if mode in ("training", "keras_training"):
+        if mode in sources.TRAINING_MODES:
             marks.epochs = _epochs(epoch_marks.get(source, {}))
     return marks
 

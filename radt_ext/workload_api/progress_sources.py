@@ -39,6 +39,7 @@ MODES = {
     "keras_eval": ("eval_samples", "eval_batches", "batches and samples of evaluate and predict"),
     "mlflow": (None, "steps", "the highest step of the metrics it logs itself; samples unknown"),
 }
+TRAINING_MODES = frozenset({"training", "keras_training"})  # modes whose records count epochs
 
 
 def last_totals(series: dict[int, list]) -> dict[str, float]:
@@ -83,7 +84,7 @@ def standard(raw: dict[str, float], mode: str) -> dict[str, float]:
     out = {"steps": raw.get(steps_key, 0.0)}
     if samples_key is not None:
         out["samples"] = raw.get(samples_key, 0.0)
-    if mode in ("training", "keras_training"):
+    if mode in TRAINING_MODES:
         out["epochs"] = raw.get("epochs", 0.0)
     return out
 

@@ -30,6 +30,16 @@ class Hook:
             self.fault = False
             raise RuntimeError(f"fault injected by {FAULT_ENV}")
 
+    def call(self, fn, *args) -> None:
+        """fn(*args) while the hook is on; an exception of ours removes the hook, never reaches the script."""
+        if not self.on:
+            return
+        try:
+            self.check_fault()
+            fn(*args)
+        except Exception as exc:  # noqa: BLE001 - never into the script
+            self.fail(exc)
+
     def undo(self, step) -> None:
         """`step()` runs when the hook is removed."""
         self._undo.append(step)

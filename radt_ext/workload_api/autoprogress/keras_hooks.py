@@ -93,16 +93,6 @@ class Counting:
 _counting: Counting | None = None
 
 
-def _guarded(fn, *args) -> None:
-    if not HOOK.on:
-        return
-    try:
-        HOOK.check_fault()
-        fn(*args)
-    except Exception as exc:  # noqa: BLE001 - never into the script
-        HOOK.fail(exc)
-
-
 def callback_class(keras_module):
     """A Callback subclass of this Keras whose methods count (through `Counting`)."""
     base = keras_module.callbacks.Callback
@@ -112,28 +102,28 @@ def callback_class(keras_module):
         _supports_tf_logs = True  # tf_keras: no conversion of the logs for us
 
         def on_epoch_begin(self, epoch, logs=None):
-            _guarded(_counting.epoch_begin)
+            HOOK.call(_counting.epoch_begin)
 
         def on_epoch_end(self, epoch, logs=None):
-            _guarded(_counting.epoch_end)
+            HOOK.call(_counting.epoch_end)
 
         def on_train_begin(self, logs=None):
-            _guarded(_counting.begin, "train")
+            HOOK.call(_counting.begin, "train")
 
         def on_train_batch_end(self, batch, logs=None):
-            _guarded(_counting.batch_end, "train", batch)
+            HOOK.call(_counting.batch_end, "train", batch)
 
         def on_test_begin(self, logs=None):
-            _guarded(_counting.begin, "eval")
+            HOOK.call(_counting.begin, "eval")
 
         def on_test_batch_end(self, batch, logs=None):
-            _guarded(_counting.batch_end, "eval", batch)
+            HOOK.call(_counting.batch_end, "eval", batch)
 
         def on_predict_begin(self, logs=None):
-            _guarded(_counting.begin, "eval")
+            HOOK.call(_counting.begin, "eval")
 
         def on_predict_batch_end(self, batch, logs=None):
-            _guarded(_counting.batch_end, "eval", batch)
+            HOOK.call(_counting.batch_end, "eval", batch)
 
     return RadtExtProgress
 

@@ -4,7 +4,6 @@ one that cannot is reported (guard.py) and the others still count. Imports torch
 """
 from __future__ import annotations
 
-from radt_ext.workload_api.autoprogress.guard import Hook
 from radt_ext.workload_api.autoprogress.records import counter
 
 SRC = "torch"
@@ -17,5 +16,5 @@ def install(torch_module) -> None:
         try:
             part.install()
         except Exception as exc:  # noqa: BLE001 - the other part still counts
-            getattr(part, "HOOK", Hook(part.__name__.rsplit(".", 1)[-1], SRC)).fail(exc)
+            part.HOOK.fail(exc)
     counter(SRC).installed()

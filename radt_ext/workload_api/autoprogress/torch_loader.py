@@ -267,20 +267,12 @@ def _next(original):
             batch = original(self)
         except StopIteration:
             if HOOK.on and not _is_compiling():
-                _guarded(_loaders.end, self)
+                HOOK.call(_loaders.end, self)
             raise
         if HOOK.on and not _is_compiling():
-            _guarded(_loaders.batch, self, batch)
+            HOOK.call(_loaders.batch, self, batch)
         return batch
     return __next__
-
-
-def _guarded(fn, *args) -> None:
-    try:
-        HOOK.check_fault()
-        fn(*args)
-    except Exception as exc:  # noqa: BLE001 - never into the script
-        HOOK.fail(exc)
 
 
 def _on_step(optimizer, args, kwargs) -> None:
@@ -296,6 +288,6 @@ def _on_step(optimizer, args, kwargs) -> None:
                 HOOK.fail(exc)
         _loaders.counter.add(now, "steps")
         if HOOK.on:
-            _guarded(_loaders.after_step)
+            HOOK.call(_loaders.after_step)
     except Exception as exc:  # noqa: BLE001 - never into the script
         STEPS.fail(exc)
