@@ -8,15 +8,13 @@ than jobs is not cut: the jobs run unpinned, and say why. The set is applied to 
 soon as it started (os.sched_setaffinity on each of its threads and processes; what it starts later
 inherits it).
 
-May import the standard library only.
+CPU lists are hostsettings/cpus.py's (`text`: the 0-3,8 form; `host_cpus`: what this process may use).
 """
 from __future__ import annotations
 
 import os
 
-
-def host_cpus() -> list[int]:
-    return sorted(os.sched_getaffinity(0))
+from radt_ext.hostsettings.cpus import allowed as host_cpus, cpulist as text  # noqa: F401 - text: for callers
 
 
 def gpu_block(device: str, pool: list[str], cpus: list[int]) -> list[int]:
@@ -57,21 +55,6 @@ def assign(device: str, pool: list[str], cpu_pcts: list[float | None],
         return None, (f"not pinned: {len(block)} CPU(s) for GPU {device}'s part of the host, "
                       f"{len(cpu_pcts)} jobs")
     return sets, ""
-
-
-def text(cpus: list[int]) -> str:
-    """A CPU list as ranges, e.g. 0-3,8."""
-    out, run = [], []
-    for c in sorted(cpus):
-        if run and c == run[-1] + 1:
-            run.append(c)
-            continue
-        if run:
-            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-        run = [c]
-    if run:
-        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-    return ",".join(out)
 
 
 def apply(pids: list[int], cpus: list[int]) -> list[int]:

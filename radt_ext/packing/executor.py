@@ -102,7 +102,9 @@ def outcome_tags(d: Decision, guard, bound: float) -> dict[str, str]:
         top = f" (highest live {max(live):.2f})" if live else ""
         return {"pack.outcome": f"kept: every job within {bound:g}{top}", "pack.lost_s": "0"}
     splits = "; ".join(f"{e.t - guard.t0:.1f}s {e.name} live {e.live_slowdown:.2f} > {bound:g}" for e in overs)
-    paused = "every companion paused" if d.basis == "trial" else "companions paused (the heaviest first)"
+    # the guard pauses the heaviest companion first only where every job has a weight (_weights)
+    one_by_one = len(_weights(d)) == len(d.jobs)
+    paused = "companions paused (the heaviest first)" if one_by_one else "every companion paused"
     return {"pack.outcome": f"split: {splits}; {paused} until its active phase ended",
             "pack.lost_s": f"{guard.lost_s():.2f}"}
 

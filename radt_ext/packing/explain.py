@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from radt_ext.packing import model
-from radt_ext.packing.planner import Decision, Plan
+from radt_ext.packing.planner import BASES, Decision, Plan
 from radt_ext.sweep import console as out
 
 
@@ -39,7 +39,7 @@ def totals_line(plan: Plan) -> str:
     line = f"{jobs} jobs in {len(plan.decisions)} groups on {len(plan.gpus)} GPU(s), {shared} sharing a GPU"
     bases = [d.basis for d in plan.decisions if len(d.jobs) > 1]
     if bases:
-        line += " (" + ", ".join(f"{bases.count(b)} {b}" for b in ("measured", "model", "trial") if b in bases) + ")"
+        line += " (" + ", ".join(f"{bases.count(b)} {b}" for b in BASES if b in bases) + ")"
     if packed is not None and alone:
         line += (f"; predicted makespan (wall) {packed:.1f} s against {alone:.1f} s one job per GPU at a time "
                  f"(ratio {packed / alone:.2f})")

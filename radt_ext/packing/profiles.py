@@ -17,6 +17,7 @@ start); without them, the whole run (model.py lines these up against the other j
 from __future__ import annotations
 
 import re
+import statistics
 from dataclasses import dataclass, field, replace
 
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
@@ -347,8 +348,7 @@ GAP_S = 30.0  # a pause longer than this between a sweep's groups on one GPU is 
 
 
 def _median(xs: list[float]) -> float:
-    xs = sorted(xs)
-    return 0.0 if not xs else xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
+    return statistics.median(xs) if xs else 0.0
 
 
 def group_overhead(by_id: dict, kids: dict[str, list]) -> float:
