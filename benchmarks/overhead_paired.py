@@ -100,12 +100,18 @@ def _cmdline(proc: psutil.Process) -> list[str]:
         return []
 
 
-def schedule(cycles: int, budget_s: float, started: float):
-    """(kind, cycle) of every window: whole cycles while cycles and budget last, then one closing off."""
+def schedule(cycles: int, budget_s: float, started: float, rng=None):
+    """(kind, cycle) of every window: whole cycles while cycles and budget last, then one closing off.
+    rng: on and null in a random order per cycle (off, X, off, Y)."""
     cycle = 0
     while cycle < cycles and (cycle == 0 or time.monotonic() - started < budget_s):
         cycle += 1
-        yield from ((kind, cycle) for kind in CYCLE)
+        kinds = list(CYCLE)
+        if rng is not None:
+            middle = [kinds[1], kinds[3]]
+            rng.shuffle(middle)
+            kinds[1], kinds[3] = middle
+        yield from ((kind, cycle) for kind in kinds)
     yield "off", cycle
 
 

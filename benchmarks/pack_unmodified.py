@@ -28,7 +28,7 @@ import os
 
 import yaml
 
-from benchmarks.pack_queue import _n, collect, planned
+from benchmarks.pack_queue import _f, _n, collect, planned
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUEUE = os.path.join(REPO, "examples", "unmodified", "queue.yaml")
@@ -141,13 +141,6 @@ def summarise(client, steps: dict, plan_packed: str | None, plan_second: str | N
 
 def _met(value, limit) -> bool | None:
     return None if value is None else value <= limit
-
-
-def _f(text):
-    try:
-        return float(text) if text is not None else None
-    except ValueError:
-        return None
 
 
 def markdown(out: dict) -> str:

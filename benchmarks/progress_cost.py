@@ -42,7 +42,7 @@ import tempfile
 import time
 
 from benchmarks.common import fmt, spread, table, write_results
-from benchmarks.overhead_paired import loss_summary, losses
+from benchmarks.overhead_paired import loss_summary, losses, schedule
 
 
 def _hooks_first(progress_file: str) -> None:
@@ -57,24 +57,23 @@ def _hooks_first(progress_file: str) -> None:
         raise SystemExit("progress_cost: the hooks did not install")
 
 
-SLOT = "_compiled_call_impl"  # where the hook's wrapper of an outermost module sits (torch_forward.py)
-
-
 class Wrapper:
     """The hook's wrapper of one model, taken away for the off windows and put back for the on ones: the
     same model, the same memory, only the counting differs."""
 
     def __init__(self, model, x):
+        from radt_ext.workload_api.autoprogress.torch_forward import SLOT  # imports torch: not before the hooks
+
         model(x)  # the first call decides that the model is outermost and keeps its counting wrapper
-        self.model, self.wrapper = model, model.__dict__.get(SLOT)
+        self.slot, self.model, self.wrapper = SLOT, model, model.__dict__.get(SLOT)
         if self.wrapper is None:
             raise SystemExit("progress_cost: the model carries no counting wrapper (are the hooks installed?)")
 
     def set(self, on: bool) -> None:
         if on:
-            self.model.__dict__[SLOT] = self.wrapper
+            self.model.__dict__[self.slot] = self.wrapper
         else:
-            self.model.__dict__.pop(SLOT, None)
+            self.model.__dict__.pop(self.slot, None)
 
 
 class Infer:
@@ -87,7 +86,7 @@ class Infer:
 
         from benchmarks.unmodified import infer_loop
 
-        self.torch, self.loop = torch, infer_loop
+        self.loop = infer_loop
         self.model, self.x = infer_loop.setup(device, batch)
         with torch.inference_mode():
             self.wrapper = Wrapper(self.model, self.x)
@@ -226,18 +225,6 @@ class HostSide:
                 "on_us_median": 1e6 * statistics.median(on_s)}
 
 
-def cycles(n: int, budget_s: float, started: float, rng):
-    """(kind, cycle) of every window: off, X, off, Y with X, Y = on, null in a random order per cycle, while
-    cycles and budget last, then one closing off."""
-    cycle = 0
-    while cycle < n and (cycle == 0 or time.monotonic() - started < budget_s):
-        cycle += 1
-        middle = ["on", "null"]
-        rng.shuffle(middle)
-        yield from ((kind, cycle) for kind in ("off", middle[0], "off", middle[1]))
-    yield "off", cycle
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workload", choices=("infer", "loader"), required=True)
@@ -270,7 +257,7 @@ def main(argv=None) -> int:
     work.run_for(args.warmup / 2, True)
     work.run_for(args.warmup / 2, False)
     windows, started = [], time.monotonic()
-    for kind, cycle in cycles(args.cycles, args.budget_s, started, random.Random(args.seed)):
+    for kind, cycle in schedule(args.cycles, args.budget_s, started, random.Random(args.seed)):
         on = kind == "on"
         work.run_for(args.settle, on)
         samples, seconds = work.run_for(args.window, on)
@@ -288,11 +275,11 @@ def main(argv=None) -> int:
                 raw = record  # the last totals
     counted = work.counted(raw)  # before the host side's stand-in adds its own calls
     host = HostSide(args.workload, work.batch, args.host_calls or (2000 if args.workload == "infer" else 200)).measure(args.host_blocks, random.Random(args.seed))
-    per_iter_us = 1e6 * work.batch / spread([w["throughput"] for w in windows if w["kind"] == "off"])["median"]
+    off = spread([w["throughput"] for w in windows if w["kind"] == "off"])
+    per_iter_us = 1e6 * work.batch / off["median"]
     host["gpu_loop_us_per_iteration"] = per_iter_us
     host["bound_pct"] = 100.0 * host["added_us_median"] / per_iter_us
     summary = loss_summary(windows, args.seed)
-    off = spread([w["throughput"] for w in windows if w["kind"] == "off"])
     result = {"workload": args.workload, "what": what, "device": device, "args": vars(args),
               "off_throughput_samples_s": off, "loss": summary, "counted": counted, "host_side": host,
               "progress_source": read_marks(progress).source, "windows": windows}
