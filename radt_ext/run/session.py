@@ -44,7 +44,7 @@ from radt_ext.store.client import _not_in_store, _deleted, experiment_choice  # 
 from radt_ext.errors import UsageError
 from radt_ext.workload_api.markers import ENV_MONITOR_RUN, ENV_RUN_ID_FILE, ENV_STARTS_FILE, write_run_id
 from radt_ext.workload_api.progress import ENV as PROGRESS_ENV
-from radt_ext.sampling.selection import check_input, select_listeners
+from radt_ext.sampling.selection import check_input, choose, select_listeners
 from radt_ext.run.progress_env import progress_env, progress_tags, rate_timeline
 from radt_ext.workload_api.progress_sources import counting_off
 from radt_ext.run.signals import STOP_SIGNALS, SignalRelay
@@ -173,10 +173,11 @@ class WorkloadSession:
         only MLflow can tell (then `prepare()` first)."""
         spec = self.spec
         self.uri = store_probe.tracking_uri(spec.tracking_uri)
-        if check_input(spec.listeners, spec.interval, self.target) is None:
+        selections = check_input(spec.listeners, spec.interval, self.target)
+        if selections is None:
             self._listeners = None  # every available one: probed once the workload starts (NVML's start, …)
         else:
-            self._listeners, self._skipped = select_listeners(spec.listeners, spec.interval, self.target)
+            self._listeners, self._skipped = choose(selections, spec.interval, self.target)
         probe = store_probe.StoreProbe(self.uri)  # unknown scheme, malformed URI, no server, credentials
         if not (probe.readable or probe.fresh) or spec.parent_run_id:
             return False

@@ -32,7 +32,12 @@ def select_listeners(spec: str | None, interval: float | None, target: Target) -
     With no spec every available listener runs; a listener named explicitly that
     cannot run here is an error, raised before anything starts.
     """
-    selections = check_input(spec, interval, target)
+    return choose(check_input(spec, interval, target), interval, target)
+
+
+def choose(selections: list[registry.Selection] | None, interval: float | None,
+           target: Target) -> tuple[list[Listener], dict[str, str]]:
+    """`select_listeners` for a spec `check_input` already passed (its selections)."""
     if interval is not None:
         interval = registry.parse_interval(str(interval), where="--interval")
     explicit = selections is not None
