@@ -61,10 +61,6 @@ STOP_STATUS_S = 1.0  # of that budget, kept for the run's summaries and status
 RUN_SIGNALS = (*STOP_SIGNALS, signal.SIGHUP)  # a closed terminal stops the workload too
 
 
-class _NoTime(Exception):
-    """A stop's budget is spent: what is left of the run's end is skipped or spooled."""
-
-
 class Interrupted(Exception):
     """A stop signal arrived before the workload started and before any run was created: nothing ran,
     nothing was recorded."""
@@ -458,7 +454,7 @@ class WorkloadSession:
             if self.stopped_at is None:
                 self._opener.join(0.1)
                 continue
-            left = self._stop_left() - STOP_STATUS_S
+            left = self._store_time()
             if left > 0:
                 self._opener.join(min(left, 0.1))
                 continue
@@ -583,7 +579,7 @@ class WorkloadSession:
             if self.stopped_at is None:
                 self.recorder.stop()
             else:  # the last batches get what is left of the stop's budget; the rest is spooled
-                self.recorder.stop(timeout=max(0.5, self._store_time(0.0)))
+                self.recorder.stop(timeout=max(0.5, self._store_time()))
             self.timings["listeners_closed"] = time.time()
             self._close_workload_runs(status)
             self.timings["workload_runs_closed"] = time.time()
@@ -631,22 +627,22 @@ class WorkloadSession:
 
         def log():
             self.recorder.log_timelines(self.client, self.run_id, call=call)
+        no_time = ("stopped: no time left after the signal to write the full-rate timeline (the store holds "
+                   "its shape)")
         try:
             if self.stopped_at is None:
                 log()
             else:
                 from radt_ext.store.writer import call_with_deadline
 
-                left = self._store_time(0.0)
+                left = self._store_time()
                 if left <= 0.05:
-                    raise _NoTime()
+                    self.recorder.timelines_error = no_time
+                    return
                 try:
                     call_with_deadline(log, left)
                 except TimeoutError:
-                    raise _NoTime() from None
-        except _NoTime:
-            self.recorder.timelines_error = ("stopped: no time left after the signal to write the full-rate "
-                                             "timeline (the store holds its shape)")
+                    self.recorder.timelines_error = no_time
         except Exception as exc:  # log_timelines reports its own failures; this is the deadline's
             self.recorder.timelines_error = f"{type(exc).__name__}: {exc}".splitlines()[0]
 
@@ -710,16 +706,14 @@ class WorkloadSession:
             return self.recorder.writer.call(fn, timeout)
         from radt_ext.store.writer import call_with_deadline
 
-        timeout = self._store_time(timeout)
+        timeout = self._store_time()
         if timeout <= 0.05:
             raise TimeoutError("no time left after the stop signal")
         return self.recorder.writer.call(lambda: call_with_deadline(fn, timeout), timeout)
 
-    def _store_time(self, default):
-        """Seconds a step of the run's end may take: `default` without a stop; after one, what is left of
-        the stop's budget less the part kept for the summaries and status."""
-        if self.stopped_at is None:
-            return default
+    def _store_time(self) -> float:
+        """After a stop: the seconds a step of the run's end may take, what is left of the stop's budget less
+        the part kept for the summaries and status."""
         return max(0.0, self._stop_left() - STOP_STATUS_S)
 
     def run(self, announce=None, early_signals: list[int] | None = None) -> int:
