@@ -18,6 +18,7 @@ import urllib.parse
 from dataclasses import dataclass
 
 from radt_ext.errors import UsageError
+from radt_ext.store import fresh_store
 
 DEFAULT_URI = "sqlite:///mlflow.db"  # MLflow's default, unless ./mlruns holds a file store's experiments
 DEFAULT_FILE_STORE = "./mlruns"
@@ -135,17 +136,13 @@ class StoreProbe:
     def __init__(self, uri: str):
         self.uri = uri
         self.scheme = check_uri(uri)
-        self._db: str | None = None
-        if self.scheme == "sqlite":
-            path = urllib.parse.urlparse(uri).path
-            path = path[1:] if path.startswith("/") else path  # sqlite:///rel.db → rel.db, sqlite:////abs → /abs
-            self._db = path.split("?", 1)[0] or None
+        self._db = fresh_store.sqlite_path(uri) if self.scheme == "sqlite" else None  # None: in memory too
         # a SQLite file still to be made, in a folder that exists: made alongside the workload (fresh_store.py)
-        self.fresh = self._db not in (None, ":memory:") and not os.path.lexists(self._db) \
+        self.fresh = self._db is not None and not os.path.lexists(self._db) \
             and os.path.isdir(os.path.dirname(os.path.abspath(self._db)))
         # a server with TLS settings of its own, and any other store, are read through MLflow
         self.readable = (self.scheme in ("http", "https") and not any(os.environ.get(v) for v in TLS_SETTINGS)) \
-            or (self._db not in (None, ":memory:") and os.path.isfile(self._db))
+            or (self._db is not None and os.path.isfile(self._db))
 
     # -- sqlite: MLflow's own tables, read-only ------------------------------------
     def _query(self, sql: str, args: tuple):
