@@ -223,8 +223,7 @@ class Guard:
             st.live_max = st.live if st.live_max is None else max(st.live_max, st.live)
         since = self.overlap_since
         if since is not None and last - since >= self.min_overlap_s:
-            running = last - since - self.paused_s(name, since, last)
-            done = marks.total_at(m.unit, last) - marks.total_at(m.unit, since)
+            running, done = self._work_since(name, marks, since, last)
             if running >= self.min_overlap_s:
                 st.cum = m.alone_rate * running / done if done > 0 else float("inf")
                 st.live_max = st.cum if st.live_max is None else max(st.live_max, st.cum)
@@ -312,10 +311,13 @@ class Guard:
         times = marks.progress_times() if marks is not None else []
         if since is None or not times or not m.alone_rate or times[-1] <= since:
             return None
-        last = times[-1]
-        running = last - since - self.paused_s(name, since, last)
-        done = marks.total_at(m.unit, last) - marks.total_at(m.unit, since)
+        running, done = self._work_since(name, marks, since, times[-1])
         return max(0.0, running - done / m.alone_rate)
+
+    def _work_since(self, name: str, marks, since: float, last: float) -> tuple[float, float]:
+        """The seconds the job ran from `since` to `last` (its own pauses left out), and the work it did."""
+        unit = self.members[name].unit
+        return last - since - self.paused_s(name, since, last), marks.total_at(unit, last) - marks.total_at(unit, since)
 
     def lost_s(self, name: str | None = None) -> float:
         """The seconds lost before each split (over events), of one workload or of all."""

@@ -37,12 +37,12 @@ class Plan:
     def __init__(self, n: int | None, batch: int | None):
         self.n = n
         self.batch = batch or DEFAULT_BATCH
+        self.full = math.ceil(n / self.batch) if n else 0  # batches in one pass over the data
 
     def size(self, index: int) -> int | None:
         if not self.n:
             return None
-        full = math.ceil(self.n / self.batch)
-        return min(self.batch, self.n - (index % full) * self.batch)
+        return min(self.batch, self.n - (index % self.full) * self.batch)
 
 
 class Counting:
