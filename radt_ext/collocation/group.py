@@ -23,6 +23,7 @@ from radt_ext.sampling import machine
 from radt_ext.collocation import energy_split
 from radt_ext.collocation import guard as guard_mod
 from radt_ext.collocation import mig as mig_mod
+from radt_ext.collocation import pairs
 from radt_ext.collocation.modes import CPU, Group, Workload, check, metric_name
 from radt_ext.collocation.mps import MpsDaemon
 from radt_ext.errors import UsageError
@@ -144,6 +145,7 @@ class GroupRunner:
         self.stopping: int | None = None
         self.guard: guard_mod.Guard | None = None
         self.alone_rates: dict[str, tuple[float, str]] = {}  # workload -> its baseline's active-phase rate of work, unit (the guard's)
+        self.alone_active: dict[str, float] = {}  # workload -> its baseline's active phase (s)
         self.on_parent = None  # called with the parent run's id once it exists (a sweep's host settings watchdog)
 
     # -- setting up ------------------------------------------------------------------
@@ -235,9 +237,16 @@ class GroupRunner:
             s.terminate(self.stopping)
         return True
 
+    def _wait_turn(self, before: ChildResult, offset: float) -> None:
+        """Until `offset` s after the workload before started, or it ended (or never started)."""
+        while not self.stopping and before.status in ("SCHEDULED", "RUNNING") and before.ended is None:
+            if before.started and time.time() >= before.started + offset:
+                return
+            time.sleep(0.05)
+
     def _alone_rates(self) -> dict[str, tuple[float, str]]:
         """Each workload's exclusive active-phase rate of work and its unit (samples/s, else steps/s for a
-        job whose samples are not known), where its baseline has one."""
+        job whose samples are not known), where its baseline has one; its active phase alone beside."""
         out = {}
         for w in self.group.workloads:
             base = self.group.baselines.get(w.name)
@@ -248,15 +257,20 @@ class GroupRunner:
             rate = work_rate(metrics) if "summary/active_s" in metrics else None
             if rate:
                 out[w.name] = rate
+                self.alone_active[w.name] = metrics["summary/active_s"]
         return out
 
     def _member(self, s: _Session, r: ChildResult) -> guard_mod.Member:
-        """A workload as the guard sees it: its progress, its alone rate, its process tree."""
+        """A workload as the guard sees it: its progress, its rate, active phase and wall time alone, its
+        process tree and when it started."""
         rate, unit = self.alone_rates.get(r.name, (None, "samples"))
+        base = self.group.baselines.get(r.name)
         return guard_mod.Member(r.name, s.progress_path, rate, unit=unit,
                                 pids=lambda: guard_mod.tree_pids(s.proc, getattr(s, "tree", None)),
                                 running=lambda: s.proc is not None and s.proc.returncode is None,
-                                weight=self.group.guard_weights.get(r.name))
+                                alone_wall_s=base[1] if base and base[1] > 0 else None,
+                                alone_active_s=self.alone_active.get(r.name),
+                                started=lambda: r.started or None)
 
     def _wait_and_finish(self, s: _Session, result: ChildResult) -> None:
         try:
@@ -309,7 +323,7 @@ class GroupRunner:
                                      f"not the group's {experiment_id}; unset MLFLOW_RUN_ID")
                 self.sessions.append(session)
                 self.results.append(ChildResult(w.name, session.run_id, w.device, 0.0))
-            if g.guard_slowdown is not None and g.mode != "exclusive":
+            if g.baselines and g.mode != "exclusive":
                 self.alone_rates = self._alone_rates()
         except BaseException:
             self._fail_unstarted("FAILED")
@@ -327,14 +341,18 @@ class GroupRunner:
                     if self._start(s, r, t0):
                         self._wait_and_finish(s, r)
             else:
-                started = [(s, r) for s, r in zip(self.sessions, self.results) if self._start(s, r, t0)]
                 if g.guard_slowdown is not None and not self.stopping:
-                    self.guard = guard_mod.Guard([self._member(s, r) for s, r in started], g.guard_slowdown,
-                                                 echo=self.echo, lock_paths=_store_files(self.uri)).start()
-                threads = [threading.Thread(target=self._wait_and_finish, args=(s, r), daemon=True)
-                           for s, r in started]
-                for t in threads:
-                    t.start()
+                    self.guard = guard_mod.Guard([self._member(s, r) for s, r in zip(self.sessions, self.results)],
+                                                 g.guard_slowdown, echo=self.echo,
+                                                 lock_paths=_store_files(self.uri)).start()
+                threads = []
+                for k, (s, r) in enumerate(zip(self.sessions, self.results)):
+                    offset = g.workloads[k].start_offset_s
+                    if offset is not None and k > 0:
+                        self._wait_turn(self.results[k - 1], offset)
+                    if self._start(s, r, t0):
+                        threads.append(threading.Thread(target=self._wait_and_finish, args=(s, r), daemon=True))
+                        threads[-1].start()
                 for t in threads:
                     while t.is_alive():
                         t.join(0.2)  # short joins keep signal handlers running
@@ -431,25 +449,39 @@ class GroupRunner:
                                                          for k, v in mine.items()],
                                       tags=[RunTag(k, v) for k, v in tags.items()])
 
-    def _slowdown(self, r: ChildResult, base: tuple) -> tuple[float | None, str]:
-        """Alone ÷ collocated: active-phase throughput alone over throughput in the group's overlap; without
-        progress, the active spans' ratio; for runs recorded without either, the durations' ratio."""
+    def _slowdown(self, r: ChildResult, base: tuple) -> tuple[float | None, float | None, str]:
+        """(lived, active, basis) against the workload's exclusive run. Lived, the figure every decision
+        and table uses: its wall time here (start-up, every paused second, its active phase) over its wall
+        time alone, or where both runs counted work its work rate alone over its rate here (a job that
+        stops on time keeps its wall time and pays in work), the larger. Active (the figure beside it):
+        active-phase throughput alone over throughput in the group's overlap; without progress, the
+        active spans' ratio, its paused seconds left out."""
         try:
             alone = self.client.get_run(base[0]).data.metrics
         except Exception:
             alone = {}
+        lived, basis = None, ""
+        wall = r.summary.get("e2e_duration_s") or ((r.ended - r.started) if r.ended and r.started else None)
+        wall_alone = alone.get("summary/e2e_duration_s") or base[1]
+        if wall and wall_alone and wall_alone > 0:
+            lived, basis = wall / wall_alone, "wall"
+            for unit in WORK_UNITS:
+                thr, here = alone.get(f"summary/e2e_throughput_{unit}_per_s"), r.summary.get(f"e2e_throughput_{unit}_per_s")
+                if thr and here:
+                    if thr / here > lived:
+                        lived, basis = thr / here, f"{unit}/s over the whole run"
+                    break
+        active_ratio = None
         for unit in WORK_UNITS:
             thr = alone.get(f"summary/throughput_{unit}_per_s") if "summary/active_s" in alone else None
             co = r.summary.get(f"overlap_throughput_{unit}_per_s")
             if thr and co:
-                return thr / co, "overlap_throughput"
-        if alone.get("summary/active_s") and r.summary.get("active_s"):
+                active_ratio = thr / co
+                break
+        if active_ratio is None and alone.get("summary/active_s") and r.summary.get("active_s"):
             running = r.summary["active_s"] - r.summary.get("guard_active_paused_s", 0.0)
-            return running / alone["summary/active_s"], "active_s"
-        duration = r.summary.get("e2e_duration_s")
-        if duration and base[1] > 0:
-            return duration / base[1], "duration"
-        return None, ""
+            active_ratio = running / alone["summary/active_s"]
+        return lived, active_ratio, basis
 
     def _guard_figures(self, windows, summary: dict) -> None:
         """What the guard saw and did, onto each workload's run (its paused seconds, in its active phase
@@ -510,24 +542,28 @@ class GroupRunner:
             self._overlap_figures(recorder, overlap, windows, summary, now)
         if self.guard is not None:
             self._guard_figures(windows, summary)
+        measured = pairs.measure([(r.name, s.marks, w) for r, s, w in windows], self.alone_rates,
+                                 {r.name: self.guard.paused_spans(r.name) for r in self.results} if self.guard else {}) \
+            if g.mode in ("naive", "mps") and len(windows) > 1 else []
         slowdowns = []
         for r in self.results:
             base = g.baselines.get(r.name)
             if base and r.status == "FINISHED":
-                r.slowdown, basis = self._slowdown(r, base)
+                r.slowdown, active_ratio, basis = self._slowdown(r, base)
+                metrics = []
+                if active_ratio is not None:
+                    r.summary["active_slowdown_ratio"] = active_ratio
+                    metrics.append(Metric("summary/active_slowdown_ratio", active_ratio, now, 0))
                 if r.slowdown is not None:
                     slowdowns.append(r.slowdown)
                     summary[f"{metric_name(r.name)}_slowdown_ratio"] = r.slowdown
-                    extra = []
-                    with_pauses = _with_pauses(r.slowdown, basis, r.summary)
-                    if with_pauses is not None:  # paused by the guard: its slowdown counting the pauses too
-                        r.summary["slowdown_with_pauses_ratio"] = with_pauses
-                        extra.append(Metric("summary/slowdown_with_pauses_ratio", with_pauses, now, 0))
+                    r.summary["slowdown_ratio"] = r.slowdown
+                    metrics.append(Metric("summary/slowdown_ratio", r.slowdown, now, 0))
+                if metrics:
                     with contextlib.suppress(Exception):
-                        self.client.log_batch(r.run_id, metrics=[Metric("summary/slowdown_ratio", r.slowdown, now, 0),
-                                                                 *extra],
+                        self.client.log_batch(r.run_id, metrics=metrics,
                                               tags=[RunTag("baseline_run_id", base[0]),
-                                                    RunTag("collocation.slowdown_basis", basis)])
+                                                    RunTag("collocation.slowdown_basis", basis or "-")])
             if "throughput_samples_per_s" in r.summary:
                 summary[f"{metric_name(r.name)}_throughput_samples_per_s"] = r.summary["throughput_samples_per_s"]
         if slowdowns:
@@ -557,6 +593,8 @@ class GroupRunner:
         if split_error:
             tags["radt_ext.attribution_error"] = split_error[:4000]
         tags["collocation.status"] = ",".join(f"{r.name}={r.status}" for r in self.results)
+        if measured:
+            tags[pairs.TAG] = pairs.text(measured)[:5000]
         for device, daemon in self.daemons.items():
             log = daemon.control_log()
             if log:
@@ -581,21 +619,6 @@ def _store_files(uri: str) -> list[str]:
         return []
     path = uri[len("sqlite:///"):].split("?")[0]
     return [path, f"{path}-journal", f"{path}-wal", f"{path}-shm"]
-
-
-def _with_pauses(slowdown: float, basis: str, summary: dict[str, float]) -> float | None:
-    """The slowdown with the seconds the guard paused the workload counted as running time; None
-    where it was not paused in the span the slowdown is measured over."""
-    if basis == "overlap_throughput":
-        span, paused = summary.get("overlap_s"), summary.get("overlap_paused_s", 0.0)
-    elif basis == "active_s":
-        span = summary.get("active_s")
-        paused = summary.get("guard_active_paused_s", 0.0)
-        span = span - paused if span else span
-        return slowdown * (span + paused) / span if span and paused > 0 else None
-    else:
-        return None
-    return slowdown * span / (span - paused) if span and paused > 0 and span > paused else None
 
 
 def run_group(group: Group, echo=print) -> GroupResult:

@@ -1,27 +1,29 @@
-"""A guard beside a running collocation group: it keeps each workload's slowdown within a bound.
+"""A guard beside a running collocation group: it keeps each workload within a bound on its slowdown as
+the workload lives it (its wall time over its wall time alone).
 
-Every TICK_S it reads each workload's live progress (the records `radt_ext.log_progress` appends to the
-workload's progress file) and compares its rate with its exclusive run's active-phase throughput:
-live slowdown = alone rate / live rate, over its latest WINDOW_S of progress, and since every workload
-of the group began its active phase (the window the group measures slowdowns over; once it is
-MIN_OVERLAP_S long, its own paused seconds left out), so that contention which starts late in a job's
-active phase is caught before it dominates a short overlap. A workload above the bound by either is
-*protected*: every other workload of the group still running is paused (SIGSTOP to its whole process
-tree; where every workload has a weight, how hard it presses on the GPU alone, the heaviest first, and
-the next heaviest each time a whole WINDOW_S later it is still beyond the bound, so the rest keep
-sharing) until the protected one's active phase ends (its process exits, its phases close, or it
-reports no progress for IDLE_S) or a whole WINDOW_S with all of them paused still finds it beyond the
-bound (what slows it is not in this group: it is not protected again), then resumed (SIGCONT). Each
-`over` carries the seconds the protected workload had lost by then (its running time since every
-workload was active, less what its progress then took alone). A process is never left stopped holding
-a lock on the files given (a SQLite store's; any file where none are given): the guard looks in
-/proc/locks after stopping it and, where it holds one, lets it run on and tries again shortly.
+Every TICK_S it reads each workload's live progress (the records `radt_ext.log_progress`, or radt-ext's
+start-up hook, appends to the workload's progress file) and compares its rate with its exclusive run's
+active-phase rate: live slowdown = alone rate / rate over its latest WINDOW_S of progress, read only once
+its active phase has run SETTLE_S (its first steps are no steady rate), never for a workload whose active
+phase alone is shorter than SETTLE_S + WINDOW_S (its rate says nothing; its wall time is what counts).
 
-A paused workload is held back as a job waiting in a queue is: the seconds it spends paused are its
-`paused` intervals, which the group leaves out of its slowdown (and keeps in its wall time).
+A workload beyond the bound while another is in its active phase beside it is *over*. Before acting the
+guard counts what each way out costs as the jobs live it: pausing the companions (each one's wall time
+grows by the over job's remaining active phase), pausing the over job instead (its wall time grows by the
+companions' remaining active phases), or letting both run on at their live rates. Each is projected to
+each job's end: (seconds since it started + seconds added + its remaining work at its alone rate) / its
+wall time alone. The guard takes the way whose worst projected slowdown is lowest; a pause that would
+push the paused job past the bound is not taken where another way keeps everyone within it. A paused
+workload (SIGSTOP to its whole process tree) resumes (SIGCONT) when the protected one's active phase ends
+(its process exits, its phases close, or it reports no progress for IDLE_S), or when a whole WINDOW_S
+with the others paused still finds it beyond the bound (what slows it is not in this group). A process
+is never left stopped holding a lock on the files given (a SQLite store's; any file where none are
+given): the guard looks in /proc/locks after stopping it and, where it holds one, lets it run on and
+tries again shortly.
 
-A workload that reports no progress cannot be watched: it is never protected, only paused for others.
-Every decision is an Event (time, action, workload, live slowdown, why), for the group's tags.
+A workload that reports no progress cannot be watched: it is never protected, only paused for others
+(where what that costs it can be projected). Every decision is an Event (time, action, workload, live
+slowdown, why), for the group's tags.
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ from radt_ext.workload_api.progress import read_marks
 
 TICK_S = 0.25
 WINDOW_S = 2.0  # the live rate is taken over this much of the workload's latest progress
-MIN_OVERLAP_S = 1.0  # ... and since every workload was active, once that is this long
+SETTLE_S = 1.0  # ... once its active phase has run this long (its first steps are no steady rate)
 IDLE_S = 2.0  # a protected workload without new progress this long has left its active phase
 LOCK_TRIES = 20  # a workload stopped while holding a file lock runs on; tried again this often, ...
 LOCK_RETRY_S = 0.05  # ... this far apart
@@ -51,8 +53,10 @@ class Member:
     alone_rate: float | None  # work/s over its exclusive run's active phase; None: not watched
     pids: Callable[[], list[int]]  # its process tree now (empty once it ended)
     running: Callable[[], bool]
-    weight: float | None = None  # how hard it presses on the GPU alone (None: not known; see Guard)
     unit: str = "samples"  # what alone_rate counts: samples, or steps where the job's samples are not known
+    alone_wall_s: float | None = None  # its wall time alone (None: what a pause costs it is not known)
+    alone_active_s: float | None = None  # its active phase alone
+    started: Callable[[], float | None] = lambda: None  # when its process started (None: not yet)
 
 
 @dataclass
@@ -77,11 +81,12 @@ class _State:
     active_since: float | None = None  # its first progress record or phase mark
     live: float | None = None
     live_from: float = 0.0  # the start of the window `live` was read over
-    cum: float | None = None
     live_max: float | None = None
+    done: float = 0.0  # its work so far
     paused_since: float | None = None
     paused: list[tuple[float, float]] = field(default_factory=list)
     resumed_at: float = 0.0
+    kept_at: float = float("-inf")  # when the guard last chose to let it run on beyond the bound
 
 
 def _file_ids(paths) -> set[tuple[int, int, int]]:
@@ -152,11 +157,11 @@ def tree_pids(proc, tree=None) -> list[int]:
 class Guard:
     def __init__(self, members: list[Member], bound: float, echo: Callable[[str], None] | None = None,
                  window_s: float = WINDOW_S, tick_s: float = TICK_S, idle_s: float = IDLE_S,
-                 min_overlap_s: float = MIN_OVERLAP_S, lock_paths: list[str] | None = None):
+                 lock_paths: list[str] | None = None):
         self.members = {m.name: m for m in members}
         self.bound = bound
         self.echo = echo or (lambda line: None)
-        self.window_s, self.tick_s, self.idle_s, self.min_overlap_s = window_s, tick_s, idle_s, min_overlap_s
+        self.window_s, self.tick_s, self.idle_s = window_s, tick_s, idle_s
         self.lock_paths = lock_paths  # a stopped process may hold no lock on these (None: on any file)
         self.state = {m.name: _State() for m in members}
         self.events: list[Event] = []
@@ -198,45 +203,59 @@ class Guard:
                 return
 
     # -- one look -----------------------------------------------------------------------------
+    def watched(self, name: str) -> bool:
+        """Whether its rate can be judged: a rate alone, over an active phase long enough for a steady window."""
+        m = self.members[name]
+        return bool(m.alone_rate) and (m.alone_active_s is None or m.alone_active_s >= SETTLE_S + self.window_s)
+
     def _read(self, name: str, now: float, marks) -> None:
-        """The workload's progress: when its active phase began, its live slowdown over its latest
-        WINDOW_S of progress (`live`; None: no new progress, not a whole window yet, or a pause of its
-        own inside the window, which would read as a slowdown) and its slowdown since `since`, its
-        paused seconds left out (`cum`: the figure the group measures over its overlap)."""
+        """The workload's progress: when its active phase began, its work so far, and its live slowdown
+        over its latest WINDOW_S of progress once its active phase has run SETTLE_S (`live`; None: no new
+        progress, not a steady window yet, or a pause of its own inside the window)."""
         m, st = self.members[name], self.state[name]
-        st.live = st.cum = None
+        st.live = None
         if marks is None:
             return
         times = marks.progress_times()
         if not times or not m.alone_rate:
             return
         last = times[-1]
+        st.done = marks.total_at(m.unit, last)
         if last > st.seen_until:
             st.last_progress_at = now
-        if last <= st.seen_until or st.paused_since is not None:
+        if last <= st.seen_until or st.paused_since is not None or not self.watched(name):
             return
         st.seen_until = last
-        if last - times[0] >= self.window_s and last - self.window_s >= st.resumed_at:
+        start = max(st.active_since or times[0], times[0]) + SETTLE_S
+        if last - self.window_s >= start and last - self.window_s >= st.resumed_at:
             done = marks.total_at(m.unit, last) - marks.total_at(m.unit, last - self.window_s)
             st.live = m.alone_rate * self.window_s / done if done > 0 else float("inf")
             st.live_from = last - self.window_s
             st.live_max = st.live if st.live_max is None else max(st.live_max, st.live)
-        since = self.overlap_since
-        if since is not None and last - since >= self.min_overlap_s:
-            running, done = self._work_since(name, marks, since, last)
-            if running >= self.min_overlap_s:
-                st.cum = m.alone_rate * running / done if done > 0 else float("inf")
-                st.live_max = st.cum if st.live_max is None else max(st.live_max, st.cum)
 
-    @property
-    def overlap_since(self) -> float | None:
-        """When every workload of the group had begun its active phase (None: not all yet)."""
-        starts = [self.state[n].active_since for n in self.members]
-        return max(starts) if starts and None not in starts else None
+    def _in_active(self, name: str) -> bool:
+        m, st = self.members[name], self.state[name]
+        return m.running() and st.active_since is not None and st.paused_since is None
+
+    def remaining_s(self, name: str) -> float:
+        """Its active phase still to go, at its rate alone (0 where not known)."""
+        m, st = self.members[name], self.state[name]
+        if not m.alone_rate or not m.alone_active_s:
+            return 0.0
+        return max(0.0, m.alone_active_s - st.done / m.alone_rate)
+
+    def projected(self, name: str, now: float, added_s: float, live: float = 1.0) -> float | None:
+        """Its slowdown at its end, as it would live it: (seconds since it started + `added_s` + its
+        remaining active phase at `live` times its rate alone) / its wall time alone (None: not known)."""
+        m = self.members[name]
+        started = m.started()
+        if not m.alone_wall_s or started is None:
+            return None
+        return (now - started + added_s + self.remaining_s(name) * live) / m.alone_wall_s
 
     def tick(self, now: float) -> None:
         marks = {n: read_marks(m.progress_path) if m.progress_path else None for n, m in self.members.items()}
-        for name, m in self.members.items():  # first when each began: the window the group measures over
+        for name, m in self.members.items():  # when each began its active phase
             st, mk = self.state[name], marks[name]
             if st.active_since is not None:
                 continue
@@ -252,16 +271,7 @@ class Guard:
             if self._left_active(done, now):
                 why = f"{done}'s active phase ended"
             elif st.live is not None and st.live_from >= self.protected_at and st.live > self.bound:
-                rest = [n for n, m in self.members.items()
-                        if n != done and m.running() and self.state[n].paused_since is None]
-                if rest:  # the heaviest companions paused were not enough: the next heaviest too
-                    live, self.protected_at = st.live, now
-                    st.live = st.cum = None
-                    for other in self._first_to_pause(rest):
-                        self._pause(other, f"{done} is still at {live:.2f} > {self.bound:g}", live)
-                    return
-                # a whole window with the others paused and still beyond: what slows it is not this group
-                self.unhelped.add(done)
+                self.unhelped.add(done)  # a whole window with the others paused and still beyond: not this group
                 why = f"pausing did not help {done} (live {st.live:.2f} with the others paused)"
                 self.events.append(Event(now, "unhelped", done, st.live, why))
             else:
@@ -272,52 +282,65 @@ class Guard:
                     self._resume(name, why)
             return
         over = []
-        for n, m in self.members.items():
+        for n in self.members:
             st = self.state[n]
-            if not m.running() or st.paused_since is not None or n in self.unhelped:
+            if not self._in_active(n) or n in self.unhelped or st.live is None or st.live <= self.bound:
                 continue
-            if st.live is not None and st.live > self.bound:
-                over.append((st.live, n, f"slowdown over the last {self.window_s:g} s > {self.bound:g}"))
-            elif st.cum is not None and st.cum > self.bound:
-                over.append((st.cum, n, f"slowdown since every job was active > {self.bound:g}"))
+            if now - st.kept_at < self.window_s:
+                continue
+            others = [o for o in self.members if o != n and self._in_active(o)]
+            if others:
+                over.append((st.live, n, others))
         if not over:
             return
-        live, name, why = max(over)
-        others = [n for n, m in self.members.items() if n != name and m.running()]
-        if not others:
-            return
-        self.events.append(Event(now, "over", name, live, why, self._lost(name, marks[name])))
-        first = self._first_to_pause(others)
-        self.echo(f"radt-ext guard: {name} live slowdown {live:.2f} > {self.bound:g}: pausing "
-                  f"{', '.join(first)}")
-        self.protecting, self.protected_at = name, now
-        self.state[name].live = self.state[name].cum = None
-        for other in first:
-            self._pause(other, f"{name} is at {live:.2f} > {self.bound:g}", live)
+        live, name, others = max(over)
+        self._decide(name, live, others, now, marks[name])
 
-    def _first_to_pause(self, others: list[str]) -> list[str]:
-        """The companions to pause first for a job beyond the bound: where each has a weight (how hard it
-        presses on the GPU alone), the heaviest, so the others keep sharing; else all of them."""
-        if len(others) > 1 and all(self.members[n].weight is not None for n in others):
-            return [max(others, key=lambda n: (self.members[n].weight, n))]
-        return others
+    def _decide(self, name: str, live: float, others: list[str], now: float, marks) -> None:
+        """Pause the companions, pause the over job, or let them run on: the way whose worst projected
+        slowdown (each job's, as it lives it) is lowest."""
+        rest = {o: self.remaining_s(o) for o in others}
+        shared = min([self.remaining_s(name) * live] + [rest[o] * (self.state[o].live or 1.0) for o in others])
+        ways = {
+            "pause the others": {name: self.projected(name, now, 0.0),
+                                 **{o: self.projected(o, now, self.remaining_s(name)) for o in others}},
+            f"pause {name}": {name: self.projected(name, now, max(rest.values())),
+                              **{o: self.projected(o, now, 0.0) for o in others}},
+            "run on": {name: self.projected(name, now, shared * (1 - 1 / live)),
+                       **{o: self.projected(o, now, shared * (1 - 1 / (self.state[o].live or 1.0)))
+                          for o in others}},
+        }
+        worst = {way: max((x for x in costs.values() if x is not None), default=None) for way, costs in ways.items()}
+        known = [w for w in ways if worst[w] is not None]
+        # nothing projectable (no walls alone): the companions are paused, as the bound asks
+        way = min(known, key=lambda w: (worst[w], w != "pause the others")) if known else "pause the others"
+        text = ", ".join(f"{w}: {worst[w]:.2f}" for w in known)
+        why = f"{name} is at {live:.2f} > {self.bound:g}" + (f"; projected worst slowdown {text}" if text else "")
+        if way == "run on":
+            self.state[name].kept_at = now
+            self.events.append(Event(now, "kept", name, live, why))
+            return
+        self.events.append(Event(now, "over", name, live, why, self._lost(name, marks)))
+        paused = others if way == "pause the others" else [name]
+        protected = name if way == "pause the others" else (others[0] if len(others) == 1 else name)
+        self.echo(f"radt-ext guard: {name} live slowdown {live:.2f} > {self.bound:g}: pausing {', '.join(paused)} "
+                  f"({why})")
+        self.protecting, self.protected_at = protected, now
+        for n in paused:
+            self.state[n].live = None
+            self._pause(n, why, live)
 
     def _lost(self, name: str, marks) -> float | None:
-        """The seconds the job ran beside the others since every job was active (else since its own
-        active phase began), less the seconds its progress then would have taken alone: what sharing
-        cost it before the split."""
+        """The seconds the job ran in its active phase so far, less the seconds its progress then would
+        have taken alone: what sharing cost it before the split."""
         m, st = self.members[name], self.state[name]
-        since = self.overlap_since if self.overlap_since is not None else st.active_since
         times = marks.progress_times() if marks is not None else []
-        if since is None or not times or not m.alone_rate or times[-1] <= since:
+        if st.active_since is None or not times or not m.alone_rate or times[-1] <= st.active_since:
             return None
-        running, done = self._work_since(name, marks, since, times[-1])
+        since, last = st.active_since, times[-1]
+        running = last - since - self.paused_s(name, since, last)
+        done = marks.total_at(m.unit, last) - marks.total_at(m.unit, since)
         return max(0.0, running - done / m.alone_rate)
-
-    def _work_since(self, name: str, marks, since: float, last: float) -> tuple[float, float]:
-        """The seconds the job ran from `since` to `last` (its own pauses left out), and the work it did."""
-        unit = self.members[name].unit
-        return last - since - self.paused_s(name, since, last), marks.total_at(unit, last) - marks.total_at(unit, since)
 
     def lost_s(self, name: str | None = None) -> float:
         """The seconds lost before each split (over events), of one workload or of all."""
@@ -361,6 +384,10 @@ class Guard:
         self.echo(f"radt-ext guard: {name} resumed ({why}), paused {now - st.paused[-1][0]:.1f} s")
 
     # -- results ------------------------------------------------------------------------------
+    def paused_spans(self, name: str) -> list[tuple[float, float]]:
+        st = self.state[name]
+        return list(st.paused) + ([(st.paused_since, time.time())] if st.paused_since is not None else [])
+
     def paused_s(self, name: str, start: float = float("-inf"), end: float = float("inf")) -> float:
         """Seconds the workload was paused within [start, end]."""
         st = self.state[name]

@@ -25,6 +25,9 @@ class Workload:
     mig: str | None = None  # a MIG profile such as "3g.71gb", or an existing MIG-<uuid>
     cwd: str | None = None
     launch: list[str] = field(default_factory=list)  # put before the command (a launcher pinning its CPUs)
+    # starts this long after the workload before it in the group started, or when that one ended if
+    # sooner (a chain: its start-up beside the other's active phase); None: with the group
+    start_offset_s: float | None = None
 
 
 @dataclass
@@ -46,8 +49,6 @@ class Group:
     # a guard keeps each workload with a baseline within this slowdown while the group runs (guard.py):
     # a workload beyond it has the others paused until its active phase ends; None: no guard
     guard_slowdown: float | None = None
-    # workload name -> how hard it presses on the GPU alone: the guard pauses the heaviest companion first
-    guard_weights: dict[str, float] = field(default_factory=dict)
 
     @property
     def devices(self) -> list[str]:
@@ -76,6 +77,9 @@ def check(group: Group) -> None:
             raise UsageError(f"workload name {w.name!r} is used twice in one group; give each workload its own name")
         if not w.command:
             raise UsageError(f"workload {w.name!r} has no command")
+        if w.start_offset_s is not None and (group.mode == "exclusive" or not w.start_offset_s >= 0):
+            raise UsageError(f"workload {w.name!r}: a start offset ({w.start_offset_s!r}) needs a shared mode "
+                             "and a number of seconds >= 0")
         if group.mode in ("mps", "mig") and w.device == CPU:
             raise UsageError(f"workload {w.name!r}: mode {group.mode} needs a GPU, not device 'cpu'")
         if group.mode in ("mps", "mig") and "," in w.device:

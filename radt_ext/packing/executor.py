@@ -15,7 +15,6 @@ from radt_ext.collocation.group import GroupRunner
 from radt_ext.collocation.modes import CPU, Group
 from radt_ext.errors import UsageError
 from radt_ext.packing import cpusets, explain, profiles
-from radt_ext.packing import model as pack_model
 from radt_ext.packing.options import PackOptions
 from radt_ext.packing.planner import Decision, Planner
 from radt_ext.packing.queue import jobs_of
@@ -44,7 +43,9 @@ def group_of(d: Decision, device: str, uri: str, client, max_slowdown: float, mo
         w = v.workloads[0]
         tags = {profiles.JOB_TAG: v.hash, **{f"sweep.param.{k}": x for k, x in v.setting.items()},
                 **explain.job_tags(d, i), **({"pack.cpus": cpusets.text(cpus[i])} if cpus else {})}
-        workloads.append(w.workload(d.mode, job.name, device, tags, d.thread_pcts[i]))
+        workload = w.workload(d.mode, job.name, device, tags, None)
+        workload.start_offset_s = d.offset_s(i)
+        workloads.append(workload)
         # measured on this GPU model where the store has it, else the profile the planner read
         found = baseline(client, v.experiment, w.key, model) or baseline(client, v.experiment, w.key)
         if found:
@@ -57,17 +58,7 @@ def group_of(d: Decision, device: str, uri: str, client, max_slowdown: float, mo
                  run_name=f"{first.sweep_id}:pack {d.mode} {names} on {device}", listeners=first.listeners,
                  child_listeners=first.child_listeners, interval=first.interval, tags=tags,
                  child_tags=child_tags, tracking_uri=uri, baselines=baselines,
-                 guard_slowdown=max_slowdown if guard else None,
-                 guard_weights=_weights(d))
-
-
-def _weights(d: Decision) -> dict[str, float]:
-    """How hard each job presses on the GPU alone, for the guard to pause the heaviest companion first. A
-    trial has none: it rests on no measurement, so at its first split every companion is paused at once
-    (pausing one at a time kept a four-job trial's jobs beyond the bound between splits)."""
-    if d.basis == "trial":
-        return {}
-    return {j.name: pack_model.pressure(j.profile) for j in d.jobs if j.profile is not None}
+                 guard_slowdown=max_slowdown if guard else None)
 
 
 class PackedGroupRunner(GroupRunner):
@@ -91,22 +82,21 @@ class PackedGroupRunner(GroupRunner):
 
 
 def outcome_tags(d: Decision, guard, bound: float) -> dict[str, str]:
-    """Whether a shared group was kept together or split by the guard, and the seconds the splits cost
-    (each protected job's time beside the others less what its work then took alone); its basis as
-    planned beside it (a trial's outcome is what the next plan reads back as a measurement)."""
+    """Whether a shared group ran as planned or the guard split it, and the seconds the splits cost (each
+    protected job's time beside the others less what its work then took alone); its basis as planned
+    beside it (what was measured side by side is what the next plan reads back)."""
     if guard is None or len(d.jobs) < 2:
         return {}
     overs = [e for e in guard.events if e.action == "over"]
+    kept = [e for e in guard.events if e.action == "kept"]
     if not overs:
         live = [guard.state[n].live_max for n in guard.state if guard.state[n].live_max not in (None, float("inf"))]
         top = f" (highest live {max(live):.2f})" if live else ""
-        return {"pack.outcome": f"kept: every job within {bound:g}{top}", "pack.lost_s": "0"}
-    splits = "; ".join(f"{e.t - guard.t0:.1f}s {e.name} live {e.live_slowdown:.2f} > {bound:g}" for e in overs)
-    # the guard pauses the heaviest companion first only where every job has a weight (_weights)
-    one_by_one = len(_weights(d)) == len(d.jobs)
-    paused = "companions paused (the heaviest first)" if one_by_one else "every companion paused"
-    return {"pack.outcome": f"split: {splits}; {paused} until its active phase ended",
-            "pack.lost_s": f"{guard.lost_s():.2f}"}
+        ran = f"; {len(kept)} times beyond it, let run on as cheaper than a pause" if kept else ""
+        return {"pack.outcome": f"as planned: no pause{top}{ran}", "pack.lost_s": "0"}
+    splits = "; ".join(f"{e.t - guard.t0:.1f}s {e.name} live {e.live_slowdown:.2f} > {bound:g} ({e.why})"
+                       for e in overs)
+    return {"pack.outcome": f"split: {splits}", "pack.lost_s": f"{guard.lost_s():.2f}"}
 
 
 GPU_FIGURES = ("energy_per_sample_j", "gpu_mean_avg_sm_active_pct", "gpu_total_energy_j", "gpu_total_avg_power_w")

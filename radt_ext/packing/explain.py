@@ -1,7 +1,7 @@
 """Every decision in words: the dry run's plan table, and the tags a group run carries."""
 from __future__ import annotations
 
-from radt_ext.packing import model
+from radt_ext.packing import chains
 from radt_ext.packing.planner import BASES, Decision, Plan
 from radt_ext.sweep import console as out
 
@@ -11,23 +11,23 @@ def _num(value: float | None, fmt: str = "{:.2f}") -> str:
 
 
 def plan_table(plan: Plan):
-    table = out.table("gpu", "#", "mode", "job", "MPS tp %", "outside active s", "active s", "overlap %", "pred. slowdown",
-                      "pred. wall s", "pred. energy J", "basis", "why",
-                      title=f"pack plan (max_slowdown {plan.max_slowdown:g} on the active phase; "
-                            "wall = outside active (start-up, wind-down) + active x slowdown; overlap: the share of "
-                            "the active phase beside another job's GPU use; energy over the whole run; basis: what the decision "
-                            "rests on: measured (its runs), model, trial (tried under the guard) or alone)")
+    table = out.table("gpu", "#", "mode", "job", "start s", "start-up s", "active s", "pred. wall s", "pred. slowdown",
+                      "pred. energy J", "follows the job before", "why",
+                      title=f"pack plan (max_slowdown {plan.max_slowdown:g}: a job's wall time in the queue over its "
+                            "wall time alone, start-up and pauses included; start: after its group's start; each job "
+                            "follows the one before: its start-up beside that one's active phase, side by side where "
+                            "measured, or on trial under the guard)")
     for gpu, decisions in plan.gpus.items():
         for n, d in enumerate(decisions):
             for i, j in enumerate(d.jobs):
+                ph = chains.phases(j.profile) if j.profile else None
+                link = d.links[i] if d.links and i < len(d.links) else None
                 table.add_row(gpu if n == 0 and i == 0 else "", n if i == 0 else "",
-                              d.mode if i == 0 else "", j.name, str(d.thread_pcts[i] or "-"),
-                              _num(j.profile.outside_s if j.profile else None, "{:.1f}"),
-                              _num(j.profile.duration_s if j.profile else None, "{:.1f}"),
-                              _num(100 * d.overlaps[i] if d.overlaps and len(d.jobs) > 1 else None, "{:.0f}")
-                              if len(d.jobs) > 1 else "-",
-                              _num(d.slowdowns[i]), _num(d.wall_s(i), "{:.1f}"), _num(d.energies[i], "{:.0f}"),
-                              d.basis_text if i == 0 else "", d.reason if i == 0 else "")
+                              d.mode if i == 0 else "", j.name,
+                              _num(d.starts[i] if d.starts else 0.0, "{:.1f}"),
+                              _num(ph.startup if ph else None, "{:.1f}"), _num(ph.active if ph else None, "{:.1f}"),
+                              _num(d.wall_s(i), "{:.1f}"), _num(d.slowdowns[i]), _num(d.energies[i], "{:.0f}"),
+                              link.text() if link is not None else "-", d.reason if i == 0 else "")
     return table
 
 
@@ -36,7 +36,7 @@ def totals_line(plan: Plan) -> str:
     energy = [d.energy_j for d in plan.decisions]
     jobs = sum(len(d.jobs) for d in plan.decisions)
     shared = sum(len(d.jobs) for d in plan.decisions if len(d.jobs) > 1)
-    line = f"{jobs} jobs in {len(plan.decisions)} groups on {len(plan.gpus)} GPU(s), {shared} sharing a GPU"
+    line = f"{jobs} jobs in {len(plan.decisions)} groups on {len(plan.gpus)} GPU(s), {shared} in chains"
     bases = [d.basis for d in plan.decisions if len(d.jobs) > 1]
     if bases:
         line += " (" + ", ".join(f"{bases.count(b)} {b}" for b in BASES if b in bases) + ")"
@@ -72,18 +72,14 @@ def group_tags(d: Decision, max_slowdown: float, guard: bool | None = None) -> d
 def job_tags(d: Decision, i: int) -> dict[str, str]:
     tags = {"pack.decision": d.summary, "pack.reason": d.reason, "pack.predicted_slowdown": f"{d.slowdowns[i]:.4f}",
             "pack.basis": d.basis_text}
-    if d.model_slowdowns:
-        tags["pack.model_slowdown"] = f"{d.model_slowdowns[i]:.4f}"
     if d.energies[i] is not None:
         tags["pack.predicted_energy_j"] = f"{d.energies[i]:.1f}"  # over the whole run
     if d.wall_s(i) is not None:
         tags["pack.predicted_wall_s"] = f"{d.wall_s(i):.2f}"
-    if d.thread_pcts[i]:
-        tags["pack.thread_percentage"] = str(d.thread_pcts[i])
-    if len(d.jobs) > 1 and d.overlaps:
-        tags["pack.predicted_overlap_pct"] = f"{100 * d.overlaps[i]:.0f}"
+    if d.offset_s(i) is not None:
+        tags["pack.start_offset_s"] = f"{d.offset_s(i):.2f}"
+    if d.links and i < len(d.links) and d.links[i] is not None:
+        tags["pack.link"] = d.links[i].text()
     if d.jobs[i].profile is not None:
         tags["pack.profile_run_id"] = d.jobs[i].profile.run_id
-        if len(d.jobs) > 1 and model.launch_bound(d.jobs[i].profile):
-            tags["pack.launch_bound"] = "true"
     return tags

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
+from radt_ext.collocation import pairs
 from radt_ext.figures.summary_names import SUMMARY, upgrade
 from radt_ext.store import timelines
 
@@ -318,28 +319,22 @@ def read(client, experiment: str, model: str | None = None) -> Knowledge:
     for parent_id, members in kids.items():
         parent = by_id.get(parent_id)
         mode = parent.data.tags.get("collocation.mode") if parent is not None else None
-        if mode not in ("naive", "mps") or len(members) < 2:
+        measured = pairs.read(parent.data.tags.get(pairs.TAG)) if mode in ("naive", "mps") else []
+        if not measured:
             continue
         measured_on = {m.data.tags.get("sweep.gpu_model") for m in members} - {None}
         gpu_model = measured_on.pop() if len(measured_on) == 1 else None
         if model and gpu_model and gpu_model != model:  # measured on another GPU model: says nothing here
             continue
-        slowdowns: dict[str, list[float]] = {}
-        walls: dict[str, list[float | None]] = {}
-        guarded = bool(parent.data.metrics.get("summary/guard_paused_s"))
-        for m in members:
-            value = m.data.metrics.get("summary/slowdown_ratio")
-            key = m.data.tags.get("sweep.workload_hash")
-            if value is None or not key or m.info.status != "FINISHED":
-                slowdowns = {}
-                break
-            if guarded:  # held within the bound by pausing another: together, unguarded, it ran this slow
-                value = max(value, m.data.metrics.get("summary/guard_live_slowdown_max", value))
-            slowdowns.setdefault(key, []).append(float(value))
-            walls.setdefault(key, []).append(m.data.metrics.get("summary/e2e_duration_s"))
-        if slowdowns:
-            k.groups.append(MeasuredGroup(parent_id, mode, slowdowns, parent.info.start_time or 0, guarded, gpu_model,
-                                          walls))
+        keys = {m.data.tags.get("collocation.workload"): m.data.tags.get("sweep.workload_hash") for m in members}
+        for pair in measured:
+            a, b = keys.get(pair["a"]), keys.get(pair["b"])
+            if not a or not b:
+                continue
+            slowdowns: dict[str, list[float]] = {}
+            for key, value in ((a, pair["slowdowns"][0]), (b, pair["slowdowns"][1])):
+                slowdowns.setdefault(key, []).append(float(value))
+            k.groups.append(MeasuredGroup(parent_id, mode, slowdowns, parent.info.start_time or 0, False, gpu_model))
     k.groups.sort(key=lambda g: -g.start_ms)
     return k
 
