@@ -35,8 +35,8 @@ QUEUE = os.path.join(REPO, "examples", "unmodified", "queue.yaml")
 EXPERIMENT = "pack-unmodified"
 TOLERANCE = 1.1  # no job's measured slowdown above 1.1 x the bound
 GOALS = {"makespan_ratio": 0.7, "energy_ratio": 1.0, "second_pass_plan_error": 0.05}
-STEPS = {  # step: (max jobs per GPU, repeats, trials and the model: the second step rests on measurements alone)
-    "alone": (1, 1, False), "packed": (4, 2, True), "second": (4, 3, False),
+STEPS = {  # step: (max jobs per GPU, repeats, trials): the second step plans from what the first measured
+    "alone": (1, 1, False), "packed": (4, 2, True), "second": (4, 3, True),
 }
 
 
@@ -68,8 +68,7 @@ def spec(step: str, dry: bool, modes: str = "naive,mps", bound: float = 1.5, pyt
              "listeners: " + ("nvml:0.2,gpm:0.5" if dry else "nvml:0.1,gpm:0.2"),
              "child_listeners: " + ("top:0.5" if dry else "top:0.5,gpu_procs:0.2"),
              "schedule: pack", f"max_slowdown: {bound:g}", f"modes: [{modes}]",
-             f"pack: {{max_jobs_per_gpu: {per_gpu}, guard: true, trials: {str(trials).lower()}"
-             + (", model: false}" if step == "second" else "}"),
+             f"pack: {{max_jobs_per_gpu: {per_gpu}, guard: true, trials: {str(trials).lower()}}}",
              f"repeats: {repeats}", "workloads:"]
     for name, job in jobs.items():
         args = f"{job['cpu']} --device cpu --tiny" if dry else job["gpu"]
