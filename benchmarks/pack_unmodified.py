@@ -186,15 +186,22 @@ def markdown(out: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = ap.add_subparsers(dest="what", required=True)
+def spec_parser(sub, steps: dict):
+    """The `spec` subcommand and the options every proof's spec has (its steps, the file, --dry, the modes
+    and the bound)."""
     sp = sub.add_parser("spec")
-    sp.add_argument("--step", choices=list(STEPS), required=True)
+    sp.add_argument("--step", choices=list(steps), required=True)
     sp.add_argument("--out", required=True)
     sp.add_argument("--dry", action="store_true")
     sp.add_argument("--modes", default="naive,mps")
     sp.add_argument("--max-slowdown", type=float, default=1.5)
+    return sp
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="what", required=True)
+    sp = spec_parser(sub, STEPS)
     sp.add_argument("--queue", default=QUEUE)
     an = sub.add_parser("analyse")
     an.add_argument("--queue", default=QUEUE)

@@ -29,7 +29,7 @@ import json
 import os
 
 from benchmarks.pack_queue import _n, collect, planned
-from benchmarks.pack_unmodified import decisions, instrumented, queue, sharing_groups, spec
+from benchmarks.pack_unmodified import decisions, instrumented, queue, sharing_groups, spec, spec_parser
 
 PASSES = ("first", "second")
 STEPS = {"alone": (1, 1, False), "first": (4, 2, True), "second": (4, 3, True)}  # max jobs per GPU, repeats, trials
@@ -158,8 +158,8 @@ def markdown(out: dict) -> str:
         lines += ["", "| job | kind | mode (gpu) | wall s alone | wall s packed | wall ratio | rate ratio | "
                       "lived slowdown | reported | gap | paused s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in p["rows"]:
-            lines.append(f"| {r['name']} | {r['kind']} | {r['mode']} ({r['gpu']}) | {_n(r['alone_wall_s'], '{:.1f}')} | "
-                         f"{_n(r['packed_wall_s'], '{:.1f}')} | {_n(r['wall_ratio'])} | {_n(r['rate_ratio'])} | "
+            lines.append(f"| {r['name']} | {r['kind']} | {r['mode']} ({r['gpu']}) | "
+                         f"{_n(r['alone_wall_s'], '{:.1f}')} | {_n(r['packed_wall_s'], '{:.1f}')} | {_n(r['wall_ratio'])} | {_n(r['rate_ratio'])} | "
                          f"**{_n(r['lived'])}** | {_n(r['reported'])} | {_n(r['gap'], '{:.3f}')} | "
                          f"{_n(r['paused_s'], '{:.1f}')} |")
         lines += ["", "Groups (what each rests on, and what the guard made of it):", ""]
@@ -222,14 +222,9 @@ def summary_markdown(s: dict) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="what", required=True)
-    sp = sub.add_parser("spec")
-    sp.add_argument("--step", choices=list(STEPS), required=True)
+    sp = spec_parser(sub, STEPS)
     sp.add_argument("--queue", required=True)
-    sp.add_argument("--out", required=True)
     sp.add_argument("--name", help="the queue's name (default: from its folder)")
-    sp.add_argument("--dry", action="store_true")
-    sp.add_argument("--modes", default="naive,mps")
-    sp.add_argument("--max-slowdown", type=float, default=BOUND)
     an = sub.add_parser("analyse")
     for flag in ("--store", "--steps", "--queue", "--name", "--out"):
         an.add_argument(flag, required=True)

@@ -9,7 +9,7 @@
 # RESULTS/<NAME>.json and <NAME>.md; `pack_bound.py summarise` merges the queues (docs/validation/pack_bound/).
 #   QUEUE=examples/unmodified/queue.yaml NAME=unmodified RESULTS=<dir> bash benchmarks/packing/pack_bound.sh
 #   QUEUE=examples/pack_bound/queue.yaml NAME=b RESULTS=<dir> bash benchmarks/packing/pack_bound.sh
-# Expected time on 2 H100s: unmodified ~7 minutes, b ~5; all under BUDGET_S (560 s; 1500 for DRY=1).
+# Expected time on 2 H100s: unmodified ~8 minutes, b ~5; all under BUDGET_S (560 s; 1500 for DRY=1).
 # DRY=1: the same flow on the CPU (the queue's `cpu` arguments, NVML replayed from the derived 2-GPU trace,
 # the stand-in MPS daemon): it proves the commands and files, no GPU figure. WORK: the work folder (made
 # fresh, default /tmp/pack_bound_<NAME>), which holds the store and the private MPS directories. Changes no
