@@ -57,6 +57,9 @@ def collect(client, steps: dict[str, list[float]], experiment: str = EXPERIMENT)
             job = out["jobs"].setdefault(t.get("sweep.workload_hash", k.info.run_id), {"name": t.get("sweep.workload")})
             job[step] = {"run_id": k.info.run_id, "status": k.info.status, "mode": t.get("collocation.mode"),
                          "gpu": t.get("collocation.gpu"), "duration_s": value(m, "e2e_duration_s"),
+                         "start_s": k.info.start_time / 1000.0,
+                         "end_s": k.info.end_time / 1000.0 if k.info.end_time else None,
+                         "samples": value(m, "e2e_samples"), "steps_per_s": m.get("summary/e2e_throughput_steps_per_s"),
                          "active_s": m.get("summary/active_s"), "startup_s": m.get("summary/startup_s"),
                          "slowdown": m.get("summary/slowdown_ratio"),
                          "throughput": m.get("summary/throughput_samples_per_s"),

@@ -60,15 +60,19 @@ def instrumented(jobs: dict[str, dict], folder: str | None = None) -> list[str]:
 
 
 def spec(step: str, dry: bool, modes: str = "naive,mps", bound: float = 1.5, python: str = "python3",
-         path: str = QUEUE) -> str:
-    per_gpu, repeats, trials = STEPS[step]
+         path: str = QUEUE, experiment: str = EXPERIMENT, steps: dict = STEPS,
+         measured_only: tuple = ()) -> str:
+    """The sweep spec of `step` (of `steps`: max jobs per GPU, repeats, trials); the steps in `measured_only`
+    are planned from measurements alone (`model: false`)."""
+    per_gpu, repeats, trials = steps[step]
     jobs = queue(path)
     folder = os.path.dirname(os.path.abspath(path))
-    lines = [f"name: {EXPERIMENT}", 'devices: ["0", "1"]',
+    lines = [f"name: {experiment}", 'devices: ["0", "1"]',
              "listeners: " + ("nvml:0.2,gpm:0.5" if dry else "nvml:0.1,gpm:0.2"),
              "child_listeners: " + ("top:0.5" if dry else "top:0.5,gpu_procs:0.2"),
              "schedule: pack", f"max_slowdown: {bound:g}", f"modes: [{modes}]",
-             f"pack: {{max_jobs_per_gpu: {per_gpu}, guard: true, trials: {str(trials).lower()}}}",
+             f"pack: {{max_jobs_per_gpu: {per_gpu}, guard: true, trials: {str(trials).lower()}"
+             + (", model: false}" if step in measured_only else "}"),
              f"repeats: {repeats}", "workloads:"]
     for name, job in jobs.items():
         args = f"{job['cpu']} --device cpu --tiny" if dry else job["gpu"]
@@ -77,11 +81,26 @@ def spec(step: str, dry: bool, modes: str = "naive,mps", bound: float = 1.5, pyt
     return "\n".join(lines) + "\n"
 
 
-def _groups(client, t0: float, t1: float) -> list:
-    exp = client.get_experiment_by_name(EXPERIMENT)
+def _groups(client, t0: float, t1: float, experiment: str = EXPERIMENT) -> list:
+    exp = client.get_experiment_by_name(experiment)
     runs = client.search_runs([exp.experiment_id], "", max_results=10000) if exp else []
     return [r for r in runs if t0 <= r.info.start_time / 1000.0 <= t1 and "mlflow.parentRunId" not in r.data.tags
             and "pack.decision" in r.data.tags]
+
+
+def decisions(client, steps: dict, names=("packed", "second"), experiment: str = EXPERIMENT) -> dict[str, list]:
+    """Each step's groups in the order they started: the decision, what it rests on, the guard's outcome."""
+    groups = {step: _groups(client, *steps[step], experiment) for step in names if step in steps}
+    return {step: [{"decision": g.data.tags.get("pack.decision"), "basis": g.data.tags.get("pack.basis"),
+                    "outcome": g.data.tags.get("pack.outcome"), "lost_s": _f(g.data.tags.get("pack.lost_s")),
+                    "predicted_makespan_s": _f(g.data.tags.get("pack.predicted_makespan_s")),
+                    "status": g.info.status}
+                   for g in sorted(gs, key=lambda g: g.info.start_time)] for step, gs in groups.items()}
+
+
+def sharing_groups(ds: list[dict]) -> list[dict]:
+    """The groups of several jobs that rest on something (measured, model, trial)."""
+    return [d for d in ds if d["basis"] and d["basis"] != "alone" and " jobs:" in (d["decision"] or "")]
 
 
 def summarise(client, steps: dict, plan_packed: str | None, plan_second: str | None, bound: float,
@@ -97,14 +116,8 @@ def summarise(client, steps: dict, plan_packed: str | None, plan_second: str | N
     shared = [p for j in fig["jobs"].values() for step in ("packed", "second")
               for p in [j.get(step, {})] if p.get("mode") in ("naive", "mps") and p.get("slowdown") is not None]
     plan2 = planned(plan_second)
-    groups = {step: _groups(client, *steps[step]) for step in ("packed", "second") if step in steps}
-    decisions = {step: [{"decision": g.data.tags.get("pack.decision"), "basis": g.data.tags.get("pack.basis"),
-                         "outcome": g.data.tags.get("pack.outcome"), "lost_s": _f(g.data.tags.get("pack.lost_s")),
-                         "predicted_makespan_s": _f(g.data.tags.get("pack.predicted_makespan_s")),
-                         "status": g.info.status}
-                        for g in sorted(gs, key=lambda g: g.info.start_time)] for step, gs in groups.items()}
-    shared_groups = [d for ds in decisions.values() for d in ds if d["basis"] and d["basis"] != "alone"
-                     and " jobs:" in (d["decision"] or "")]
+    groups = decisions(client, steps)
+    shared_groups = [d for ds in groups.values() for d in sharing_groups(ds)]
     alone_kids = [j["alone"] for j in fig["jobs"].values() if "alone" in j]
     summary = {
         "makespan_ratio": ratio(packed.get("makespan_s"), alone.get("makespan_s")),
@@ -135,7 +148,7 @@ def summarise(client, steps: dict, plan_packed: str | None, plan_second: str | N
         "second_pass_plan_error <= 0.05": _met(summary["second_pass_plan_error"], GOALS["second_pass_plan_error"]),
         "instrumented_jobs == 0": summary["instrumented_jobs"] == 0,
     }
-    return {"summary": summary, "figures": fig, "decisions": decisions}
+    return {"summary": summary, "figures": fig, "decisions": groups}
 
 
 def _met(value, limit) -> bool | None:
@@ -173,15 +186,22 @@ def markdown(out: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = ap.add_subparsers(dest="what", required=True)
+def spec_parser(sub, steps: dict):
+    """The `spec` subcommand and the options every proof's spec has (its steps, the file, --dry, the modes
+    and the bound)."""
     sp = sub.add_parser("spec")
-    sp.add_argument("--step", choices=list(STEPS), required=True)
+    sp.add_argument("--step", choices=list(steps), required=True)
     sp.add_argument("--out", required=True)
     sp.add_argument("--dry", action="store_true")
     sp.add_argument("--modes", default="naive,mps")
     sp.add_argument("--max-slowdown", type=float, default=1.5)
+    return sp
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="what", required=True)
+    sp = spec_parser(sub, STEPS)
     sp.add_argument("--queue", default=QUEUE)
     an = sub.add_parser("analyse")
     an.add_argument("--queue", default=QUEUE)

@@ -1,0 +1,261 @@
+"""The per-job bound when packing, lived (benchmarks/packing/pack_bound.sh): the sweep spec of each step,
+each packed job's lived slowdown computed from the store, and the summary of the queues.
+
+    python -m benchmarks.packing.pack_bound spec --step alone|first|second --queue FILE --out FILE \
+        [--name NAME] [--dry] [--modes naive,mps] [--max-slowdown 1.5]
+    python -m benchmarks.packing.pack_bound analyse --store URI --steps steps.json --queue FILE --name NAME \
+        --out DIR --plan-first plan_first.txt --plan-second plan_second.txt [--max-slowdown 1.5]
+    python -m benchmarks.packing.pack_bound summarise --out DIR --card "NAME" DIR/<queue>.json...
+
+Steps, each through `radt-ext sweep` with `schedule: pack` in the experiment `pack-bound-<NAME>`:
+`alone` one job per GPU at a time (the profiles and the baseline); `first` and `second` the same packed
+spec (up to 4 jobs per GPU, guard and trials on), the second run after the first, so it plans from what
+the first measured. Each step runs the queue's next repeat (the sweep's resume skips the earlier ones).
+
+A job's lived slowdown (computed here, not read from radt-ext's figures): its wall time packed (the
+child run's process start to end: summary/e2e_duration_s, else the run's start and end) over its wall
+time in the alone step; where both runs counted its work (summary/e2e_samples, else its steps), its
+work rate alone over its work rate packed, which is what a job that stops on time loses; the larger.
+
+<NAME>.json / <NAME>.md, per packed pass: jobs, kinds, instrumented_jobs, makespan_ratio, max_job_slowdown
+and max_job, max_reported_gap (|reported - lived| / lived, reported = the child's summary/slowdown_ratio),
+energy_ratio, plan_error (|planned - measured| / measured makespan, planned from the pass's dry run), and
+a row per job. summary.json: {"bound", "card", "queues": {NAME: {"first": ..., "second": ...}}, "goals"}.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from benchmarks.pack_queue import _n, collect, planned
+from benchmarks.pack_unmodified import decisions, instrumented, queue, sharing_groups, spec, spec_parser
+
+PASSES = ("first", "second")
+STEPS = {"alone": (1, 1, False), "first": (4, 2, True), "second": (4, 3, True)}  # max jobs per GPU, repeats, trials
+BOUND = 1.5
+TOLERANCE = 1.1  # no job's lived slowdown above 1.1 x the bound
+NAMES = {"pack_bound": "b"}  # a queue's default name, from its folder
+
+
+def experiment(name: str) -> str:
+    return f"pack-bound-{name}"
+
+
+def default_name(path: str) -> str:
+    folder = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    return NAMES.get(folder, folder)
+
+
+def wall_s(run: dict) -> float | None:
+    """The job's process start to end: its e2e duration, else its run's span."""
+    if run.get("duration_s"):
+        return run["duration_s"]
+    if run.get("start_s") and run.get("end_s"):
+        return run["end_s"] - run["start_s"]
+    return None
+
+
+def work_rates(run: dict) -> dict[str, float]:
+    """The job's work per second of its whole run, in the units it was counted in."""
+    wall, rates = wall_s(run), {}
+    if run.get("samples") and wall:
+        rates["samples"] = run["samples"] / wall
+    if run.get("steps_per_s"):
+        rates["steps"] = run["steps_per_s"]  # e2e steps over the e2e wall time
+    return rates
+
+
+def lived(alone: dict, packed: dict) -> dict:
+    """The lived slowdown of a job run `packed` against its run `alone`: the larger of the wall-time ratio and
+    the work-rate ratio (where both runs have a rate in the same unit)."""
+    a, p = wall_s(alone), wall_s(packed)
+    by_wall = p / a if a and p else None
+    ra, rp = work_rates(alone), work_rates(packed)
+    unit = next((u for u in ("samples", "steps") if ra.get(u) and rp.get(u)), None)
+    by_rate = ra[unit] / rp[unit] if unit else None
+    known = [r for r in (by_wall, by_rate) if r is not None]
+    return {"wall_ratio": by_wall, "rate_ratio": by_rate, "rate_unit": unit, "lived": max(known) if known else None}
+
+
+def _ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def _makespan(step: dict) -> float | None:
+    return step.get("makespan_s") or step.get("wall_s")
+
+
+def job_rows(fig: dict, step: str, kinds: dict[str, str]) -> list[dict]:
+    rows = []
+    for job in sorted(fig["jobs"].values(), key=lambda j: j["name"] or ""):
+        a, p = job.get("alone", {}), job.get(step)
+        if not p:
+            continue
+        mine = lived(a, p)
+        reported = p.get("slowdown") if "slowdown_from" not in p else None  # the child's summary/slowdown_ratio
+        rows.append({"name": job["name"], "kind": kinds.get(job["name"]), "mode": p.get("mode"), "gpu": p.get("gpu"),
+                     "status": p.get("status"), "alone_wall_s": wall_s(a), "packed_wall_s": wall_s(p),
+                     **mine, "reported": reported,
+                     "gap": abs(reported - mine["lived"]) / mine["lived"] if reported and mine["lived"] else None,
+                     "paused_s": p.get("guard_paused_s")})
+    return rows
+
+
+def analyse(client, steps: dict, path: str, name: str, plans: dict[str, str | None], bound: float = BOUND) -> dict:
+    """The figures of each packed pass of the queue `name` (experiment pack-bound-<name>) from the store."""
+    fig = collect(client, steps, experiment(name))
+    jobs = queue(path)
+    kinds = {n: j["kind"] for n, j in jobs.items()}
+    alone = fig["steps"].get("alone", {})
+    groups = decisions(client, steps, PASSES, experiment(name))
+    scanned = len(instrumented(jobs, os.path.dirname(os.path.abspath(path))))
+    passes = {}
+    for step in PASSES:
+        st = fig["steps"].get(step, {})
+        rows = job_rows(fig, step, kinds)
+        top = max((r for r in rows if r["lived"] is not None), key=lambda r: r["lived"], default=None)
+        gaps = [r["gap"] for r in rows if r["gap"] is not None]
+        plan = planned(plans.get(step)).get("packed_s")
+        makespan = _makespan(st)
+        ds = groups.get(step, [])
+        passes[step] = {
+            "jobs": len(jobs), "kinds": len(set(kinds.values())), "instrumented_jobs": scanned,
+            "makespan_ratio": _ratio(makespan, _makespan(alone)),
+            "max_job_slowdown": top["lived"] if top else None, "max_job": top["name"] if top else None,
+            "max_reported_gap": max(gaps) if gaps else None, "reported_jobs": len(gaps),
+            "energy_ratio": _ratio(st.get("gpu_energy_j"), alone.get("gpu_energy_j")),
+            "plan_error": abs(plan - makespan) / makespan if plan and makespan else None,
+            "makespan_s": makespan, "alone_makespan_s": _makespan(alone), "planned_makespan_s": plan,
+            "gpu_energy_j": st.get("gpu_energy_j"),
+            "finished": f"{st.get('finished')}/{st.get('jobs')}", "shared_jobs": sum(
+                r["mode"] in ("naive", "mps") for r in rows),
+            "trials": sum((d["basis"] or "").startswith("trial") for d in sharing_groups(ds)),
+            "splits": sum((d["outcome"] or "").startswith("split") for d in sharing_groups(ds)),
+            "rows": rows, "groups": ds}
+    return {"queue": name, "experiment": experiment(name), "bound": bound, "queue_file": os.path.abspath(path),
+            "alone": {k: alone.get(k) for k in ("makespan_s", "wall_s", "gpu_energy_j", "finished", "jobs")},
+            "passes": passes}
+
+
+FIGURES = ("jobs", "kinds", "instrumented_jobs", "makespan_ratio", "max_job_slowdown", "max_job", "max_reported_gap",
+           "reported_jobs", "energy_ratio", "plan_error", "makespan_s", "alone_makespan_s", "planned_makespan_s",
+           "gpu_energy_j", "finished", "shared_jobs", "trials", "splits")
+
+
+def _cell(v) -> str:
+    return _n(v, "{:.3f}") if isinstance(v, float) or v is None else str(v)
+
+
+def markdown(out: dict) -> str:
+    lines = [f"# Queue {out['queue']} (experiment {out['experiment']}, bound {out['bound']:g})", "",
+             f"Alone: makespan {_n(out['alone']['makespan_s'], '{:.1f}')} s, GPU energy "
+             f"{_n(out['alone']['gpu_energy_j'], '{:.0f}')} J, {out['alone']['finished']}/{out['alone']['jobs']} "
+             "FINISHED."]
+    for step, p in out["passes"].items():
+        lines += ["", f"## Pass {step}", "", "| figure | value |", "|---|---|"]
+        lines += [f"| {k} | {_cell(p[k])} |" for k in FIGURES]
+        lines += ["", "| job | kind | mode (gpu) | wall s alone | wall s packed | wall ratio | rate ratio | "
+                      "lived slowdown | reported | gap | paused s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in p["rows"]:
+            lines.append(f"| {r['name']} | {r['kind']} | {r['mode']} ({r['gpu']}) | "
+                         f"{_n(r['alone_wall_s'], '{:.1f}')} | {_n(r['packed_wall_s'], '{:.1f}')} | {_n(r['wall_ratio'])} | {_n(r['rate_ratio'])} | "
+                         f"**{_n(r['lived'])}** | {_n(r['reported'])} | {_n(r['gap'], '{:.3f}')} | "
+                         f"{_n(r['paused_s'], '{:.1f}')} |")
+        lines += ["", "Groups (what each rests on, and what the guard made of it):", ""]
+        lines += [f"- {d['decision']}: {d['basis']}; {d['outcome'] or 'not guarded'}" for d in p["groups"]]
+    return "\n".join(lines) + "\n"
+
+
+def _every(values, ok) -> bool | None:
+    """False where any value misses, None where none misses but one is unknown, else True."""
+    values = list(values)
+    if any(v is not None and not ok(v) for v in values):
+        return False
+    return None if not values or None in values else True
+
+
+def summarise(outs: list[dict], card: str) -> dict:
+    bound = outs[0]["bound"] if outs else BOUND
+    queues = {o["queue"]: {step: {k: p[k] for k in FIGURES} for step, p in o["passes"].items()} for o in outs}
+    passes = [p for q in queues.values() for p in q.values()]
+
+    def each(key):
+        return [p[key] for p in passes]
+
+    second_vs_first = [None if q.get("first", {}).get("makespan_ratio") is None
+                       or q.get("second", {}).get("makespan_ratio") is None
+                       else q["second"]["makespan_ratio"] - q["first"]["makespan_ratio"] for q in queues.values()]
+    goals = {
+        f"max_job_slowdown <= {TOLERANCE * bound:.2f} in every pass":
+            _every(each("max_job_slowdown"), lambda v: v <= TOLERANCE * bound),
+        "makespan_ratio <= 0.8 in every pass": _every(each("makespan_ratio"), lambda v: v <= 0.8),
+        "second makespan_ratio <= first + 0.05": _every(second_vs_first, lambda v: v <= 0.05),
+        "max_reported_gap <= 0.05 in every pass": _every(each("max_reported_gap"), lambda v: v <= 0.05),
+        "instrumented_jobs == 0": _every(each("instrumented_jobs"), lambda v: v == 0),
+        "plan_error <= 0.10 in every pass": _every(each("plan_error"), lambda v: v <= 0.10),
+    }
+    return {"bound": bound, "card": card, "queues": queues, "goals": goals}
+
+
+def _write(folder: str, stem: str, out: dict, text: str) -> None:
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, f"{stem}.json"), "w") as fh:
+        json.dump(out, fh, indent=1, default=str)
+    with open(os.path.join(folder, f"{stem}.md"), "w") as fh:
+        fh.write(text)
+    print(text)
+
+
+def summary_markdown(s: dict) -> str:
+    lines = [f"Card: {s['card']}; bound {s['bound']:g}", "", "| queue | pass | " + " | ".join(FIGURES[3:10]) + " |",
+             "|---|---|" + "---|" * 7]
+    for name, q in s["queues"].items():
+        for step, p in q.items():
+            lines.append(f"| {name} | {step} | " + " | ".join(_cell(p[k]) for k in FIGURES[3:10]) + " |")
+    lines += ["", "| goal | met |", "|---|---|"]
+    said = {True: "yes", False: "NO", None: "–"}
+    lines += [f"| {g} | {said[met]} |" for g, met in s["goals"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="what", required=True)
+    sp = spec_parser(sub, STEPS)
+    sp.add_argument("--queue", required=True)
+    sp.add_argument("--name", help="the queue's name (default: from its folder)")
+    an = sub.add_parser("analyse")
+    for flag in ("--store", "--steps", "--queue", "--name", "--out"):
+        an.add_argument(flag, required=True)
+    an.add_argument("--plan-first")
+    an.add_argument("--plan-second")
+    an.add_argument("--max-slowdown", type=float, default=BOUND)
+    su = sub.add_parser("summarise")
+    su.add_argument("--out", required=True)
+    su.add_argument("--card", required=True)
+    su.add_argument("queues", nargs="+", help="each queue's <NAME>.json from analyse")
+    args = ap.parse_args()
+    if args.what == "spec":
+        with open(args.out, "w") as fh:
+            fh.write(spec(args.step, args.dry, args.modes, args.max_slowdown, path=args.queue, steps=STEPS,
+                          experiment=experiment(args.name or default_name(args.queue)), measured_only=()))
+    elif args.what == "analyse":
+        from mlflow.tracking import MlflowClient
+
+        with open(args.steps) as fh:
+            steps = json.load(fh)
+        out = analyse(MlflowClient(args.store), steps, args.queue, args.name,
+                      {"first": args.plan_first, "second": args.plan_second}, args.max_slowdown)
+        _write(args.out, args.name, out, markdown(out))
+    else:
+        outs = []
+        for path in args.queues:
+            with open(path) as fh:
+                outs.append(json.load(fh))
+        out = summarise(outs, args.card)
+        _write(args.out, "summary", out, summary_markdown(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+"""The packing bound's proof (benchmarks/packing/pack_bound.py and .sh): queue B, each step's spec, the
+lived slowdown computed from a store made here through MLflow's client, the summary of the queues, and
+(slow) the driver's dry flow on three jobs of each queue. No timing is asserted."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from types import SimpleNamespace
+
+import pytest
+import yaml
+from mlflow.entities import Metric, RunTag
+from mlflow.tracking import MlflowClient
+
+from benchmarks.packing import pack_bound as pb
+from benchmarks.pack_unmodified import instrumented, queue
+from tests.conftest import REPO
+
+QUEUES = {"unmodified": os.path.join(REPO, "examples", "unmodified", "queue.yaml"),
+          "b": os.path.join(REPO, "examples", "pack_bound", "queue.yaml")}
+PASS_KEYS = {"jobs", "kinds", "instrumented_jobs", "makespan_ratio", "max_job_slowdown", "max_job", "max_reported_gap",
+             "energy_ratio", "plan_error"}
+ROW_KEYS = {"name", "kind", "alone_wall_s", "packed_wall_s", "lived", "reported", "paused_s"}
+
+
+def test_queue_b_is_users_scripts_of_kinds_the_unmodified_queue_lacks(tmp_path):
+    from radt_ext.packing.queue import job_variants
+    from radt_ext.sweep.spec import load
+
+    jobs, theirs = queue(QUEUES["b"]), queue(QUEUES["unmodified"])
+    new_kinds = {j["kind"] for j in jobs.values()} - {j["kind"] for j in theirs.values()}
+    assert len(jobs) >= 8 and len(new_kinds) >= 4 and {"timed", "startup", "epochs"} <= new_kinds
+    assert not {j["script"] for j in jobs.values()} & set(os.listdir(os.path.dirname(QUEUES["unmodified"])))
+    assert instrumented(jobs, os.path.dirname(QUEUES["b"])) == []
+    assert pb.default_name(QUEUES["b"]) == "b" and pb.default_name(QUEUES["unmodified"]) == "unmodified"
+    for step, (per_gpu, repeats, trials) in pb.STEPS.items():
+        path = tmp_path / f"{step}.yaml"
+        path.write_text(pb.spec(step, dry=True, path=QUEUES["b"], steps=pb.STEPS, experiment=pb.experiment("b"),
+                                measured_only=()))
+        sweep = load(str(path))
+        assert sweep.name == "pack-bound-b" and sweep.repeats == repeats
+        assert (sweep.pack.max_jobs_per_gpu, sweep.pack.trials, sweep.pack.model) == (per_gpu, trials, True)
+        assert len(job_variants(sweep)) == len(jobs) * repeats
+
+
+def _run(client, exp_id, start_s: float, end_s: float | None, tags: dict, metrics: dict, parent: str | None = None):
+    tags = {**tags, **({"mlflow.parentRunId": parent} if parent else {})}
+    run_id = client.create_run(exp_id, start_time=int(start_s * 1000)).info.run_id
+    client.log_batch(run_id, metrics=[Metric(f"summary/{k}", v, 0, 0) for k, v in metrics.items()],
+                     tags=[RunTag(k, v) for k, v in tags.items()])
+    client.set_terminated(run_id, "FINISHED", end_time=int(end_s * 1000) if end_s else None)
+    return run_id
+
+
+def _step(client, exp_id, t0: float, jobs: dict[str, dict], mode: str) -> None:
+    """One group of all `jobs` starting at t0 (one parent, a child per job)."""
+    end = t0 + max(j["wall"] for j in jobs.values()) + 1.0
+    parent = _run(client, exp_id, t0, end, {"pack.decision": f"{mode} {len(jobs)} jobs: " + " + ".join(jobs),
+                                            "pack.basis": "model", "collocation.mode": mode},
+                  {"e2e_gpu_total_energy_j": 100.0 * len(jobs)})
+    for name, j in jobs.items():
+        metrics = {k: v for k, v in (("e2e_duration_s", j.get("e2e")), ("e2e_samples", j.get("samples")),
+                                     ("slowdown_ratio", j.get("reported")), ("guard_paused_s", j.get("paused")))
+                   if v is not None}
+        _run(client, exp_id, t0 + 0.5, t0 + 0.5 + j["wall"], {"sweep.workload": name, "sweep.workload_hash": name,
+                                                            "collocation.mode": mode}, metrics, parent)
+
+
+def _plan_text(packed_s: float, alone_s: float) -> str:
+    """A dry run's totals line, as radt-ext writes it."""
+    from radt_ext.packing.explain import totals_line
+
+    plan = SimpleNamespace(predicted_makespan_s=lambda: packed_s, one_per_gpu_makespan_s=lambda: alone_s,
+                           gpus={"0": [], "1": []}, overhead_s=0.5,
+                           decisions=[SimpleNamespace(jobs=["a", "b", "c"], basis="model", energy_j=None)])
+    return "pack plan (...)\n" + totals_line(plan) + "\n"
+
+
+def test_lived_slowdown_is_wall_time_or_work_rate_packed_against_alone(tmp_path, tracking_uri):
+    """steady: 10 s alone, 13 s packed, the same work: 1.3. timed (stops on time): 10 s both, half the
+    samples packed: 2.0. plain: no e2e duration recorded, its runs' span: 8 s -> 12 s, 1.5."""
+    for script in ("steady.py", "timed.py", "plain.py"):
+        (tmp_path / script).write_text("import torch\n")
+    kinds = {"steady": "a", "timed": "b", "plain": "c"}
+    (tmp_path / "queue.yaml").write_text(yaml.safe_dump({n: {"script": f"{n}.py", "kind": k, "gpu": "", "cpu": ""}
+                                                         for n, k in kinds.items()}))
+    client = MlflowClient(tracking_uri)
+    exp_id = client.create_experiment(pb.experiment("t"))
+    alone = {"steady": {"wall": 10.0, "e2e": 10.0, "samples": 1000.0},
+             "timed": {"wall": 10.0, "e2e": 10.0, "samples": 2000.0}, "plain": {"wall": 8.0}}
+    packed = {"steady": {"wall": 13.0, "e2e": 13.0, "samples": 1000.0, "reported": 1.3, "paused": 2.0},
+              "timed": {"wall": 10.0, "e2e": 10.0, "samples": 1000.0, "reported": 1.0}, "plain": {"wall": 12.0}}
+    t = 1_700_000_000.0
+    _step(client, exp_id, t, alone, "exclusive")
+    _step(client, exp_id, t + 100, packed, "mps")
+    _step(client, exp_id, t + 200, packed, "mps")
+    steps = {"alone": [t - 1, t + 50], "first": [t + 99, t + 150], "second": [t + 199, t + 250]}
+    plans = {}
+    for step, planned in (("first", 12.0), ("second", 14.3)):
+        plans[step] = str(tmp_path / f"plan_{step}.txt")
+        (tmp_path / f"plan_{step}.txt").write_text(_plan_text(planned, 20.0))
+
+    out = pb.analyse(client, steps, str(tmp_path / "queue.yaml"), "t", plans)
+    first = out["passes"]["first"]
+    rows = {r["name"]: r for r in first["rows"]}
+    assert rows["steady"]["lived"] == pytest.approx(1.3) and rows["steady"]["paused_s"] == 2.0
+    assert rows["timed"]["wall_ratio"] == pytest.approx(1.0) and rows["timed"]["rate_ratio"] == pytest.approx(2.0)
+    assert rows["timed"]["lived"] == pytest.approx(2.0) and rows["timed"]["gap"] == pytest.approx(0.5)
+    assert rows["plain"]["lived"] == pytest.approx(1.5) and rows["plain"]["reported"] is None
+    assert (first["max_job"], first["max_job_slowdown"]) == ("timed", pytest.approx(2.0))
+    assert first["max_reported_gap"] == pytest.approx(0.5) and first["reported_jobs"] == 2
+    assert (first["jobs"], first["kinds"], first["instrumented_jobs"]) == (3, 3, 0)
+    # makespans from the groups' spans: alone 11 s, packed 14 s; energy 300 J each
+    assert first["makespan_ratio"] == pytest.approx(14.0 / 11.0) and first["energy_ratio"] == pytest.approx(1.0)
+    assert first["plan_error"] == pytest.approx(2.0 / 14.0, abs=1e-3)
+    assert out["passes"]["second"]["plan_error"] == pytest.approx(0.3 / 14.0, abs=1e-3)
+    text = pb.markdown(out)
+    assert "## Pass first" in text and "| timed | b | mps" in text and "**2.00**" in text
+
+    good = json.loads(json.dumps(out))
+    for p, ratio in zip(good["passes"].values(), (0.6, 0.62)):
+        p.update(max_job_slowdown=1.4, makespan_ratio=ratio, max_reported_gap=0.01, plan_error=0.05)
+    good["queue"] = "g"
+    summary = pb.summarise([out, good], "NVIDIA H100 80GB HBM3")
+    assert set(summary) == {"bound", "card", "queues", "goals"} and summary["bound"] == 1.5
+    assert set(summary["queues"]) == {"t", "g"} and set(summary["queues"]["t"]) == {"first", "second"}
+    assert PASS_KEYS <= set(summary["queues"]["t"]["first"]) and "rows" not in summary["queues"]["t"]["first"]
+    goals = summary["goals"]
+    assert goals["instrumented_jobs == 0"] is True and goals["max_job_slowdown <= 1.65 in every pass"] is False
+    assert goals["plan_error <= 0.10 in every pass"] is False  # t's first pass: 0.14
+    only_good = pb.summarise([good], "x")["goals"]
+    assert all(only_good.values()), only_good
+    good["passes"]["second"]["makespan_ratio"] = 0.7  # 0.1 above the first pass's
+    assert pb.summarise([good], "x")["goals"]["second makespan_ratio <= first + 0.05"] is False
+    good["passes"]["second"]["plan_error"] = None
+    assert pb.summarise([good], "x")["goals"]["plan_error <= 0.10 in every pass"] is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,picked", [("unmodified", ("gemm", "decode", "infer8")),
+                                         ("b", ("conv_timed", "slow_start", "epochs"))])
+def test_pack_bound_dry_flow_writes_each_pass_and_the_summary(tmp_path, name, picked):
+    """The driver's DRY flow (CPU, NVML replay, stand-in MPS daemon) on three jobs of a queue: alone,
+    first and second, the analysis and the summary; plumbing only."""
+    jobs = {n: j for n, j in queue(QUEUES[name]).items() if n in picked}
+    folder = tmp_path / "queue"
+    folder.mkdir()
+    for j in jobs.values():
+        shutil.copy(os.path.join(os.path.dirname(QUEUES[name]), j["script"]), folder)
+    (folder / "queue.yaml").write_text(yaml.safe_dump(jobs))
+    results = tmp_path / "results"
+    env = dict(os.environ, DRY="1", RESULTS=str(results), QUEUE=str(folder / "queue.yaml"), NAME=name,
+               WORK=str(tmp_path / "w"), HOME=str(tmp_path),
+               PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run(["bash", "benchmarks/packing/pack_bound.sh"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=560)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for f in ("alone.yaml", "first.yaml", "second.yaml", "plan_first.txt", "plan_second.txt", "machine.txt",
+              f"{name}.md"):
+        assert (results / f).exists(), f
+    assert set(json.loads((results / "steps.json").read_text())) == {"alone", "first", "second"}
+    out = json.loads((results / f"{name}.json").read_text())
+    assert out["experiment"] == f"pack-bound-{name}" and set(out["passes"]) == {"first", "second"}
+    for p in out["passes"].values():
+        assert PASS_KEYS <= set(p) and (p["jobs"], p["instrumented_jobs"], p["finished"]) == (3, 0, "3/3"), p
+        assert {r["name"] for r in p["rows"]} == set(picked) and all(ROW_KEYS <= set(r) for r in p["rows"])
+        assert all(r["lived"] is not None for r in p["rows"])  # each found its exclusive run
+    proc = subprocess.run(["python3", "-m", "benchmarks.packing.pack_bound", "summarise", "--out", str(results),
+                           "--card", "CPU (dry run)", str(results / f"{name}.json")], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((results / "summary.json").read_text())
+    assert set(summary) == {"bound", "card", "queues", "goals"} and set(summary["queues"][name]) == {"first", "second"}
