@@ -246,12 +246,19 @@ class Guard:
 
     def projected(self, name: str, now: float, added_s: float, live: float = 1.0) -> float | None:
         """Its slowdown at its end, as it would live it: (seconds since it started + `added_s` + its
-        remaining active phase at `live` times its rate alone) / its wall time alone (None: not known)."""
+        remaining active phase at `live` times its rate alone) / its wall time alone, or, where `added_s`
+        would be taken from a job that stops on time, its active phase over what is left of it: the larger,
+        since which kind a job is cannot be told from one run (None: not known)."""
         m = self.members[name]
         started = m.started()
         if not m.alone_wall_s or started is None:
             return None
-        return (now - started + added_s + self.remaining_s(name) * live) / m.alone_wall_s
+        by_wall = (now - started + added_s + self.remaining_s(name) * live) / m.alone_wall_s
+        active = m.alone_active_s or 0.0
+        if added_s <= 0 or active <= 0:
+            return by_wall
+        # a job that stops on time keeps its wall time and loses the work: its rate falls by as much
+        return max(by_wall, active / max(active - added_s, 1e-3))
 
     def tick(self, now: float) -> None:
         marks = {n: read_marks(m.progress_path) if m.progress_path else None for n, m in self.members.items()}
