@@ -121,7 +121,7 @@ def note(source: str, mode: str | None, totals: dict[str, float], hooked: set[st
         others = totals.get("other_models", 0)
         if others and mode in ("forward", "forward_unsized"):
             text += (f"; {others:.0f} other top-level modules were called ({totals.get('other_calls', 0):.0f} "
-                     "calls), counted as part of its steps")
+                     "calls): one step is one call of the model, whatever else it calls")
         return text
     if off:
         return "progress counting is off (--no-progress or RADT_EXT_NO_PROGRESS)"

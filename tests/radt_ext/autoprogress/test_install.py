@@ -11,10 +11,9 @@ import textwrap
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.radt_ext.autoprogress.conftest import REPO
+from tests.wheel import build_wheel, clean_env, install_target
 
 HOOK = os.path.join("radt_ext", "workload_api", "autoprogress", "site", "sitecustomize.py")
-SOURCES = ("radt_ext", "listeners", "setup.cfg", "pyproject.toml", "README.md")  # what the wheel is built from
 SCRIPT = """
     import sys, time
     import torch
@@ -36,29 +35,11 @@ SCRIPT = """
 """
 
 
-def _pip(*args: str, cwd: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "pip", *args], cwd=cwd, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-
-
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
-    """radt-ext's wheel, built from a copy of the checkout (the build leaves nothing in it), installed with
-    `pip install --target`: the folder the workloads below have as their only PYTHONPATH."""
+    """radt-ext's wheel installed with `pip install --target`: the workloads' only PYTHONPATH below."""
     root = tmp_path_factory.mktemp("wheel")
-    src = root / "src"
-    src.mkdir()
-    for name in SOURCES:
-        from_ = os.path.join(REPO, name)
-        if os.path.isdir(from_):
-            shutil.copytree(from_, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        else:
-            shutil.copy(from_, src / name)
-    _pip("wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(root / "dist"), str(src), cwd=str(root))
-    (wheel,) = (root / "dist").glob("radt_ext-*.whl")
-    _pip("install", "-q", "--no-deps", "--no-compile", "--target", str(root / "site"), str(wheel), cwd=str(root))
-    return root / "site"
+    return install_target(build_wheel(root), root / "site")
 
 
 def _run(site, tmp_path, store: str, *command: str):
@@ -66,9 +47,8 @@ def _run(site, tmp_path, store: str, *command: str):
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     (work / "train.py").write_text(textwrap.dedent(SCRIPT))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RADT_EXT_", "MLFLOW_")) and k != "PYTHONPATH"}
-    env.update(PYTHONPATH=str(site), MLFLOW_TRACKING_URI=store, HOME=str(tmp_path), OMP_NUM_THREADS="1",
-               RADT_EXT_SPOOL_DIR=str(tmp_path / "spool"))
+    env = clean_env(PYTHONPATH=str(site), MLFLOW_TRACKING_URI=store, HOME=str(tmp_path), OMP_NUM_THREADS="1",
+                    RADT_EXT_SPOOL_DIR=str(tmp_path / "spool"))
     return subprocess.run([sys.executable, *command], cwd=work, env=env, capture_output=True, text=True, timeout=300)
 
 
