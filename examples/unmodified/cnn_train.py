@@ -1,5 +1,5 @@
 """A user's small CNN trained on random 32x32 images with mixed precision and SGD, the loss printed every
-100 steps. It knows nothing of radt-ext and logs nothing.
+100 steps. It knows nothing of radt-ext and logs nothing; its last line gives its own count of samples.
 
     python cnn_train.py --batch 128 --steps 4800
     python cnn_train.py --batch 16 --steps 10 --device cpu --tiny
@@ -39,4 +39,4 @@ for step in range(args.steps):
     scaler.update()
     if step % 100 == 0:
         print(f"step {step} loss {loss.item():.3f}", flush=True)
-print(f"cnn_train: {args.steps} steps in {time.time() - start:.1f} s")
+print(f"cnn_train: {args.steps} steps, {args.steps * args.batch} samples in {time.time() - start:.1f} s")

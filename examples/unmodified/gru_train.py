@@ -1,5 +1,6 @@
 """A user's sequence model: a two-layer GRU tagging random token sequences, trained with Adam; the loss
-read back every step, as a script that prints it would. It knows nothing of radt-ext and logs nothing.
+read back every step, as a script that prints it would. It knows nothing of radt-ext and logs nothing;
+its last line gives its own count of samples.
 
     python gru_train.py --batch 32 --steps 1800
     python gru_train.py --batch 8 --steps 10 --device cpu --tiny
@@ -42,4 +43,4 @@ for step in range(args.steps):
     loss.backward()
     opt.step()
     last = loss.item()
-print(f"gru_train: {args.steps} steps, loss {last:.3f}, {time.time() - start:.1f} s")
+print(f"gru_train: {args.steps} steps, {args.steps * args.batch} samples, loss {last:.3f}, {time.time() - start:.1f} s")

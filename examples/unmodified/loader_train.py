@@ -1,5 +1,6 @@
 """A user's training script fed by a DataLoader whose workers make and augment every image on the CPU
-(noise, crop, flip, normalisation), training a small CNN. It knows nothing of radt-ext and logs nothing.
+(noise, crop, flip, normalisation), training a small CNN. It knows nothing of radt-ext and logs nothing;
+its last line gives its own count of samples.
 
     python loader_train.py --workers 6 --batches 1300
     python loader_train.py --workers 1 --batches 8 --device cpu --tiny
@@ -46,14 +47,15 @@ def main():
                           nn.Conv2d(w, 2 * w, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
                           nn.Flatten(), nn.Linear(2 * w, 10)).to(args.device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    start = time.time()
+    start, seen = time.time(), 0
     for x, y in loader:
         x, y = x.to(args.device, non_blocking=True), y.to(args.device, non_blocking=True)
         loss = nn.functional.cross_entropy(model(x), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-    print(f"loader_train: {args.batches} batches, {args.workers} workers, loss {loss.item():.3f}, "
+        seen += len(x)
+    print(f"loader_train: {args.batches} batches, {seen} samples, {args.workers} workers, loss {loss.item():.3f}, "
           f"{time.time() - start:.1f} s")
 
 

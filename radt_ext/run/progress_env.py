@@ -3,8 +3,9 @@
 An unmodified Python workload's work is counted by a start-up hook in its interpreter
 (radt_ext.workload_api.autoprogress): the session puts the hook's `sitecustomize` first on the
 workload's PYTHONPATH, or, with progress counting off (`--no-progress`, RADT_EXT_NO_PROGRESS=1), sets
-RADT_EXT_NO_PROGRESS for it so no hook loads in it or in anything it starts. At the run's end the run
-gets the source that counted (tags) and a samples/s timeline from what was counted.
+RADT_EXT_NO_PROGRESS for it so no hook loads in it or in anything it starts (an install that lacks the
+hook: the session says so at the start and in the run's note). At the run's end the run gets the source
+that counted (tags) and a samples/s timeline from what was counted.
 """
 from __future__ import annotations
 

@@ -46,6 +46,7 @@ from radt_ext.workload_api.markers import ENV_MONITOR_RUN, ENV_RUN_ID_FILE, ENV_
 from radt_ext.workload_api.progress import ENV as PROGRESS_ENV
 from radt_ext.sampling.selection import check_input, choose, select_listeners
 from radt_ext.run.progress_env import progress_env, progress_tags, rate_timeline
+from radt_ext.workload_api.autoprogress import hook_missing
 from radt_ext.workload_api.progress_sources import counting_off
 from radt_ext.run.signals import STOP_SIGNALS, SignalRelay
 from radt_ext.run.spills import spill_root
@@ -137,6 +138,7 @@ class WorkloadSession:
         self._workdir = tempfile.mkdtemp(prefix="radt-ext-")
         self.progress_path = os.path.join(self._workdir, "progress.jsonl")
         self.marks = None  # what the workload reported (radt_ext.workload_api.progress.Marks), read at the end
+        self.hook_missing: str | None = None  # why the start-up hook cannot count here (said at start and in the note)
         self.starts_path = os.path.join(self._workdir, "starts.jsonl")
         self.run_id_path = os.path.join(self._workdir, "run_id")
         self.marker: str | None = None  # the workload's RADT_EXT_ACTIVE: the run id, or a key while there is none
@@ -334,6 +336,9 @@ class WorkloadSession:
             self.watchdog = Watchdog(self.run_id, self.uri, marker=self.marker, spill_dir=spill_root(self._workdir))
         except OSError as exc:  # no process to spare: the run goes on; an orphan is still ended by the next run
             log.warning("radt-ext: cannot start the watchdog process (%s)", exc.strerror or exc)
+        self.hook_missing = hook_missing() if self.progress_on() else None
+        if self.hook_missing:
+            log.warning("radt-ext: %s", self.hook_missing)
         try:
             if self.spec.launch and not _runnable(self.spec.command[0], self.spec.cwd):
                 raise FileNotFoundError(2, "No such file or directory")  # as Popen says it without a launcher
@@ -585,7 +590,7 @@ class WorkloadSession:
             self.timings["workload_runs_closed"] = time.time()
             from radt_ext.workload_api.progress import read_marks
 
-            self.marks = read_marks(self.progress_path, off=not self.progress_on())
+            self.marks = read_marks(self.progress_path, off=not self.progress_on(), missing=self.hook_missing)
             self.summary = self.recorder.summary(self.marks, self._logged_span)
             self._log_timelines()
             self.timings["timelines_logged"] = time.time()

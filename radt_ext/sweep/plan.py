@@ -120,13 +120,14 @@ class Variant:
               devices: list[str] | None = None) -> Group:
         tags = {"sweep.id": self.sweep_id, "sweep.hash": self.hash, "sweep.setting": self.setting_hash,
                 "sweep.group": self.label, "sweep.repeat": str(self.repeat), **self.extra_tags}
-        tags.update({f"sweep.param.{k}": v for k, v in self.setting.items()})
+        swept = {f"sweep.param.{k}": v for k, v in self.setting.items()}  # on every run of it: the view's one column
+        tags.update(swept)
         asked = {f"{hostsettings.TAG}{k}": v for k, v in self.system.items()}
         workloads = [w.workload(self.mode) for w in self.workloads]
         return Group(mode=self.mode, workloads=workloads, experiment_name=self.experiment,
                      run_name=f"{self.sweep_id}:{self.title_on(devices)}", listeners=self.listeners,
                      child_listeners=self.child_listeners, interval=self.interval, tags={**tags, **asked},
-                     child_tags={"sweep.id": self.sweep_id, **asked}, tracking_uri=tracking_uri,
+                     child_tags={"sweep.id": self.sweep_id, **swept, **asked}, tracking_uri=tracking_uri,
                      baselines=baselines or {})
 
 

@@ -1,11 +1,12 @@
 """What radt-ext's comparison view shows: its columns, its order and its charts (pure; no MLflow).
 
-- Columns: the active phase's throughput and J/sample (and a collocated workload's attributed J/sample),
-  the mean epoch's time and GPU energy from the 2nd epoch, where the workload's progress came from,
-  GPU energy, average power, SM and tensor activity, slowdown, start-up, active and end-to-end time; the
-  collocation mode, workload, variant, recipe, device and GPU model; the sweep's parameters (as the
-  workloads' params and the group runs' `sweep.param.*` tags), its host settings (`system.<key>`: what
-  was asked and what the host reported back, `system.<key>.host`).
+- Columns, the work figures first, where a user looks: the active phase's throughput and J/sample (and
+  a collocated workload's attributed J/sample), the mean epoch's time and GPU energy from the 2nd
+  epoch, the slowdown; then the collocation mode, workload, variant and recipe, the sweep's parameters
+  (each once: the `sweep.param.<name>` tag that every run of a sweep carries, its group runs and their
+  workloads' runs alike) and its host settings (`system.<key>`: what was asked and what the host
+  reported back, `system.<key>.host`); then GPU energy, average power, SM and tensor activity, start-up,
+  active and end-to-end time, the device, the GPU model and where the workload's progress came from.
 - Order: by the tag `radt_ext.view_order` that radt-ext gives every run it makes (`order_key`): mode,
   then variant or group, then each collocation parent directly followed by its children. (MLflow's
   grouping would average a parent with its children, and a shared view cannot expand a parent: the
@@ -22,17 +23,19 @@ NAME = "radt-ext comparison"  # its name in the page's Views list
 ORDER_TAG = "radt_ext.view_order"
 SECTION = "radt-ext comparison"
 
-METRICS = (
+WORK = (  # before the tag and parameter columns
     "summary/throughput_samples_per_s",
     "summary/energy_per_sample_j",
     "summary/energy_per_sample_attributed_j",
     "summary/epoch_time_s",
     "summary/epoch_energy_j",
+    "summary/slowdown_ratio",
+)
+METRICS = WORK + (
     "summary/gpu_total_energy_j",
     "summary/gpu_total_avg_power_w",
     "summary/gpu_mean_avg_sm_active_pct",
     "summary/gpu_mean_avg_tensor_active_pct",
-    "summary/slowdown_ratio",
     "summary/startup_s",
     "summary/active_s",
     "summary/e2e_duration_s",
@@ -64,15 +67,16 @@ def order_key(mode: str | None, label: str | None, group: str, index: int | None
 
 
 def columns(params: list[str]) -> list[str]:
-    out = [fmt.column(fmt.TAGS, t) for t in TAGS[:4]]
+    out = [fmt.column(fmt.METRICS, m) for m in WORK]
+    out += [fmt.column(fmt.TAGS, t) for t in TAGS[:4]]
     for p in params:
         if p.startswith(SYSTEM_TAG):
             out.append(fmt.column(fmt.TAGS, p))
             if not p.startswith(SYSTEM_TAG + "env."):  # a variable is what was asked; the rest the host reports
                 out.append(fmt.column(fmt.TAGS, p + ".host"))
         else:
-            out += [fmt.column(fmt.PARAMS, p), fmt.column(fmt.TAGS, SWEEP_PARAM_TAG + p)]
-    out += [fmt.column(fmt.METRICS, m) for m in METRICS]
+            out.append(fmt.column(fmt.TAGS, SWEEP_PARAM_TAG + p))
+    out += [fmt.column(fmt.METRICS, m) for m in METRICS[len(WORK):]]
     out += [fmt.column(fmt.TAGS, t) for t in TAGS[4:]]
     out.append(fmt.column(fmt.ATTRIBUTES, "Duration"))
     return out
@@ -103,10 +107,12 @@ def state(params: list[str] | tuple[str, ...] = ()) -> dict:
 
 
 def params_of(state_: dict) -> list[str]:
-    """The sweep parameters a view (ours, as stored) shows."""
-    prefix = fmt.column(fmt.PARAMS, "")[:-1]  # params.`
+    """The sweep parameters a view (ours, as stored: today's, or an older one that showed them as params
+    too) shows."""
+    swept = fmt.column(fmt.TAGS, SWEEP_PARAM_TAG)[:-1]  # tags.`sweep.param.
+    older = fmt.column(fmt.PARAMS, "")[:-1]  # params.`
     system = fmt.column(fmt.TAGS, SYSTEM_TAG)[:-1]  # tags.`system.
     columns = state_.get("selectedColumns", [])
-    return sorted([c[len(prefix):-1] for c in columns if c.startswith(prefix)]
-                  + [c[len(system) - len(SYSTEM_TAG):-1] for c in columns
-                     if c.startswith(system) and not c.endswith(".host`")])
+    return sorted({c[len(prefix):-1] for prefix in (swept, older) for c in columns if c.startswith(prefix)}
+                  | {c[len(system) - len(SYSTEM_TAG):-1] for c in columns
+                     if c.startswith(system) and not c.endswith(".host`")})

@@ -191,13 +191,15 @@ class Marks:
         return out
 
 
-def read_marks(path: str | None, off: bool = False) -> Marks:
+def read_marks(path: str | None, off: bool = False, missing: str | None = None) -> Marks:
     """Everything a workload wrote to `path`, its progress taken from the one source that counts (a Marks
-    with nothing in it when it wrote none). off: progress counting was turned off for it (said in the note)."""
+    with nothing in it when it wrote none). off: progress counting was turned off for it; missing: why
+    the start-up hook could not load (both said in the note)."""
     marks = Marks()
     by_source: dict[str, dict[int, list]] = {}
     epoch_marks: dict[str, dict[tuple[int, int], dict[str, float]]] = {}
     hooked: set[str] = set()
+    loaded = False
     errors: list[str] = []
     lines: list[bytes] = []
     if path:
@@ -224,6 +226,9 @@ def read_marks(path: str | None, off: bool = False) -> Marks:
         if record.get("hooked"):
             hooked.add(src)
             continue
+        if record.get("loaded"):
+            loaded = True
+            continue
         if "error" in record:
             errors.append(f"{src}: {record['error']}")
             continue
@@ -236,7 +241,7 @@ def read_marks(path: str | None, off: bool = False) -> Marks:
     source, mode = sources.choose(by_source)
     chosen = by_source.get(source, {})
     marks.source = source
-    marks.note = sources.note(source, mode, sources.last_totals(chosen), hooked, errors, off)
+    marks.note = sources.note(source, mode, sources.last_totals(chosen), hooked, errors, off, loaded, missing)
     if mode is None:
         marks.series = chosen
     else:

@@ -8,11 +8,17 @@ start-up hook takes in an unmodified script (radt_ext.workload_api.autoprogress)
 1. `log_progress`: the script reports its own work; the hooks' counts are then left out (never twice);
 2. `torch` or `keras`: the framework's own units, by what the script did (`mode`):
    - training (optimizer steps seen): samples and batches of the training passes over its data
-     loaders, steps = optimizer steps, epochs = completed training passes; without a loader the samples
-     are unknown (steps only);
+     loaders, steps = optimizer steps, epochs = completed training passes; without a loader, the
+     samples of each step from the input of the model the optimizer steps (steps only where that model
+     was never called with a tensor to size);
    - evaluation or inference over a loader (no optimizer step): its batches and their samples;
-   - calls of the outermost module (no loader, no optimizer): its calls and the samples in them;
+   - calls of the model, the first outermost module the script called (no loader, no optimizer): its
+     calls and the samples in them, one count a step however many top-level modules the step calls;
 3. `mlflow-steps`: the highest step of the metrics the script logs itself (steps only).
+
+The start-up hook's own records (source `hook`) say that it loaded in a process, or why it could not;
+they count nothing and tell the note's reasons apart: the hook missing from the install, loaded in no
+process (not Python), or loaded with no framework imported.
 
 The result is the ordinary `samples` / `steps` totals the figures, the guard and the planner read, with
 `source` (the run's tag `radt_ext.progress_source`) and `note` (what was counted, or why nothing was).
@@ -22,6 +28,7 @@ from __future__ import annotations
 LOG_PROGRESS = "log_progress"
 FRAMEWORKS = ("torch", "keras")
 MLFLOW_STEPS = "mlflow-steps"
+HOOK_SRC = "hook"  # the start-up hook's own records: loaded, or why not
 OFF_ENV = "RADT_EXT_NO_PROGRESS"
 
 
@@ -32,9 +39,15 @@ def counting_off(environ) -> bool:
 # mode -> (samples counter, steps counter, what the note says)
 MODES = {
     "training": ("train_samples", "steps", "optimizer steps and the samples of the training passes over its data loaders"),
-    "steps_only": (None, "steps", "optimizer steps; no data loader, so samples are unknown"),
+    "tensor_training": ("step_samples", "steps", "optimizer steps, no data loader; samples: the leading "
+                        "dimension of the input of the model the optimizer steps, added up over each step's calls"),
+    "steps_only": (None, "steps", "optimizer steps; no data loader, and no call of the model the optimizer steps "
+                   "with a tensor to size was seen, so samples are unknown"),
     "loader": ("eval_samples", "eval_batches", "batches and samples of its data loaders (no optimizer step)"),
-    "forward": ("forward_samples", "forwards", "calls of its outermost model and the samples in them"),
+    "forward": ("forward_samples", "forwards", "calls of its outermost model (the first top-level module it called) "
+                "and the samples in them: the leading dimension of its input"),
+    "forward_unsized": (None, "forwards", "calls of its outermost model (the first top-level module it called); its input "
+                        "held no tensor to size, so samples are unknown"),
     "keras_training": ("train_samples", "steps", "training batches and samples of fit"),
     "keras_eval": ("eval_samples", "eval_batches", "batches and samples of evaluate and predict"),
     "mlflow": (None, "steps", "the highest step of the metrics it logs itself; samples unknown"),
@@ -59,11 +72,13 @@ def _mode(src: str, totals: dict[str, float]) -> str | None:
     if totals.get("steps", 0) > 0:
         if keras:
             return "keras_training"
-        return "training" if totals.get("train_batches", 0) > 0 else "steps_only"
+        if totals.get("train_batches", 0) > 0:
+            return "training"
+        return "tensor_training" if totals.get("step_samples", 0) > 0 else "steps_only"
     if totals.get("eval_batches", 0) > 0:
         return "keras_eval" if keras else "loader"
     if totals.get("forwards", 0) > 0:
-        return "forward"
+        return "forward" if totals.get("forward_samples", 0) > 0 else "forward_unsized"
     return None
 
 
@@ -90,8 +105,9 @@ def standard(raw: dict[str, float], mode: str) -> dict[str, float]:
 
 
 def note(source: str, mode: str | None, totals: dict[str, float], hooked: set[str], errors: list[str],
-         off: bool) -> str:
-    """What was counted, or why nothing was: the run's tag `radt_ext.progress_note`."""
+         off: bool, loaded: bool = False, missing: str | None = None) -> str:
+    """What was counted, or why nothing was: the run's tag `radt_ext.progress_note`. loaded: the start-up
+    hook loaded in some process of the workload; missing: why it could not (autoprogress.hook_missing)."""
     if source == LOG_PROGRESS:
         return "the script's own radt_ext.log_progress calls"
     if source != "none":
@@ -99,12 +115,24 @@ def note(source: str, mode: str | None, totals: dict[str, float], hooked: set[st
         unsized = totals.get("unsized_batches", 0)
         if unsized and MODES[mode][0] in ("train_samples", "eval_samples"):
             text += f"; {unsized:.0f} batches held no tensor to size, so samples are a lower bound"
+        unsized = totals.get("unsized_steps", 0)
+        if unsized and mode == "tensor_training":
+            text += f"; at {unsized:.0f} steps its input held no tensor to size, so samples are a lower bound"
+        others = totals.get("other_models", 0)
+        if others and mode in ("forward", "forward_unsized"):
+            text += (f"; {others:.0f} other top-level modules were called ({totals.get('other_calls', 0):.0f} "
+                     "calls): one step is one call of the model, whatever else it calls")
         return text
     if off:
         return "progress counting is off (--no-progress or RADT_EXT_NO_PROGRESS)"
+    if missing:
+        return missing
     if errors:
         return f"the progress hook failed: {errors[0]}"
     if hooked:
         return (f"{', '.join(sorted(hooked))} loaded, but no optimizer step, data-loader batch, model call "
                 "or logged metric step was seen")
-    return "no progress hook loaded (not a Python workload, or no PyTorch, Keras or MLflow in it)"
+    if loaded:
+        return "the start-up hook loaded, but the workload imported no PyTorch, Keras or MLflow"
+    return ("the start-up hook loaded in no process of the workload (not a Python workload, or Python started "
+            "with -S, -I or a PYTHONPATH of its own)")

@@ -262,6 +262,14 @@ ROWS_JS = """() => {
   return Object.keys(rows).sort((a, b) => a - b).map(k => rows[k]);
 }"""
 NAME_COLUMN = "attributes.`Run Name`"
+HEADER_JS = """() => {
+  const out = {};
+  document.querySelectorAll('.ag-header-cell[col-id]').forEach(h => {
+    const box = h.getBoundingClientRect();
+    out[h.getAttribute('col-id')] = {index: Number(h.getAttribute('aria-colindex')), right: box.right};
+  });
+  return out;
+}"""
 
 
 def _table_rows(page, names: list[str]) -> list[dict]:
@@ -314,6 +322,12 @@ def test_the_comparison_view_link_opens_its_columns_in_a_fresh_browser(store, se
         page.set_viewport_size({"width": 2400, "height": 560})
         _close_assistant(page)
         page.wait_for_timeout(1500)
+        # the work figures stand first, before the tag and parameter columns, in view on a 2400-px screen
+        header = page.evaluate(HEADER_JS)
+        shown = [c for c in sorted(header, key=lambda c: header[c]["index"]) if c in content.columns([])]
+        work = [c for c in (f"metrics.`{m}`" for m in content.WORK) if c in shown]
+        assert shown[:len(work)] == work and work[0] == "metrics.`summary/throughput_samples_per_s`", shown
+        assert header[work[0]]["right"] <= 2400, header[work[0]]
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS / shot))
     page.evaluate("() => localStorage.clear()")

@@ -20,7 +20,8 @@ import time
 from radt_ext.workload_api.progress import WRITE_EVERY_S, _append
 
 KEYS = ("steps", "train_batches", "train_samples", "eval_batches", "eval_samples", "forwards",
-        "forward_samples", "epochs", "unsized_batches")
+        "forward_samples", "other_models", "other_calls", "step_samples", "unsized_steps", "epochs",
+        "unsized_batches")
 
 _counters: dict[str, "Counter"] = {}
 _before_exit: list = []  # callables that settle what is still pending (a batch, a pass) before the last write

@@ -1,5 +1,16 @@
-"""Calls of the outermost PyTorch modules: `forwards` and `forward_samples` (the leading dimension of the
-call's first tensor argument, positional first, then keyword) of source `torch`.
+"""Calls of the outermost PyTorch modules, of source `torch`:
+
+- `forwards` and `forward_samples`: the calls of the *model*, the first outermost module the script
+  called, and the samples in them (the leading dimension of the call's first tensor argument, positional
+  first, then keyword): one count per step of a loop that calls several top-level modules a step (a
+  decoder stepping through a ModuleList of layers from the script counts its embedding's calls, not each
+  layer's); `other_models` and `other_calls`: the other outermost modules and their calls;
+- `step_samples` (`step_hook`, called at each optimizer step): the samples of a training loop fed
+  without a data loader. At a step, the outermost modules the optimizer steps (holding one of its
+  parameters) that were called with gradients on since the previous step are looked at; the first of
+  them called gives the step its samples, the leading dimensions of its calls since then (gradient
+  accumulation adds up; a call under no_grad, an evaluation, is none of it). `unsized_steps`: steps
+  whose model was called with no tensor to size.
 
 An outermost module is one whose call is not inside another module's call. Every module gets, when it
 is made (Module.__init__, or __setstate__ when unpickled or deep-copied), a wrapper in the instance slot
@@ -24,6 +35,7 @@ from __future__ import annotations
 import functools
 import time
 import weakref
+from weakref import WeakKeyDictionary
 
 import torch
 from torch import nn
@@ -38,6 +50,7 @@ TICK_FAST_S, TICK_SLOW_S, EVERY_MAX = 0.01, 0.1, 1024
 HOOK = Hook("torch-forward", SRC)
 _Tensor = torch.Tensor
 _is_compiling = torch.compiler.is_compiling
+_grad_on = torch.is_grad_enabled
 
 
 class _State:
@@ -45,11 +58,26 @@ class _State:
     every = 1  # calls between two looks at the clock
     left = 1
     tick_t = 0.0
+    seq = 0  # counted calls so far: which module of a step was called first
+    entry = None  # the model's _Calls: the first outermost module called
+    prune_at = 64  # _modules is rid of dead modules when it grows past this
+
+
+class _Calls:
+    """One outermost module's calls with gradients on since the last optimizer step that stepped it."""
+    __slots__ = ("ref", "calls", "samples", "first", "__weakref__")
+
+    def __init__(self, module):
+        self.ref = weakref.ref(module)
+        self.calls = self.samples = 0
+        self.first = 0  # _S.seq of the first of those calls
 
 
 _S = _State()
 _counter = counter(SRC)
 _values = _counter.values
+_modules: list[_Calls] = []  # the outermost modules, in the order they were first called
+_stepped: WeakKeyDictionary = WeakKeyDictionary()  # optimizer -> (its parameters' shape, their ids, {_Calls: bool})
 
 
 def install() -> None:
@@ -83,7 +111,8 @@ def _compile(original):
         inner = self.__dict__.get(SLOT)
         if HOOK.on and getattr(mine, "radt_ext_inner", False) is not False and inner is not mine:
             try:
-                self.__dict__[SLOT] = (_counted if mine.radt_ext_root else _candidate)(self, inner)
+                root = mine.radt_ext_root
+                self.__dict__[SLOT] = _counted(self, inner, root) if root else _candidate(self, inner)
             except Exception as exc:  # noqa: BLE001 - never into the script
                 HOOK.fail(exc)
     return compile
@@ -109,7 +138,7 @@ def _candidate(module, inner=None):
             impl = inner
         return (impl or m._call_impl)(*args, **kwargs)
 
-    call.radt_ext_inner, call.radt_ext_root = inner, False
+    call.radt_ext_inner, call.radt_ext_root = inner, None
     return call
 
 
@@ -120,10 +149,19 @@ def _decide(m, inner) -> None:
     for sub in m.modules():
         if sub is not m:
             _unwrap(sub)
-    m.__dict__[SLOT] = _counted(m, inner)
+    mine = _Calls(m)
+    if len(_modules) >= _S.prune_at:
+        _modules[:] = [c for c in _modules if c.ref() is not None]
+        _S.prune_at = max(64, 2 * len(_modules))
+    _modules.append(mine)
+    if _S.entry is None or _S.entry.ref() is None:  # the model: the first outermost module (while it lives)
+        _S.entry = mine
+    else:
+        _values["other_models"] += 1
+    m.__dict__[SLOT] = _counted(m, inner, mine)
 
 
-def _counted(module, inner=None):
+def _counted(module, inner, mine: _Calls):
     """The wrapper of an outermost module: counts its calls made outside any other counted call."""
     ref = weakref.ref(module)
     call_impl = type(module)._call_impl  # unbound: no bound method made per call
@@ -142,9 +180,20 @@ def _counted(module, inner=None):
                     n = leading_dim(args)
                     if n is None and kwargs:
                         n = leading_dim(kwargs)
-                _values["forwards"] += 1
-                if type(n) is int:  # not a size traced by torch.jit.trace
-                    _values["forward_samples"] += n
+                sized = type(n) is int  # not a size traced by torch.jit.trace
+                if mine is _S.entry:
+                    _values["forwards"] += 1
+                    if sized:
+                        _values["forward_samples"] += n
+                else:
+                    _values["other_calls"] += 1
+                if _grad_on():  # a training call: the samples of the next optimizer step that steps it
+                    if not mine.calls:
+                        mine.first = _S.seq
+                    mine.calls += 1
+                    if sized:
+                        mine.samples += n
+                _S.seq += 1
                 _S.left -= 1
                 if _S.left <= 0:
                     _tick()
@@ -158,8 +207,40 @@ def _counted(module, inner=None):
         finally:
             _S.depth -= 1
 
-    call.radt_ext_inner, call.radt_ext_root = inner, True
+    call.radt_ext_inner, call.radt_ext_root = inner, mine
     return call
+
+
+def step_hook(optimizer) -> None:
+    """At an optimizer step (torch_loader's step post-hook calls it before counting the step): the
+    step's samples from the first-called of the outermost modules it steps (module docstring)."""
+    groups = optimizer.param_groups
+    shape = tuple(len(g["params"]) for g in groups)
+    known = _stepped.get(optimizer)
+    if known is None or known[0] != shape:
+        known = _stepped[optimizer] = (shape, {id(p) for g in groups for p in g["params"]}, {})
+    _, ids, verdicts = known
+    lead = None
+    stepped = []
+    for c in _modules:
+        if not c.calls:
+            continue
+        hit = verdicts.get(c)
+        if hit is None:
+            m = c.ref()
+            hit = verdicts[c] = m is not None and any(id(p) in ids for p in m.parameters())
+        if hit:
+            stepped.append(c)
+            if lead is None or c.first < lead.first:
+                lead = c
+    if lead is None:
+        return
+    if lead.samples:
+        _values["step_samples"] += lead.samples
+    else:
+        _values["unsized_steps"] += 1
+    for c in stepped:
+        c.calls = c.samples = 0
 
 
 def _unwrap(m) -> None:
@@ -195,3 +276,5 @@ def _last_calls() -> None:
 
 def _reset() -> None:
     _S.depth, _S.every, _S.left, _S.tick_t = 0, 1, 1, 0.0
+    for c in _modules:
+        c.calls = c.samples = 0

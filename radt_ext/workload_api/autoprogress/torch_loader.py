@@ -23,8 +23,9 @@ its iterator goes. Which pass a step belongs to:
 A pass that yields with gradients off (`torch.no_grad()`, inference mode: Lightning's validation, most
 evaluation loops) is an evaluation pass at once. Otherwise its batches wait until a step makes it
 training or it ends, closes, or waits PENDING_BATCHES batches or PENDING_S seconds without a step (then
-evaluation, and its later batches count at once); what still waits at exit is evaluation. Imports torch (only once the
-script has), batches.py, guard.py and records.py.
+evaluation, and its later batches count at once); what still waits at exit is evaluation. At each step,
+torch_forward.py takes the step's samples from the model's input (a loop fed without a loader). Imports
+torch (only once the script has), batches.py, guard.py, records.py and torch_forward.py.
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils.data import DataLoader
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
+from radt_ext.workload_api.autoprogress import torch_forward
 from radt_ext.workload_api.autoprogress.batches import leading_dim
 from radt_ext.workload_api.autoprogress.guard import Hook
 from radt_ext.workload_api.autoprogress.records import after_fork, before_exit, counter
@@ -286,6 +288,8 @@ def _on_step(optimizer, args, kwargs) -> None:
                 _loaders.step(now)
             except Exception as exc:  # noqa: BLE001 - the loader hook goes; steps go on counting
                 HOOK.fail(exc)
+        if torch_forward.HOOK.on:  # the step's samples where no loader feeds it
+            torch_forward.HOOK.call(torch_forward.step_hook, optimizer)
         _loaders.counter.add(now, "steps")
         if HOOK.on:
             HOOK.call(_loaders.after_step)

@@ -1,6 +1,9 @@
 """A hook of ours never harms the script: one that fails is removed with one warning line and an error
-record, the script's output and exit code unchanged; RADT_EXT_NO_PROGRESS=1 installs nothing; the
-user's own sitecustomize still runs."""
+record, the script's output and exit code unchanged; a start-up hook that cannot import radt-ext says so
+the same way; RADT_EXT_NO_PROGRESS=1 installs nothing; the user's own sitecustomize still runs."""
+import os
+import shutil
+
 import pytest
 
 LOOP = """
@@ -21,7 +24,7 @@ LOOP = """
 
 
 @pytest.mark.parametrize("hook, left", [
-    ("torch-loader", {"steps": 8, "forwards": 8, "forward_samples": 40}),
+    ("torch-loader", {"steps": 8, "forwards": 8, "forward_samples": 40, "step_samples": 40}),
     ("torch-steps", {"eval_batches": 8, "eval_samples": 40, "forwards": 8, "forward_samples": 40}),
     ("torch-forward", {"steps": 8, "train_batches": 8, "train_samples": 40, "epochs": 2}),
 ])
@@ -86,3 +89,17 @@ def test_the_users_sitecustomize_still_runs(run_script, tmp_path):
     """, env={"PYTHONPATH": ":".join([SITE_DIR, str(user), REPO])})
     assert ran.returncode == 0 and ran.stdout.split() == ["sitecustomize", "True", "True"], ran.stderr
     assert ran.last("torch") == {"forwards": 1, "forward_samples": 3}
+
+
+def test_a_start_up_hook_that_cannot_import_radt_ext_says_so_and_the_script_runs(run_script, tmp_path):
+    from tests.radt_ext.autoprogress.conftest import SITE_DIR
+
+    root = tmp_path / "half_installed"
+    site = root / "radt_ext" / "workload_api" / "autoprogress" / "site"
+    site.mkdir(parents=True)
+    shutil.copy(os.path.join(SITE_DIR, "sitecustomize.py"), site)
+    (root / "radt_ext" / "__init__.py").write_text("raise ImportError('a half-installed radt_ext')\n")
+    ran = run_script("print('ran')", env={"PYTHONPATH": str(site)})
+    assert ran.returncode == 0 and ran.stdout == "ran\n"
+    assert ran.stderr == "radt-ext: progress counting is off (ImportError: a half-installed radt_ext)\n"
+    assert [(r["src"], r["error"]) for r in ran.records] == [("hook", "ImportError: a half-installed radt_ext")]

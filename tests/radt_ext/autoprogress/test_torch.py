@@ -30,7 +30,8 @@ def test_training_with_validation_counts_exactly(run_script):
     assert ran.returncode == 0 and "trained" in ran.stdout, ran.stderr
     assert ran.last("torch") == {
         "steps": 21, "train_batches": 21, "train_samples": 150,  # 7 batches an epoch, the last of 2
-        "eval_batches": 12, "eval_samples": 60, "forwards": 33, "forward_samples": 210, "epochs": 3}
+        "eval_batches": 12, "eval_samples": 60, "forwards": 33, "forward_samples": 210, "epochs": 3,
+        "step_samples": 150}  # the model's input at each step: its training calls, not the validation's
     assert ran.epoch_marks("torch") == [(1, "start"), (1, "end"), (2, "start"), (2, "end"), (3, "start"), (3, "end")]
     marks = [r for r in ran.of("torch") if "epoch" in r]
     assert all(a["t"] <= b["t"] for a, b in zip(marks, marks[1:]))
@@ -99,10 +100,10 @@ def test_a_loader_of_dicts_and_keyword_calls(run_script):
     """)
     assert ran.returncode == 0, ran.stderr
     assert ran.last("torch") == {"steps": 16, "train_batches": 16, "train_samples": 60, "forwards": 16,
-                                 "forward_samples": 60, "epochs": 2}
+                                 "forward_samples": 60, "step_samples": 60, "epochs": 2}
 
 
-def test_a_generator_fed_loop_counts_steps_without_samples(run_script):
+def test_a_generator_fed_loop_counts_the_models_input_at_each_step(run_script):
     ran = run_script("""
         import torch, torch.nn as nn
         def batches():
@@ -116,8 +117,76 @@ def test_a_generator_fed_loop_counts_steps_without_samples(run_script):
             opt.step()
     """)
     assert ran.returncode == 0, ran.stderr
-    assert ran.last("torch") == {"steps": 25, "forwards": 25, "forward_samples": 400}
+    assert ran.last("torch") == {"steps": 25, "forwards": 25, "forward_samples": 400, "step_samples": 400}
     assert ran.epoch_marks("torch") == []
+
+
+def test_tensor_fed_training_counts_the_input_of_the_model_the_optimizer_steps(run_script):
+    ran = run_script("""
+        import torch, torch.nn as nn
+        torch.manual_seed(0)
+        teacher = nn.Linear(4, 1)  # called first and every step, but not stepped: none of the samples
+        student = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+        opt = torch.optim.SGD(student.parameters(), lr=0.01)
+        x = torch.randn(12, 4)
+        for step in range(10):
+            for micro in (x[:6], x[6:]):  # gradient accumulation: two calls of 6 samples a step
+                with torch.no_grad():
+                    target = teacher(micro)
+                nn.functional.mse_loss(student(micro), target).backward()
+            opt.step()
+            opt.zero_grad()
+            if step % 5 == 4:
+                with torch.no_grad():
+                    student(torch.randn(100, 4))  # an evaluation between two steps: no training samples
+        print("ok")
+    """)
+    assert ran.returncode == 0 and ran.stdout == "ok\n", ran.stderr
+    assert ran.last("torch") == {"steps": 10, "step_samples": 120, "forwards": 20, "forward_samples": 120,
+                                 "other_models": 1, "other_calls": 22}
+
+
+def test_a_step_through_several_stepped_modules_counts_the_first_ones_input(run_script):
+    ran = run_script("""
+        import torch, torch.nn as nn
+        encoder, decoder = nn.Linear(4, 8), nn.Linear(8, 4)  # the script calls both; one optimizer steps both
+        opt = torch.optim.Adam([*encoder.parameters(), *decoder.parameters()])
+        for step in range(7):
+            x = torch.randn(5, 4)
+            nn.functional.mse_loss(decoder(encoder(x)), x).backward()
+            opt.step()
+            opt.zero_grad()
+    """)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.last("torch") == {"steps": 7, "step_samples": 35, "forwards": 7, "forward_samples": 35,
+                                 "other_models": 1, "other_calls": 7}
+
+
+def test_a_decoder_stepping_through_its_layers_counts_each_token_once(run_script):
+    ran = run_script("""
+        import torch, torch.nn as nn
+        batch, dim, vocab = 4, 8, 50
+        emb = nn.Embedding(vocab, dim)
+        layers = nn.ModuleList(nn.ModuleDict({n: nn.Linear(dim, dim) for n in ("q", "k", "v", "o", "ffn")})
+                               for _ in range(3))
+        head = nn.Linear(dim, vocab)
+        made = 0
+        with torch.inference_mode():
+            for sequence in range(5):
+                token = torch.zeros(batch, 1, dtype=torch.long)
+                for _ in range(16):  # each layer's Linears called by the script: all top-level modules
+                    x = emb(token)
+                    for layer in layers:
+                        q, k, v = layer["q"](x), layer["k"](x), layer["v"](x)
+                        x = x + layer["o"](torch.softmax(q @ k.transpose(1, 2), -1) @ v)
+                        x = x + layer["ffn"](x)
+                    token = head(x[:, -1]).argmax(-1, keepdim=True)
+                    made += batch
+        print(made)
+    """)
+    assert ran.returncode == 0 and ran.stdout == "320\n", ran.stderr
+    assert ran.last("torch") == {"forwards": 80, "forward_samples": 320, "other_models": 16,
+                                 "other_calls": 16 * 80}
 
 
 def test_gradient_accumulation_and_nested_iteration(run_script):
@@ -171,8 +240,9 @@ def test_torch_compile_keeps_its_graphs_and_is_counted(run_script):
     assert plain.returncode == 0 and hooked.returncode == 0, plain.stderr + hooked.stderr
     assert json.loads(hooked.stdout.splitlines()[-1]) == json.loads(plain.stdout.splitlines()[-1])
     assert plain.records == []
-    assert hooked.last("torch") == {"steps": 5, "train_batches": 5, "train_samples": 40, "forwards": 10 + 3,
-                                    "forward_samples": 80 + 18, "epochs": 1}
+    assert hooked.last("torch") == {"steps": 5, "train_batches": 5, "train_samples": 40, "forwards": 10,
+                                    "forward_samples": 80, "other_models": 1, "other_calls": 3, "step_samples": 40,
+                                    "epochs": 1}
 
 
 def test_a_counted_model_pickles_copies_and_traces_as_before(run_script):

@@ -1,6 +1,7 @@
 """The work of an unmodified script, end to end: `radt-ext run` of a real PyTorch training script that
 imports nothing of radt-ext gets its samples, epochs, epoch figures, samples/s timeline and progress
-source; `--no-progress` and a non-Python workload get none, with the reason."""
+source, a tensor-fed training loop its samples; `--no-progress`, a non-Python workload and a Python one
+that imports no framework get none, each with its reason."""
 import json
 import os
 import sys
@@ -49,4 +50,26 @@ def test_no_progress_and_a_non_python_workload_say_why(tracking_uri, tmp_path):
     assert res.returncode == 0, res.stderr
     run = only_run(other)
     assert run.data.tags["radt_ext.progress_source"] == "none"
-    assert "no progress hook loaded" in run.data.tags["radt_ext.progress_note"]
+    assert run.data.tags["radt_ext.progress_note"].startswith(
+        "the start-up hook loaded in no process of the workload (not a Python workload")
+
+    plain = f"sqlite:///{tmp_path / 'plain.db'}"
+    res = radt("run", "--listeners", "top", "--", sys.executable, "-c", "import json", env={"MLFLOW_TRACKING_URI": plain})
+    assert res.returncode == 0 and "start-up hook" not in res.stderr, res.stderr
+    run = only_run(plain)
+    assert run.data.tags["radt_ext.progress_note"] == (
+        "the start-up hook loaded, but the workload imported no PyTorch, Keras or MLflow")
+
+
+@pytest.mark.slow
+def test_a_tensor_fed_training_loop_gets_its_samples_and_the_unit_named(tracking_uri):
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples", "unmodified", "gru_train.py")
+    res = radt("run", "--listeners", "top", "--", sys.executable, script, "--device", "cpu", "--tiny", "--batch", "8",
+               "--steps", "30", timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "gru_train: 30 steps, 240 samples" in res.stdout
+    run = only_run(tracking_uri)
+    m, tags = run.data.metrics, run.data.tags
+    assert tags["radt_ext.progress_source"] == "torch", tags.get("radt_ext.progress_note")
+    assert "leading dimension of the input of the model the optimizer steps" in tags["radt_ext.progress_note"]
+    assert m["summary/e2e_samples"] == 240 and m["summary/throughput_samples_per_s"] > 0

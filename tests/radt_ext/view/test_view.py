@@ -80,13 +80,43 @@ def test_the_view_shows_the_comparison_columns_sorted_by_radt_exts_order():
         assert f"metrics.`summary/{metric}`" in cols, metric
     for tag in ("collocation.mode", "variant", "recipe", "collocation.gpu", "machine.gpu.0.name", "sweep.param.bs"):
         assert f"tags.`{tag}`" in cols, tag
-    assert "params.`bs`" in cols and content.params_of(state) == ["bs"]
+    assert content.params_of(state) == ["bs"]
     assert state["orderByKey"] == "tags.`radt_ext.view_order`" and state["orderByAsc"] is True
     kinds = {c["type"]: c for c in state["compareRunCharts"]}
     assert set(kinds) == {"BAR", "SCATTER", "LINE"}
     assert kinds["LINE"]["selectedMetricKeys"] == ["system/gpu0_power_w"]
     assert kinds["SCATTER"]["yaxis"] == {"key": "summary/gpu_total_energy_j", "type": "METRIC"}
     assert {c["metricSectionId"] for c in state["compareRunCharts"]} == {state["compareRunSections"][0]["uuid"]}
+
+
+def test_the_work_figures_come_first_and_no_parameter_shows_twice():
+    state = content.state(["bs", "lr", "system.cpus"])
+    cols = state["selectedColumns"]
+    assert state["columnOrder"] == cols and len(cols) == len(set(cols))
+    work = [f"metrics.`summary/{m}`" for m in ("throughput_samples_per_s", "energy_per_sample_j",
+                                               "energy_per_sample_attributed_j", "epoch_time_s", "epoch_energy_j",
+                                               "slowdown_ratio")]
+    assert cols[:len(work)] == work  # before every tag and parameter column
+    assert cols[len(work)] == "tags.`collocation.mode`"
+    assert [c for c in cols if "bs" in c] == ["tags.`sweep.param.bs`"]  # once: no params.`bs` beside it
+    assert not [c for c in cols if c.startswith("params.")]
+    # the other figures follow the tags and parameters
+    assert cols.index("tags.`sweep.param.lr`") < cols.index("metrics.`summary/gpu_total_energy_j`")
+    assert content.params_of(state) == ["bs", "lr", "system.cpus"]
+
+
+def test_a_view_written_before_is_read_and_brought_to_the_new_layout(tracking_uri):
+    """An older view showed each parameter as params.`bs` and tags.`sweep.param.bs`: its parameters are
+    kept, and the next refresh writes them once, after the work figures."""
+    older = dict(content.state(["bs"]))
+    older["selectedColumns"] = ["tags.`collocation.mode`", "params.`bs`", "tags.`sweep.param.bs`",
+                                "metrics.`summary/throughput_samples_per_s`"]
+    assert content.params_of(older) == ["bs"]
+    client = MlflowClient(tracking_uri)
+    experiment_id = client.create_experiment("older")
+    client.set_experiment_tag(experiment_id, write.TAG, fmt.encode(content.NAME, older, 1000, 1000))
+    assert write.refresh(client, experiment_id) is True
+    assert fmt.decode(client.get_experiment(experiment_id).tags[write.TAG])[2] == content.state(["bs"])
 
 
 def test_order_puts_each_parent_right_before_its_children_and_modes_together():
@@ -175,6 +205,9 @@ def test_sweep_adds_its_parameters_to_the_view_and_prints_the_link(tmp_path, tra
     state = fmt.decode(exp.tags[write.TAG])[2]
     assert content.params_of(state) == ["bs"]
     assert "tags.`sweep.param.bs`" in state["selectedColumns"]
+    # every run of the sweep carries the parameter, the workload's run as well as its group's: one column
+    runs = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("sweep.role") is None]
+    assert len(runs) == 2 and all(r.data.tags["sweep.param.bs"] == "8" for r in runs)
 
 
 def _read_until(proc, pattern: re.Pattern, timeout: float) -> list[str]:

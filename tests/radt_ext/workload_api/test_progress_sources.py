@@ -59,12 +59,36 @@ def test_inference_without_loader_counts_model_calls(tmp_path):
     assert "outermost model" in marks.note
 
 
-def test_steps_without_a_loader_leave_samples_unknown(tmp_path):
-    records = [{"pid": 3, "t": 10.0, "src": "torch", "steps": 1, "forwards": 1, "forward_samples": 8},
-               {"pid": 3, "t": 11.0, "src": "torch", "steps": 40, "forwards": 40, "forward_samples": 320}]
+def test_training_without_a_loader_counts_the_stepped_models_input(tmp_path):
+    records = [{"pid": 3, "t": 10.0, "src": "torch", "steps": 1, "forwards": 1, "forward_samples": 8, "step_samples": 8},
+               {"pid": 3, "t": 11.0, "src": "torch", "steps": 40, "forwards": 41, "forward_samples": 328,
+                "step_samples": 320}]
+    marks = read_marks(_write(tmp_path / "p.jsonl", records))
+    assert (marks.source, marks.totals()["samples"], marks.totals()["steps"]) == ("torch", 320, 40)
+    assert "leading dimension of the input of the model the optimizer steps" in marks.note
+    records[1]["unsized_steps"] = 2
+    assert "at 2 steps its input held no tensor to size" in read_marks(_write(tmp_path / "u.jsonl", records)).note
+
+
+def test_steps_without_a_sized_model_input_leave_samples_unknown(tmp_path):
+    records = [{"pid": 3, "t": 10.0, "src": "torch", "steps": 1, "unsized_steps": 1},
+               {"pid": 3, "t": 11.0, "src": "torch", "steps": 40, "unsized_steps": 40}]
     marks = read_marks(_write(tmp_path / "p.jsonl", records))
     assert marks.totals()["steps"] == 40 and "samples" not in marks.totals()
     assert "samples are unknown" in marks.note
+
+
+def test_model_calls_count_once_a_step_and_say_what_else_was_called(tmp_path):
+    records = [{"pid": 3, "t": 10.0, "src": "torch", "forwards": 1, "forward_samples": 4, "other_models": 37,
+                "other_calls": 37},
+               {"pid": 3, "t": 12.0, "src": "torch", "forwards": 6400, "forward_samples": 25600, "other_models": 37,
+                "other_calls": 236800}]
+    marks = read_marks(_write(tmp_path / "p.jsonl", records))
+    assert (marks.totals()["samples"], marks.totals()["steps"]) == (25600, 6400)
+    assert "first top-level module" in marks.note and "37 other top-level modules" in marks.note
+    unsized = read_marks(_write(tmp_path / "u.jsonl", [{"pid": 3, "t": 10.0, "src": "torch", "forwards": 9}]))
+    assert unsized.totals()["steps"] == 9 and "samples" not in unsized.totals()
+    assert "samples are unknown" in unsized.note
 
 
 def test_mlflow_steps_count_where_no_framework_did(tmp_path):
@@ -84,7 +108,23 @@ def test_nothing_counted_says_why(tmp_path):
     off = read_marks(str(tmp_path / "missing.jsonl"), off=True)
     assert off.source == "none" and "--no-progress" in off.note
     nothing = read_marks(str(tmp_path / "missing.jsonl"))
-    assert "no progress hook loaded" in nothing.note
+    assert nothing.note.startswith("the start-up hook loaded in no process of the workload (not a Python workload")
+    loaded = read_marks(_write(tmp_path / "c.jsonl", [{"pid": 3, "t": 1.0, "src": "hook", "loaded": True}]))
+    assert (loaded.source, loaded.note) == (
+        "none", "the start-up hook loaded, but the workload imported no PyTorch, Keras or MLflow")
+    broken = read_marks(_write(tmp_path / "d.jsonl", [{"pid": 3, "t": 1.0, "src": "hook", "error": "ImportError: x"}]))
+    assert broken.note == "the progress hook failed: hook: ImportError: x"
+    missing = read_marks(str(tmp_path / "missing.jsonl"), missing="the hook is missing; reinstall")
+    assert missing.note == "the hook is missing; reinstall"
+
+
+def test_an_install_without_the_hook_says_so_and_how_to_fix_it(monkeypatch, tmp_path):
+    from radt_ext.workload_api import autoprogress
+
+    assert autoprogress.hook_missing() is None  # this checkout holds it
+    monkeypatch.setattr(autoprogress, "SITE_DIR", str(tmp_path / "site"))
+    line = autoprogress.hook_missing()
+    assert "start-up hook" in line and "missing from this install" in line and "pip install" in line
 
 
 def test_a_job_without_samples_has_a_rate_of_steps_for_the_guard_and_the_planner(tmp_path):

@@ -5,6 +5,8 @@ autoprogress) when the session named a progress file, then runs the next `sitecu
 The session puts this folder first on the workload's PYTHONPATH. Nothing here may fail or slow the
 script's start: it imports only the standard library and, with counting on, radt_ext's light
 autoprogress modules (from the radt_ext this file belongs to, even where the interpreter has none).
+When they cannot be imported, one line on stderr and an `error` record in the progress file (source
+`hook`) say so; the run's note then names the cause.
 """
 import importlib.machinery
 import importlib.util
@@ -27,9 +29,27 @@ def _install() -> None:
 
         autoprogress.install()
     except Exception as exc:  # noqa: BLE001 - the script runs whatever happens here
-        sys.stderr.write(f"radt-ext: progress counting is off ({type(exc).__name__}: {exc})\n")
+        text = " ".join(f"{type(exc).__name__}: {exc}".split())[:500]
+        sys.stderr.write(f"radt-ext: progress counting is off ({text})\n")
+        _error(text)
     finally:
         sys.path.remove(root)
+
+
+def _error(text: str) -> None:
+    """The progress file's `error` record of source `hook` (written as progress.py writes its records)."""
+    import json
+    import time
+
+    try:
+        fd = os.open(os.environ["RADT_EXT_PROGRESS_FILE"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            record = {"pid": os.getpid(), "t": time.time(), "src": "hook", "error": text}
+            os.write(fd, (json.dumps(record) + "\n").encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
 
 
 def _chain() -> None:

@@ -1,0 +1,1 @@
+"""Benchmarks and proofs of progress counting (the start-up hook); run from the repository root."""
