@@ -1,7 +1,7 @@
-"""Packing that measures: measured pairs and groups read back from a real SQLite store before the model
-(by workload hash, mode and GPU model), trials under the guard where nothing was measured, what each
-decision rests on, a split trial's lost seconds, a group run's own cost, and disjoint CPU sets for the
-jobs of a shared GPU (real child processes; NVML replayed)."""
+"""Packing that measures: pairs a group run measured side by side (its parent's tag `collocation.pairs`)
+read back from a real SQLite store (by workload hash, mode and GPU model) as the links the next plan
+rests on, a group run's own cost, what the dry run says each job follows, and a chain run end to end
+with its jobs started in turn on CPU sets of their own (real child processes; NVML replayed)."""
 from __future__ import annotations
 
 import csv
@@ -10,171 +10,203 @@ import os
 import sys
 
 import pytest
+from mlflow.entities import Metric, RunTag
 from mlflow.tracking import MlflowClient
 
-from radt_ext.packing import cpusets, executor, explain, profiles, queue
+from radt_ext.collocation import pairs
+from radt_ext.packing import chains, cpusets, explain, profiles, queue
 from radt_ext.packing.options import PackOptions
-from radt_ext.packing.planner import Decision, Job, Planner
+from radt_ext.packing.planner import Job, Planner
 from radt_ext.sweep.spec import load
 from tests.radt_ext.helpers import radt
-from tests.radt_ext.packing.store import H200, log_group, log_profile
-from tests.radt_ext.packing.test_pack_sweep import JOB, spec
+from tests.radt_ext.packing.store import log_profile
+from tests.radt_ext.packing.test_pack_sweep import spec
 
 EXP = "queue"
-HEAVY = (60.0, 20.0, 90.0, 1500.0, 200.0, 0.5)  # SM, DRAM, util %, peak MiB, W, s: naive 1.9 beside another
+H100 = "NVIDIA H100 80GB HBM3"
 
 
-def test_a_measured_pair_read_back_from_the_store_changes_the_next_plan(tracking_uri):
-    log_profile(tracking_uri, EXP, "a", H200["heavy"])
-    log_profile(tracking_uri, EXP, "b", H200["heavy"])
+def log_pair(uri: str, experiment: str, mode: str, members: list[tuple[str, str, float]], model: str | None = None,
+             tag: str | None = None) -> str:
+    """A collocated group run as group.py leaves it: a child per (workload name, workload hash) and the
+    parent's `collocation.pairs` tag with the first two members' slowdowns side by side (`tag`: that
+    tag's text as given); measured on a GPU `model` where given. Returns the parent id."""
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(experiment)
+    exp_id = exp.experiment_id if exp else client.create_experiment(experiment)
+    parent = client.create_run(exp_id).info.run_id
+    for name, key, _ in members:
+        child = client.create_run(exp_id, tags={"mlflow.parentRunId": parent}).info.run_id
+        client.log_batch(child, tags=[RunTag(k, v) for k, v in {
+            "collocation.mode": mode, "collocation.workload": name, "sweep.workload_hash": key,
+            **({"sweep.gpu_model": model} if model else {})}.items()])
+        client.set_terminated(child, "FINISHED")
+    (a, _, xa), (b, _, xb) = members[:2]
+    measured = pairs.text([{"a": a, "b": b, "slowdowns": [xa, xb], "span_s": 10.0}])
+    client.log_batch(parent, tags=[RunTag("collocation.mode", mode), RunTag("collocation.size", str(len(members))),
+                                   RunTag(pairs.TAG, measured if tag is None else tag)])
+    client.set_terminated(parent, "FINISHED")
+    return parent
+
+
+def long_job(uri: str, key: str, model: str | None = None) -> None:
+    """5 s of start-up, 30 s of active phase, 1 s of wind-down: too short a budget for a trial after it."""
+    log_profile(uri, EXP, key, (40.0, 10.0, 50.0, 2000.0, 250.0, 30.0), whole=(20.0, 5.0, 25.0, 2000.0, 150.0, 36.0),
+                startup_s=5.0, model=model)
+
+
+def test_a_pair_measured_side_by_side_is_read_back_and_the_next_plan_rests_on_it(tracking_uri):
+    long_job(tracking_uri, "a", H100)
+    long_job(tracking_uri, "b", H100)
     jobs = [Job("a", "a"), Job("b", "b")]
-    opts = PackOptions(max_slowdown=1.1, modes=("naive",), trials=False)
+    opts = PackOptions(modes=("naive",))
     client = MlflowClient(tracking_uri)
-    before = Planner(profiles.read(client, EXP), opts).plan(jobs, ["0"])
-    assert [len(d.jobs) for d in before.decisions] == [1, 1] and before.decisions[1].basis == "model"
-    run = log_group(tracking_uri, EXP, "naive", [("a", 1.04), ("b", 1.06)], model="NVIDIA H100 80GB HBM3",
-                    walls=[35.1, 36.0])
-    [d] = Planner(profiles.read(client, EXP, "NVIDIA H100 80GB HBM3"), opts).plan(jobs, ["0"]).decisions
-    assert d.mode == "naive" and d.slowdowns == [1.04, 1.06]
-    assert [d.wall_s(0), d.wall_s(1)] == [35.1, 36.0]  # the same jobs together: their walls as measured then
+    [before] = Planner(profiles.read(client, EXP, H100), opts).plan(jobs, ["0"]).decisions
+    assert before.basis == "start-up" and [link.basis for link in before.links[1:]] == ["start-up"]
+    run = log_pair(tracking_uri, EXP, "naive", [("a-0", "a", 1.1), ("b-1", "b", 1.15)], model=H100)
+    k = profiles.read(client, EXP, H100)
+    [g] = k.groups
+    assert (g.run_id, g.mode, g.slowdowns, g.gpu_model) == (run, "naive", {"a": [1.1], "b": [1.15]}, H100)
+    [d] = Planner(k, opts).plan(jobs, ["0"]).decisions
+    first = d.jobs[0].name
     assert d.basis == "measured" and d.evidence == [run] and d.basis_text == f"measured (run {run[:8]})"
-    assert f"measured together in run {run[:8]}" in d.reason
-    assert explain.group_tags(d, 1.1)["pack.evidence"] == run
-    # measured on another GPU model, it says nothing about this pool's: the model again
-    other = Planner(profiles.read(client, EXP, "NVIDIA H200"), opts).plan(jobs, ["0"])
-    assert [len(x.jobs) for x in other.decisions] == [1, 1]
-    # measurements alone (pack.model: false): the pair shares on its run, another mode of it does not
-    only = PackOptions(max_slowdown=1.5, trials=False, model=False)
-    [d] = Planner(profiles.read(client, EXP, "NVIDIA H100 80GB HBM3"), only).plan(jobs, ["0"]).decisions
-    assert d.mode == "naive" and d.basis == "measured"
-    only.modes = ("mps",)
-    split = Planner(profiles.read(client, EXP, "NVIDIA H100 80GB HBM3"), only).plan(jobs, ["0"]).decisions
-    assert [len(x.jobs) for x in split] == [1, 1]
-    assert split[1].reason == "alone: with a: nothing measured for these jobs in mps (pack.model: false)"
+    link = d.links[1]
+    x = (1.1, 1.15) if first == "a" else (1.15, 1.1)
+    assert link.basis == "measured" and link.slowdowns == x and link.overlap_s > 0
+    assert f"{d.jobs[1].name}: measured (run {run[:8]}: {x[0]:.2f}/{x[1]:.2f})" in d.reason
+    assert d.makespan_s < before.makespan_s and d.max_slowdown <= chains.PLAN_SHARE * opts.max_slowdown
+    assert explain.group_tags(d, 1.5)["pack.evidence"] == run
+    assert explain.job_tags(d, 1)["pack.link"] == link.text()
+    assert explain.job_tags(d, 1)["pack.start_offset_s"] == f"{d.starts[1] - d.starts[0]:.2f}"
+    # measured on another GPU model, it says nothing about this pool's; measured in naive, nothing about mps
+    assert profiles.read(client, EXP, "NVIDIA H200").groups == []
+    [other] = Planner(profiles.read(client, EXP, "NVIDIA H200"), opts).plan(jobs, ["0"]).decisions
+    assert other.basis == "start-up"
+    [mps] = Planner(k, PackOptions(modes=("mps",))).plan(jobs, ["0"]).decisions
+    assert mps.basis == "start-up"
 
 
-def test_groups_are_predicted_from_a_larger_measured_group_or_from_their_measured_pairs(tracking_uri):
-    for key in "abc":
-        log_profile(tracking_uri, EXP, key, H200["cnn"])
-    trio = log_group(tracking_uri, EXP, "mps", [("a", 1.2), ("b", 1.1), ("c", 1.3)])
-    p = Planner(profiles.read(MlflowClient(tracking_uri), EXP), PackOptions())
-    d = p.predict([Job("x", "c"), Job("y", "a")], "mps")  # a pair inside the measured trio: at most that slow
-    assert d.slowdowns == [1.3, 1.2] and d.evidence == [trio] and "within a group of 3" in d.source
-    assert d.walls == [] and d.wall_s(0) == pytest.approx(H200["cnn"][5] * 1.3)  # a part of it: from its slowdown
-    pairs = [log_group(tracking_uri, EXP, "naive", [(x, 1.1), (y, 1.05)]) for x, y in ("ab", "ac", "bc")]
-    p = Planner(profiles.read(MlflowClient(tracking_uri), EXP), PackOptions())
-    d = p.predict([Job("x", "a"), Job("y", "b"), Job("z", "c")], "naive")
-    # each one's excess over 1 summed over its pairs: a 0.1 + 0.1, b 0.05 + 0.1, c 0.05 + 0.05
-    assert d.slowdowns == pytest.approx([1.2, 1.15, 1.1]) and sorted(d.evidence) == sorted(pairs)
-    assert d.source.startswith("measured pairs added")
+def test_a_pair_of_one_workload_twice_is_read_back_for_both_of_its_jobs(tracking_uri):
+    long_job(tracking_uri, "a")
+    run = log_pair(tracking_uri, EXP, "mps", [("a-0", "a", 1.2), ("a-1", "a", 1.3)])
+    k = profiles.read(MlflowClient(tracking_uri), EXP)
+    assert k.groups[0].slowdowns == {"a": [1.2, 1.3]}
+    [d] = Planner(k, PackOptions(modes=("mps",))).plan([Job("x", "a"), Job("y", "a")], ["0"]).decisions
+    assert d.mode == "mps" and d.basis == "measured" and d.links[1].slowdowns == (1.2, 1.3) and d.evidence == [run]
 
 
-def test_a_group_the_store_measured_comes_before_one_the_model_admits(tracking_uri):
-    light = (3.0, 2.0, 8.0, 1500.0, 120.0, 10.0)  # the model: 1.08 for any two
-    for key in "abc":
-        log_profile(tracking_uri, EXP, key, light)
-    run = log_group(tracking_uri, EXP, "naive", [("a", 1.3), ("c", 1.25)])
-    plan = Planner(profiles.read(MlflowClient(tracking_uri), EXP), PackOptions(modes=("naive",))).plan(
-        [Job("a", "a"), Job("b", "b"), Job("c", "c")], ["0", "1"])
-    [d] = [x for x in plan.decisions if len(x.jobs) == 2]
-    # beside b the model would add less wall time (1.08); beside a the store knows what happens (1.3)
-    assert sorted(j.name for j in d.jobs) == ["a", "c"] and d.basis == "measured" and d.evidence == [run]
+def test_only_a_shared_groups_well_formed_pairs_of_its_own_workloads_are_read(tracking_uri):
+    long_job(tracking_uri, "a")
+    long_job(tracking_uri, "b")
+    log_pair(tracking_uri, EXP, "naive", [("a-0", "a", 1.1), ("b-1", "b", 1.1)], tag="not json")
+    log_pair(tracking_uri, EXP, "naive", [("a-0", "a", 1.1), ("b-1", "b", 1.1)],
+             tag='[{"a": "a-0", "b": "b-1", "slowdowns": [1.1]}]')  # one slowdown: not a pair
+    log_pair(tracking_uri, EXP, "naive", [("a-0", "a", 1.1), ("b-1", "b", 1.1)],
+             tag='[{"a": "a-0", "b": "elsewhere", "slowdowns": [1.1, 1.1]}]')  # not one of its workloads
+    log_pair(tracking_uri, EXP, "exclusive", [("a-0", "a", 1.1), ("b-1", "b", 1.1)])  # no sharing mode
+    assert profiles.read(MlflowClient(tracking_uri), EXP).groups == []
+    assert pairs.read("not json") == [] and pairs.read(None) == []
 
 
-def test_a_group_runs_own_cost_is_read_from_the_store_and_planned():
-    from types import SimpleNamespace as NS
+def test_a_group_runs_own_cost_is_read_from_the_store_and_planned(tracking_uri):
+    client = MlflowClient(tracking_uri)
+    exp = client.create_experiment(EXP)
 
-    def run(run_id, start, end, tags=None, metrics=None):
-        return NS(info=NS(run_id=run_id, start_time=start * 1000, end_time=end * 1000),
-                  data=NS(tags=tags or {}, metrics=metrics or {}))
+    def run(start: float, end: float, tags: dict, parent: str | None = None, wall: float | None = None) -> str:
+        run_id = client.create_run(exp, start_time=int(start * 1000),
+                                   tags={**tags, **({"mlflow.parentRunId": parent} if parent else {})}).info.run_id
+        if wall is not None:
+            client.log_batch(run_id, metrics=[Metric("summary/e2e_duration_s", wall, 0, 0)])
+        client.set_terminated(run_id, "FINISHED", end_time=int(end * 1000))
+        return run_id
 
-    tags = {"sweep.id": "s", "collocation.gpu": "0"}
-    parents = {"p1": run("p1", 0, 12, tags), "p2": run("p2", 13, 24, tags), "p3": run("p3", 26, 40, tags),
-               # the next call of the sweep, after this one's report: its gap is not the executor's
-               "report": run("report", 41, 42, {"sweep.id": "s", "sweep.role": "report"}),
-               "p4": run("p4", 50, 60, tags)}
-    kids = {"p1": [run("k1", 0, 11, metrics={"summary/e2e_duration_s": 10.0})],
-            "p2": [run("k2", 13, 23, metrics={"summary/e2e_duration_s": 9.0})],
-            "p3": [run("k3", 26, 39, metrics={"summary/e2e_duration_s": 11.0})],
-            "p4": [run("k4", 50, 59, metrics={"summary/e2e_duration_s": 8.0})]}
-    # inside: 2, 2, 3, 2 s (median 2); gaps 1 and 2 s (median 1.5), not the 10 s across the report
-    assert profiles.group_overhead(parents, kids) == pytest.approx(3.5)
+    t0, tags = 1.7e9, {"sweep.id": "s", "collocation.gpu": "0"}
+    for start, end, wall in ((0, 12, 10.0), (13, 24, 9.0), (26, 40, 11.0), (50, 60, 8.0)):
+        parent = run(t0 + start, t0 + end, tags)
+        run(t0 + start, t0 + end - 1, {}, parent, wall)
+    # the next call of the sweep comes after this one's report: the gap across it is not the executor's
+    run(t0 + 41, t0 + 42, {"sweep.id": "s", "sweep.role": "report"})
+    log_profile(tracking_uri, EXP, "a", (40.0, 10.0, 50.0, 2000.0, 250.0, 8.0))
+    k = profiles.read(client, EXP)
+    # inside each group run: 2, 2, 3, 2 s (median 2); gaps 1 and 2 s (median 1.5), not the 9 s across the report
+    assert k.group_overhead_s == pytest.approx(3.5)
+    plan = Planner(k, PackOptions()).plan([Job("a", "a")], ["0"])
+    [d] = plan.decisions
+    assert d.overhead_s == pytest.approx(3.5) and d.makespan_s == pytest.approx(8.0 + 3.5)
+    assert plan.one_per_gpu_makespan_s() == pytest.approx(8.0 + 3.5)
+    assert explain.group_tags(d, 1.5)["pack.predicted_overhead_s"] == "3.50"
 
 
-def test_the_dry_run_names_what_each_decision_rests_on(tmp_path, two_gpus):
-    jobs = {n: f"--seconds 0.3{i}" for i, n in enumerate(("a", "b", "c", "d", "e", "f"))}
-    path = spec(tmp_path, jobs, extra="pack: {max_jobs_per_gpu: 2}\n")
+def dry_rows(path: str) -> list[dict]:
+    dry = radt("sweep", path, "--dry-run", "--output", "csv", env={"COLUMNS": "250"}, cwd=os.path.dirname(path))
+    assert dry.returncode == 0, dry.stderr
+    return list(csv.DictReader(io.StringIO(dry.stdout))), " ".join(dry.stderr.split())
+
+
+def one_gpu(path: str) -> str:
     with open(path) as fh:
         text = fh.read().replace('devices: ["0", "1"]', 'devices: ["0"]')
     with open(path, "w") as fh:
         fh.write(text)
+    return path
+
+
+def test_the_dry_run_says_how_each_job_follows_the_one_before(tmp_path, two_gpus):
+    path = one_gpu(spec(tmp_path, {n: f"--seconds 0.3{i}" for i, n in enumerate("abcd")},
+                        extra="pack: {max_jobs_per_gpu: 4}\n"))
     keys = {queue.job_name(v)[0]: v.workloads[0].key for v in queue.job_variants(load(path))}
-    for name in "ab":  # heavy: the model says 1.9 for the two of them
-        log_profile(two_gpus, "queue", keys[name], HEAVY)
-    for name in "cd":  # heavier, and far from a and b's profiles: 1.99
-        log_profile(two_gpus, "queue", keys[name], (80.0, 40.0, 99.0, 1500.0, 250.0, 0.5))
-    for name in "ef":  # light: 1.08
-        log_profile(two_gpus, "queue", keys[name], (3.0, 2.0, 8.0, 1500.0, 120.0, 0.5))
-    run = log_group(two_gpus, "queue", "naive", [(keys["a"], 1.1), (keys["b"], 1.12)])
-    dry = radt("sweep", path, "--dry-run", "--output", "csv", env={"COLUMNS": "250"})
-    assert dry.returncode == 0, dry.stderr
-    rows = list(csv.DictReader(io.StringIO(dry.stdout)))
-    groups = {r["job"]: r["basis"] for r in rows if r["basis"]}  # each group's first job
-    assert groups == {"a-0": f"measured (run {run[:8]})", "c-2": "trial (model 1.99)", "e-4": "model"}
-    assert sorted(r["job"] for r in rows) == ["a-0", "b-1", "c-2", "d-3", "e-4", "f-5"]
-    assert "on trial, planned at 1.50 <= 1.5" in next(r["why"] for r in rows if r["job"] == "c-2")
-    assert "(1 measured, 1 model, 1 trial)" in " ".join(dry.stderr.split())
+    for name in "abc":  # 5 s of start-up, 30 s active
+        long_job(two_gpus, keys[name])
+    run = log_pair(two_gpus, EXP, "naive", [("a-0", keys["a"], 1.1), ("b-1", keys["b"], 1.12)])
+    rows, stderr = dry_rows(path)
+    assert sorted(r["job"] for r in rows) == ["a-0", "b-1", "c-2", "d-3"]
+    # the job nothing profiled runs alone first; the other three one after another
+    follows = {r["job"]: r["follows_the_job_before"] for r in rows}
+    assert follows["d-3"] == "-" and "no exclusive profile in the store" in next(r["why"] for r in rows
+                                                                                  if r["job"] == "d-3")
+    chain = [r["job"] for r in rows if r["job"] != "d-3"]
+    assert follows[chain[0]] == "-"
+    assert any(f.startswith(f"measured (run {run[:8]}: ") for f in follows.values())
+    assert "its start-up beside the job before" in follows.values()
+    assert [float(r["start_s"]) for r in rows if r["job"] in chain] == sorted(
+        float(r["start_s"]) for r in rows if r["job"] in chain)
+    assert "4 jobs in 2 groups on 1 GPU(s), 3 in chains (1 measured)" in stderr
 
 
-def test_a_trial_beyond_the_bound_is_split_its_lost_time_tagged_and_its_jobs_on_their_own_cpus(tmp_path, two_gpus):
+def test_a_chain_runs_its_jobs_in_turn_each_on_its_own_cpus_and_tags_what_it_planned(tmp_path, two_gpus):
     seen = tmp_path / "cpus.txt"
-    path = tmp_path / "queue.yaml"
-    path.write_text(open(spec(tmp_path, {"a": f"--seconds 3 --cpus-to {seen}", "b": f"--seconds 4 --cpus-to {seen}"}))
-                    .read().replace('devices: ["0", "1"]', 'devices: ["0"]'))
-    for v in queue.job_variants(load(str(path))):  # a's profile did far more alone than it can here
-        log_profile(two_gpus, "queue", v.workloads[0].key, HEAVY, whole=HEAVY,
-                    throughput=1e6 if v.index == 0 else 1.0)
-    dry = radt("sweep", str(path), "--dry-run", "--output", "csv")
-    assert dry.returncode == 0 and "trial (model 1.90)" in dry.stdout, dry.stdout + dry.stderr
-    done = radt("sweep", str(path), env={"COLUMNS": "250"})
+    path = one_gpu(spec(tmp_path, {"a": f"--seconds 1.5 --cpus-to {seen}", "b": f"--seconds 1.6 --cpus-to {seen}"}))
+    keys = {queue.job_name(v)[0]: v.workloads[0].key for v in queue.job_variants(load(path))}
+    for key in keys.values():  # 1 s of start-up, 1.5 s active: the next job starts 1 s before the active phase ends
+        log_profile(two_gpus, EXP, key, (40.0, 10.0, 50.0, 1500.0, 200.0, 1.5),
+                    whole=(20.0, 5.0, 25.0, 1500.0, 150.0, 2.6), startup_s=1.0)
+    done = radt("sweep", path, env={"COLUMNS": "250"}, cwd=str(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
     client = MlflowClient(two_gpus)
-    exp = client.get_experiment_by_name("queue").experiment_id
+    exp = client.get_experiment_by_name(EXP).experiment_id
     (group,) = client.search_runs([exp], "tags.`collocation.size` = '2'")
     tags = group.data.tags
-    assert tags["pack.basis"] == "trial (model 1.90)" and "on trial" in tags["pack.reason"]
-    assert tags["pack.outcome"].startswith("split: ") and " a-0 live " in tags["pack.outcome"]
-    assert "every companion paused until its active phase ended" in tags["pack.outcome"]
-    assert float(tags["pack.lost_s"]) > 0 and "s lost" in tags["collocation.guard"]
-    kids = {k.data.tags["collocation.workload"]: k for k in
-            client.search_runs([exp], f"tags.`mlflow.parentRunId` = '{group.info.run_id}'")}
-    assert kids["a-0"].data.metrics["summary/guard_lost_s"] == pytest.approx(float(tags["pack.lost_s"]), rel=0.01)
+    assert tags["pack.decision"].startswith("naive chain of 2: ") and tags["pack.basis"] == "start-up"
+    assert tags["pack.outcome"].startswith("as planned: no pause") and tags["pack.lost_s"] == "0"
+    kids = sorted(client.search_runs([exp], f"tags.`mlflow.parentRunId` = '{group.info.run_id}'"),
+                  key=lambda r: r.info.start_time)
+    first, second = kids
+    offset = float(second.data.tags["pack.start_offset_s"])
+    assert offset == pytest.approx(1.5) and "pack.start_offset_s" not in first.data.tags
+    assert second.data.tags["pack.link"] == "its start-up beside the job before"
+    started = [float(k.data.tags["collocation.started_s"]) for k in kids]
+    assert started[1] - started[0] >= offset - 0.2  # started in turn, not with the group
+    for k in kids:  # the slowdown as the job lived it: its wall time here over its wall time alone
+        m = k.data.metrics
+        assert m["summary/slowdown_ratio"] == pytest.approx(m["summary/e2e_duration_s"] / 2.6, rel=1e-3)
+        assert k.data.tags["collocation.slowdown_basis"] == "wall"
     # disjoint CPU sets: each job's, as recorded and as the job itself saw it
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) >= 2:
         want = cpusets.split(cpus, [1.0, 1.0])
-        assert [kids[n].data.tags["pack.cpus"] for n in ("a-0", "b-1")] == [cpusets.text(c) for c in want]
+        assert sorted(k.data.tags["pack.cpus"] for k in kids) == sorted(cpusets.text(c) for c in want)
         got = sorted(line.split()[1] for line in seen.read_text().splitlines())
         assert got == sorted(cpusets.text(c) for c in want)
-    report = client.search_runs([exp], "tags.`sweep.role` = 'report'")[0]
-    html = open(os.path.join(report.info.artifact_uri.replace("file://", ""), "radt_ext_sweep_report.html")).read()
-    assert "basis (measured, model, trial)" in html and "trial (model 1.90)" in html
-    # what the next plan reads: the trial measured beyond the bound, so the pair is kept apart on that basis
-    known = profiles.read(client, "queue")
-    assert known.groups[0].guarded and known.groups[0].run_id == group.info.run_id
-    plan = Planner(known, PackOptions(modes=("naive",))).plan(queue.jobs_of(queue.job_variants(load(str(path)))), ["0"])
-    assert [len(d.jobs) for d in plan.decisions] == [1, 1]
-    assert plan.decisions[1].basis_text == f"measured (run {group.info.run_id[:8]})"
-    assert f"(naive, measured together in run {group.info.run_id[:8]})" in plan.decisions[1].reason
-
-
-def test_a_trial_has_no_weights_so_its_first_split_pauses_every_companion():
-    jobs = [Job(n, n, profile=profiles.Profile(n, f"run-{n}", sm_pct=sm, dram_pct=5.0))
-            for n, sm in zip("abc", (90.0, 40.0, 10.0))]
-    trial = Decision(jobs, "mps", [1.5] * 3, [None] * 3, [None] * 3, "trial", "", basis="trial")
-    model = Decision(jobs, "mps", [1.2] * 3, [None] * 3, [None] * 3, "model", "", basis="model")
-    assert executor._weights(trial) == {}
-    assert executor._weights(model) == {"a": pytest.approx(0.9), "b": pytest.approx(0.4), "c": pytest.approx(0.1)}
 
 
 def test_cpu_sets_split_each_gpus_part_of_the_host_by_cpu_use():
