@@ -15,9 +15,9 @@ job's active phase (alone) still to go when the later one's begins:
 - *start-up*: the later job's active phase begins where the earlier one's ends (its start-up beside it).
 - *after*: the two do not fit the GPU's memory together: the later job starts when the earlier ends.
 
-A job's budget is what the bound leaves it, planned at PLAN_SHARE of the bound (b): min((b - 1) x its
-wall alone, (1 - 1/b) x its active phase) — the second term keeps a job that stops on time (its work,
-not its wall, pays for sharing) within the bound too; half of it for each end of the job.
+A job's budget is what the bound leaves it, planned at PLAN_SHARE of the bound (b): (1 - 1/b) x its
+active phase, the seconds a job that stops on time can lose of its work and keep its rate within b (a job
+that stops on work could lose (b - 1) x its wall, never less); half of it for each end of the job.
 
 `simulate` plays a chain forward from the jobs' phases alone (start-up, active phase, wind-down), the
 pair slowdowns and the guard's splits; the planner predicts with it, and tests replay measured queues
@@ -62,7 +62,7 @@ def phases(p: Profile) -> Phases:
 def budget_s(ph: Phases, bound: float) -> float:
     """The seconds of sharing's cost a job can take within PLAN_SHARE of the bound (see the module)."""
     b = PLAN_SHARE * bound
-    return max(0.0, min((b - 1.0) * ph.wall, (1.0 - 1.0 / b) * ph.active)) if b > 1.0 else 0.0
+    return max(0.0, (1.0 - 1.0 / b) * ph.active) if b > 1.0 else 0.0
 
 
 @dataclass
