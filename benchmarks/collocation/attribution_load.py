@@ -1,9 +1,9 @@
 """A user's GPU job for the attribution proof: torch only (no MLflow import), reporting its work with
 `radt_ext.log_progress` (a sample = one matrix product, or one training sample).
 
-    python3 scripts/gpu/attribution_load.py matmul --size 8192 --seconds 4      # time-bound
-    python3 scripts/gpu/attribution_load.py matmul --size 8192 --products 1200  # a fixed amount of work
-    python3 scripts/gpu/attribution_load.py cnn --batch 32 --steps 1500         # a small CNN, launch-bound
+    python3 benchmarks/collocation/attribution_load.py matmul --size 8192 --seconds 4      # time-bound
+    python3 benchmarks/collocation/attribution_load.py matmul --size 8192 --products 1200  # a fixed amount of work
+    python3 benchmarks/collocation/attribution_load.py cnn --batch 32 --steps 1500         # a small CNN, launch-bound
 
 bf16 products / a bf16-autocast CNN on a CUDA GPU; float32 on the CPU where there is none (a dry run).
 Prints the work done. The CNN stops at --steps or after --seconds, whichever comes first.

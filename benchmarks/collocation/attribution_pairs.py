@@ -1,11 +1,11 @@
-"""Each job's own energy on a shared GPU: the tables from what scripts/gpu/attribution_pairs.sh left.
+"""Each job's own energy on a shared GPU: the tables from what benchmarks/collocation/attribution_pairs.sh left.
 
-    python -m benchmarks.attribution_pairs --store sqlite:///mlflow.db --experiment attribution-pairs \
+    python -m benchmarks.collocation.attribution_pairs --store sqlite:///mlflow.db --experiment attribution-pairs \
         --raw raw_gpu0.jsonl raw_gpu1.jsonl [--once-a-second raw_gpu0_1s.jsonl] --out DIR
-    python -m benchmarks.attribution_pairs --raw proc_samples.jsonl.gz --out DIR   # the driver's ticks only
-    python -m benchmarks.attribution_pairs --raw proc_samples.jsonl.gz --export-ticks FILE.json --note TEXT
+    python -m benchmarks.collocation.attribution_pairs --raw proc_samples.jsonl.gz --out DIR   # the driver's ticks only
+    python -m benchmarks.collocation.attribution_pairs --raw proc_samples.jsonl.gz --export-ticks FILE.json --note TEXT
         # every stretch where runs shared the GPU: their ticks and the power, the tests' fixture
-    python -m benchmarks.attribution_pairs --store sqlite:///mlflow.db --export-groups FILE.json --group ID... --note TEXT
+    python -m benchmarks.collocation.attribution_pairs --store sqlite:///mlflow.db --export-groups FILE.json --group ID... --note TEXT
         # groups as the store holds them (what `recomputed` reads), the tests' fixture
 
 Writes DIR/attribution_pairs.md and .json:
@@ -32,8 +32,9 @@ import statistics
 import sys
 from collections import Counter, defaultdict
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
+from benchmarks.common import write_tables  # noqa: E402
 from radt_ext.collocation.energy_split import Child, energy_in, split  # noqa: E402
 
 MEAN_GOAL, MAX_GOAL, WORK_GOAL = 3.0, 5.0, 5.0  # %
@@ -126,10 +127,9 @@ def stored_progress(child: dict, overlap: tuple[float, float] | None) -> list[tu
     return [p for i, p in enumerate(points) if i == 0 or p[0] > points[i - 1][0]]
 
 
-def recomputed(group: dict, windows: bool, progress: bool | None = None) -> dict[str, dict[str, float]]:
-    """The split recomputed from the store: {name: {energy_j, active_j, low_j, high_j}}. windows: with the
-    jobs' progress windows; progress (default: as windows): with their work (`stored_progress`)."""
-    progress = windows if progress is None else progress
+def _split(group: dict, windows: bool, progress: bool) -> list:
+    """The energy split of a group read from the store, redone by today's code: with the jobs' progress
+    windows (windows) and their work over the window they all ran in (progress)."""
     spans = [c["window"] for c in group["children"] if c["window"]]
     overlap = None
     if len(spans) == len(group["children"]) and spans:
@@ -139,7 +139,13 @@ def recomputed(group: dict, windows: bool, progress: bool | None = None) -> dict
                   window=c["window"] if windows else None,
                   progress=stored_progress(c, overlap) if progress else None, kind=c.get("command", ""))
             for c in group["children"]]
-    parts = split(["0"], group["parent_series"], kids)
+    return split(["0"], group["parent_series"], kids)
+
+
+def recomputed(group: dict, windows: bool, progress: bool | None = None) -> dict[str, dict[str, float]]:
+    """The split recomputed from the store: {name: {energy_j, active_j, low_j, high_j}}. windows: with the
+    jobs' progress windows; progress (default: as windows): with their work (`stored_progress`)."""
+    parts = _split(group, windows, windows if progress is None else progress)
     if not parts:
         return {}
     return {n: {"energy_j": s.energy_j, "active_j": s.active_j, "low_j": s.low_j, "high_j": s.high_j}
@@ -156,15 +162,7 @@ def ratio(a, b) -> float:
 
 def own_phase_energy(group: dict, name: str, window) -> float:
     """A job's recomputed energy inside its own active phase (its progress window): the energy of its work."""
-    spans = [c["window"] for c in group["children"] if c["window"]]
-    overlap = None
-    if len(spans) == len(group["children"]) and spans:
-        lo, hi = max(w[0] for w in spans), min(w[1] for w in spans)
-        overlap = (lo, hi) if hi > lo else None
-    kids = [Child(c["name"], "0", c["start"], c["end"], {"gpu0_proc_sm_pct": c["sm"]} if c["sm"] else {},
-                  window=c["window"], progress=stored_progress(c, overlap), kind=c.get("command", ""))
-            for c in group["children"]]
-    parts = split(["0"], group["parent_series"], kids)
+    parts = _split(group, windows=True, progress=True)
     if not parts or not window or name not in parts[0].shares:
         return float("nan")
     return energy_in(parts[0].shares[name].timeline, *window)
@@ -258,20 +256,9 @@ def tick_stats(rows: list[dict], slow: list[dict] | None = None) -> dict:
            "missed_ticks": sum(1 for d in spacing if spacing and d > 1.5 * spacing[len(spacing) // 2])}
     # groups: busy processes of runs whose busy ticks overlap in time
     busy = sorted((r["ts_us"] / 1e6, int(r["pid"])) for r in util if r["sm"] >= 1 and runs_of.get(int(r["pid"])))
-    spans = {}
-    for t, pid in busy:
-        lo, hi = spans.get(pid, (t, t))
-        spans[pid] = (min(lo, t), max(hi, t))
-    groups: list[set[int]] = []
-    for pid, (lo, hi) in sorted(spans.items(), key=lambda kv: kv[1]):
-        for g in groups:
-            if any(lo <= spans[q][1] + 2 and spans[q][0] <= hi + 2 for q in g):
-                g.add(pid)
-                break
-        else:
-            groups.append({pid})
+    spans = _busy_spans(util, runs_of)
     shared = []
-    for g in groups:
+    for g in _meeting(spans):
         if len(g) < 2:
             continue
         both = [(t, pid) for t, pid in busy if pid in g and max(spans[q][0] for q in g) <= t <= min(spans[q][1] for q in g)]
@@ -299,29 +286,40 @@ def tick_stats(rows: list[dict], slow: list[dict] | None = None) -> dict:
     return out
 
 
-def shared_stretches(rows: list[dict]) -> list[dict]:
-    """Where processes of two or more runs were busy on the GPU within 2 s of each other: each run's
-    per-process samples (driver time, SM %) and the recorder's power samples, from 1 s before the first
-    to 1 s after the last."""
-    util = [r for r in rows if r.get("kind") == "util"]
-    runs_of = {int(r["pid"]): r.get("run_id", "") for r in rows if r.get("kind") == "proc"}
-    spans = {}
+def _busy_spans(util: list[dict], runs_of: dict[int, str]) -> dict[int, tuple[float, float]]:
+    """Each process of a run: its first and last busy tick (SM >= 1 %), in seconds."""
+    spans: dict[int, tuple[float, float]] = {}
     for r in util:
         pid = int(r["pid"])
         if r["sm"] >= 1 and runs_of.get(pid):
             t = r["ts_us"] / 1e6
             lo, hi = spans.get(pid, (t, t))
             spans[pid] = (min(lo, t), max(hi, t))
+    return spans
+
+
+def _meeting(spans: dict[int, tuple[float, float]], gap_s: float = 2.0) -> list[set[int]]:
+    """The processes grouped by busy spans that meet within gap_s of each other, in time order."""
     groups: list[set[int]] = []
     for pid, (lo, hi) in sorted(spans.items(), key=lambda kv: kv[1]):
         for g in groups:
-            if any(lo <= spans[q][1] + 2 and spans[q][0] <= hi + 2 for q in g):
+            if any(lo <= spans[q][1] + gap_s and spans[q][0] <= hi + gap_s for q in g):
                 g.add(pid)
                 break
         else:
             groups.append({pid})
+    return groups
+
+
+def shared_stretches(rows: list[dict]) -> list[dict]:
+    """Where processes of two or more runs were busy on the GPU within 2 s of each other: each run's
+    per-process samples (driver time, SM %) and the recorder's power samples, from 1 s before the first
+    to 1 s after the last."""
+    util = [r for r in rows if r.get("kind") == "util"]
+    runs_of = {int(r["pid"]): r.get("run_id", "") for r in rows if r.get("kind") == "proc"}
+    spans = _busy_spans(util, runs_of)
     out = []
-    for g in groups:
+    for g in _meeting(spans):
         if len(g) < 2:
             continue
         lo = min(r["ts_us"] / 1e6 for r in util if int(r["pid"]) in g) - 1.0
@@ -445,12 +443,7 @@ def main(argv=None) -> int:
     for i, path in enumerate(args.raw):
         if os.path.exists(path):
             result["ticks"][os.path.basename(path)] = tick_stats(read_rows(path), slow if i == 0 else None)
-    with open(os.path.join(args.out, "attribution_pairs.json"), "w") as fh:
-        json.dump(result, fh, indent=1, default=str)
-    text = markdown(result)
-    with open(os.path.join(args.out, "attribution_pairs.md"), "w") as fh:
-        fh.write(text)
-    print(text)
+    write_tables(args.out, "attribution_pairs", result, markdown(result))
     return 0
 
 

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Each job's own energy on a shared GPU, on a 2-GPU node (nvidia-h100-x2), both GPUs at once:
-#   RESULTS=<dir> BUDGET_S=200 bash scripts/gpu/attribution_pairs.sh
+#   RESULTS=<dir> BUDGET_S=200 bash benchmarks/collocation/attribution_pairs.sh
 # One `radt-ext sweep` over a pool of both GPUs (parent listener nvml:0.1, children top + gpu_procs:0.1),
 # REPEATS (default 3) repeats of: identical pairs of bf16 matmul 4096² and 8192² (4 s each, time-bound) and
 # of a small CNN at batch 32 (launch-bound, 1500 steps or 6 s), each naive (time-slicing) and under MPS; and
 # the unequal pair (naive): matmul 8192² doing 1200 products beside the same doing 2400. The jobs are a
-# user's script (scripts/gpu/attribution_load.py: torch, no MLflow import, work reported with
+# user's script (benchmarks/collocation/attribution_load.py: torch, no MLflow import, work reported with
 # radt_ext.log_progress), ~10 s each with start-up. Beside the sweep, every raw NVML per-process sample
 # of both GPUs (listeners.record_proc_samples, every 50 ms) and what a reader asking once a second gets
 # (GPU 0), and whether NVML's accounting stats are readable with the card as it is (read only).
-# Then benchmarks/attribution_pairs.py writes the tables (attribution_pairs.md/.json): per pair and
+# Then benchmarks/collocation/attribution_pairs.py writes the tables (attribution_pairs.md/.json): per pair and
 # repeat the two jobs' attributed energy, their gap and intervals, the unequal pair's split against its
 # work, and the driver's ticks (how many, one process each, runs, what a once-a-second reader keeps).
 # Reads the GPUs only; never changes MIG, clocks, limits or the compute or accounting mode.
@@ -18,38 +18,21 @@
 # Expected wall time on 2 H100s: ~150 s (21 groups, 10-11 on each GPU at ~11 s each, the analysis ~15 s);
 # the sweep is capped so the whole stays inside BUDGET_S.
 set -u
-export PYTHONUNBUFFERED=1
-REPO=$PWD
-RESULTS=${RESULTS:-/tmp/attribution_pairs_results}; BUDGET_S=${BUDGET_S:-200}
-DRY=${DRY:-0}
+. benchmarks/gpu_lib.sh  # REPO, PYTHONPATH; gpu_* and say
+BUDGET_S=${BUDGET_S:-200}
 REPEATS=${REPEATS:-3}
-mkdir -p "$RESULTS"; rm -f "$RESULTS"/steps.log
-W=/tmp/attribution_pairs
-LOAD="python3 $REPO/scripts/gpu/attribution_load.py"
-if [ "$DRY" = 1 ]; then
-  export PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH}
-  DRY=$REPO/listeners/traces/h200x2_derived.json
+LOAD="python3 $REPO/benchmarks/collocation/attribution_load.py"
+if gpu_dry h200x2_derived.json; then
   MM_S=1; SMALL=256; LARGE=384; CNN="cnn --batch 8 --steps 30 --seconds 2"; PRODUCTS=40
 else
-  unset DRY
-  export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$REPO
   MM_S=4; SMALL=4096; LARGE=8192; CNN="cnn --batch 32 --steps 1500 --seconds 6"; PRODUCTS=1200
-  # the MPS daemons' private directories (one per GPU under these; never the host's default daemon)
-  export CUDA_MPS_PIPE_DIRECTORY=/tmp/attribution_pairs_mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/attribution_pairs_mps/log
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 fi
-. "$REPO/scripts/gpu/batch_lib.sh"  # W fresh, its store and spool, the replay only for a dry run
-if [ -n "${DRY:-}" ]; then
-  mkdir -p "$W/bin"; ln -s "$REPO/tests/radt_ext/bin/nvidia-cuda-mps-control" "$W/bin/"
-  export PATH=$W/bin:$PATH   # the stand-in MPS daemon
-fi
-say() { echo "[${SECONDS}s] $*" | tee -a "$RESULTS/steps.log"; }
-
-nvidia-smi --query-gpu=index,name,memory.total,driver_version,mig.mode.current,compute_mode,accounting.mode \
-  --format=csv > "$RESULTS/machine.txt" 2>&1
-say "machine: $(sed -n 2,3p "$RESULTS/machine.txt" | tr '\n' ' ')"
-{ python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.device_count())"
-  python3 -c "import mlflow; print('mlflow', mlflow.__version__)"; } >> "$RESULTS/machine.txt" 2>&1 &  # beside the sweep
+gpu_results "${RESULTS:-/tmp/attribution_pairs_results}"
+gpu_work /tmp/attribution_pairs  # made fresh: its store and spool
+gpu_mps "$W/mps"  # private MPS folders; the stand-in daemon in a dry run
+gpu_machine "$RESULTS/machine.txt" index,name,memory.total,driver_version,mig.mode.current,compute_mode,accounting.mode \
+  &  # beside the sweep
+say "machine: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>&1 | head -2 | tr '\n' ' ')"
 
 cat > "$W/pairs.yaml" <<YAML
 name: attribution-pairs
@@ -88,7 +71,7 @@ say "sweep: $(grep -c '^  - ' "$W/pairs.yaml") groups x $REPEATS repeats on GPUs
 COLUMNS=200 timeout -k 10 "$LIMIT" python3 -m radt_ext.cli sweep "$W/pairs.yaml" > "$RESULTS/sweep.log" 2>&1
 say "sweep exited $?: $(grep -c 'FINISHED, makespan' "$RESULTS/sweep.log") groups FINISHED"
 kill -TERM $(cat "$W/recorders.pid") 2>/dev/null; wait
-say "MPS daemons left running: $(pgrep -c nvidia-cuda-mps || true)"
+gpu_mps_left
 cat "$W"/recorder_*.log >> "$RESULTS/steps.log"
 # accounting stats, read only: the mode as the card has it, and what a query of the jobs' pids answers
 timeout 10 python3 - "$W" > "$RESULTS/accounting.json" 2>&1 <<'PY'
@@ -112,13 +95,10 @@ for gpu in (0, 1):
 print(json.dumps(out, indent=1))
 PY
 cd "$REPO"
-timeout 30 python3 -m benchmarks.attribution_pairs --store "$MLFLOW_TRACKING_URI" --experiment attribution-pairs \
+timeout 30 python3 -m benchmarks.collocation.attribution_pairs --store "$MLFLOW_TRACKING_URI" --experiment attribution-pairs \
   --raw "$W/raw_gpu0.jsonl" "$W/raw_gpu1.jsonl" --once-a-second "$W/raw_gpu0_1s.jsonl" --out "$RESULTS" \
   > "$RESULTS/analysis.log" 2>&1 || say "analysis exited $?: $(tail -1 "$RESULTS/analysis.log")"
 for f in raw_gpu0.jsonl raw_gpu1.jsonl raw_gpu0_1s.jsonl; do gzip -c "$W/$f" > "$RESULTS/$f.gz" 2>/dev/null; done
-python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(open(sys.argv[1], "rb"), lzma.open(sys.argv[2], "wb"))' \
-  "$W/mlflow.db" "$RESULTS/mlflow.db.xz" 2>/dev/null  # the store, for recomputing the split later
-SIZE=$(du -k "$RESULTS/mlflow.db.xz" 2>/dev/null | cut -f1)
-if [ "${SIZE:-0}" -gt 15000 ]; then rm -f "$RESULTS/mlflow.db.xz"; say "store ${SIZE} KiB compressed: not kept"; fi
+gpu_keep_store  # the store, for recomputing the split later
 say "done"
 echo "==== ${SECONDS}s"; cat "$RESULTS/steps.log"; cat "$RESULTS/analysis.log"

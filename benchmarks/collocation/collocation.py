@@ -1,6 +1,6 @@
 """The collocation table of a sweep, read back from MLflow: one row per group variant.
 
-    python benchmarks/collocation.py --experiment gpu-collocation --sweep gpu-collocation \
+    python -m benchmarks.collocation.collocation --experiment gpu-collocation --sweep gpu-collocation \
         --out-md table.md --out-json table.json
 
 Columns: workloads, mode, batch size, makespan, aggregate throughput (samples over the

@@ -1,6 +1,6 @@
-"""The energy-share validation, read back from the store that scripts/gpu/collocation_energy.sh filled.
+"""The energy-share validation, read back from the store that benchmarks/collocation/collocation_energy.sh filled.
 
-    python benchmarks/collocation_energy.py --store sqlite:///mlflow.db [--samples proc_samples.jsonl] \
+    python benchmarks/collocation/collocation_energy.py --store sqlite:///mlflow.db [--samples proc_samples.jsonl] \
         --out collocation_energy          # writes collocation_energy.md and .json
         [--figure page.html]              # plotly page: stacked attributed power, shares vs alone
         [--series inputs.json --note ...] # the split's inputs per group (the tests' H100 fixture)
@@ -22,7 +22,7 @@ import sys
 
 from mlflow.tracking import MlflowClient
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from radt_ext.collocation.attribution import WorkloadActivity, attribute  # noqa: E402
 from radt_ext.figures.summary_names import upgrade  # noqa: E402

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Validation of each collocated workload's energy share on one GPU (run from the repository root):
-#   OUT=<dir> bash scripts/gpu/collocation_energy.sh
+#   OUT=<dir> bash benchmarks/collocation/collocation_energy.sh
 # Groups (python3 -m radt_ext.cli collocate, parent listeners nvml+gpm, children top+gpu_procs), one
 # SQLite store: two identical ResNet-18 32x32 trainings under naive and under MPS; two identical
 # fixed-duration bf16 matmul loads (they start and end together) under naive and MPS; ResNet-50 224x224
@@ -9,23 +9,17 @@
 # be recomputed offline. Reads the GPU only; private MPS daemon; never changes MIG, clocks or limits.
 # DRY=1: the same flow on the CPU with the replay backend and tiny workloads (proves arguments and paths).
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
-export PYTHONUNBUFFERED=1
-REPO=$PWD
-DRY=${DRY:-0}
+. benchmarks/gpu_lib.sh  # REPO, PYTHONPATH; gpu_* and say
+gpu_wheels
 BUDGET=${BUDGET:-280}  # seconds for the whole script, pip included; each part's limit comes out of what is left
 SCALE=${SCALE:-1}  # DRY runs on a slow CPU: longer limits per group
-OUT=${OUT:-/tmp/collocation-energy-out}
-W=${WORK:-/tmp/collocation-energy}
-rm -rf "$W"; mkdir -p "$W/mps/pipe" "$W/mps/log" "$OUT"
-export MLFLOW_TRACKING_URI="sqlite:///$W/mlflow.db" RADT_EXT_SPOOL_DIR="$W/spool"
-export CUDA_MPS_PIPE_DIRECTORY="$W/mps/pipe" CUDA_MPS_LOG_DIRECTORY="$W/mps/log"
-LOG=$W/log.txt
-say() { echo "[$SECONDS s] $*" | tee -a "$LOG"; }
+OUT=${OUT:-/tmp/collocation-energy-out}; mkdir -p "$OUT"
+gpu_work "${WORK:-/tmp/collocation-energy}"  # made fresh: its store and spool; the tarball holds it all
+LOG=$W/log.txt  # say() writes here
+gpu_mps "$W/mps"  # private MPS folders; the stand-in daemon in a dry run
 
 COMMON="python3 -m radt_ext.workloads.torch_train --infer-iters 1"
-if [ "$DRY" = 1 ]; then  # fp32: bf16 autocast crawls on a CPU without bf16 instructions
-  export RADT_EXT_NVML_REPLAY=${RADT_EXT_NVML_REPLAY:-$REPO/listeners/traces/h200_matmul.json}
+if gpu_dry h200_matmul.json; then  # fp32: bf16 autocast crawls on a CPU without bf16 instructions
   LIGHT="$COMMON --recipe cnn_baseline --variant baseline --precision fp32 --device cpu --model resnet18 --dataset synthetic32 --batch-size 32 --epochs 1 --train-samples 64 --val-samples 32"
   HEAVY="$COMMON --recipe cnn_baseline --variant baseline --precision fp32 --device cpu --model resnet50 --dataset synthetic32 --batch-size 16 --epochs 1 --train-samples 32 --val-samples 16"
   MATMUL="python3 -m radt_ext.workloads.matmul --seconds 3 --size 256"
@@ -37,9 +31,7 @@ fi
 echo "LIGHT=$LIGHT" > "$W/commands.txt"; echo "HEAVY=$HEAVY" >> "$W/commands.txt"; echo "MATMUL=$MATMUL" >> "$W/commands.txt"
 
 cd "$W"  # MLflow's artifacts (./mlruns) land in the work folder and go into the tarball
-{ nvidia-smi --query-gpu=name,uuid,driver_version,mig.mode.current,compute_mode,power.limit,power.draw --format=csv
-  python3 -c "import torch, torchvision; print('torch', torch.__version__, 'torchvision', torchvision.__version__, 'cuda', torch.cuda.is_available())"
-  python3 -c "import mlflow; print('mlflow', mlflow.__version__)"; } > "$W/machine.txt" 2>&1
+gpu_machine "$W/machine.txt" name,uuid,driver_version,mig.mode.current,compute_mode,power.limit,power.draw
 say "machine: $(head -2 "$W/machine.txt" | tail -1)"
 
 # raw per-process samples and power for the whole script (first seconds: the idle GPU)
@@ -69,8 +61,8 @@ group same-matmul-mps mps 45 --name mma --name mmb -w "$MATMUL" -w "$MATMUL"
 group mixed-mps mps 60 --name r50 --name r18 -w "$HEAVY" -w "$LIGHT"
 
 kill "$SAMPLER" 2>/dev/null; wait "$SAMPLER" 2>/dev/null
-ps -eo pid,comm | grep -i mps >> "$LOG" || echo "no MPS process left" >> "$LOG"
-timeout 15 python3 "$REPO/benchmarks/collocation_energy.py" --store "$MLFLOW_TRACKING_URI" \
+gpu_mps_left
+timeout 15 python3 "$REPO/benchmarks/collocation/collocation_energy.py" --store "$MLFLOW_TRACKING_URI" \
   --samples "$W/proc_samples.jsonl" --out "$W/collocation_energy" > "$W/analysis.log" 2>&1 || say "analysis exit $?"
 # the HTML reports (~5 MB each, plotly inside) stay out: they are rebuilt from the store offline
 tar -czf "$OUT/collocation_energy.tar.gz" --exclude='*.html' -C "$W" . 2>> "$LOG"

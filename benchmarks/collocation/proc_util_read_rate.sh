@@ -1,20 +1,18 @@
 #!/usr/bin/env bash
 # What nvmlDeviceGetProcessUtilization returns when asked once a second (run from the repository root):
-#   OUT=<dir> bash scripts/gpu/proc_util_read_rate.sh
+#   OUT=<dir> bash benchmarks/collocation/proc_util_read_rate.sh
 # Two bf16 matmul processes (the second starts 3 s after the first) while two recorders of NVML's raw
 # per-process samples (listeners.record_proc_samples) run side by side, one asking every 50 ms, one every
 # second. The summary says, per read of the slow one, how many entries each process got, and whether an
 # entry is the driver's newest tick (as the fast recorder saw it) or something else (an average).
 # Reads the GPU only; never changes MIG, clocks or limits. ~40 s. DRY=1: the replay backend, no load.
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
-export PYTHONUNBUFFERED=1
-DRY=${DRY:-0}
-OUT=${OUT:-/tmp/proc-util-read-rate-out}
-W=${WORK:-/tmp/proc-util-read-rate}
-rm -rf "$W"; mkdir -p "$W" "$OUT"
-[ "$DRY" = 1 ] && export RADT_EXT_NVML_REPLAY=${RADT_EXT_NVML_REPLAY:-$PWD/listeners/traces/h200_matmul.json}
-{ nvidia-smi --query-gpu=name,driver_version,mig.mode.current,compute_mode --format=csv 2>&1; } > "$W/machine.txt"
+. benchmarks/gpu_lib.sh  # REPO, PYTHONPATH; gpu_* and say
+gpu_wheels
+gpu_dry h200_matmul.json
+OUT=${OUT:-/tmp/proc-util-read-rate-out}; mkdir -p "$OUT"
+gpu_work "${WORK:-/tmp/proc-util-read-rate}"
+gpu_machine "$W/machine.txt" name,driver_version,mig.mode.current,compute_mode
 
 LOAD='
 import sys, time, torch

@@ -1,6 +1,6 @@
 """Reads the energy-timeline proof's store and checks each run's counter energy against its power.
 
-    python3 scripts/gpu/energy_check.py STORE_URI OUT_DIR
+    python3 benchmarks/energy/energy_check.py STORE_URI OUT_DIR
 
 For radt-ext's run: gpu0_energy_j's points a second and its largest gap, gpu0's counter energy against
 the integral of its driver's power samples. For each run the script opened: summary/e2e_gpu0_energy_j, the

@@ -1,6 +1,6 @@
 """Energy fidelity: the GPU's energy counter vs integrated power, at several sampling intervals.
 
-    python -m benchmarks.energy_fidelity --out docs/benchmarks/gpu
+    python -m benchmarks.energy.energy_fidelity --out docs/benchmarks/gpu
 
 A load runs in a child process (steady: back-to-back bf16 8192² matmuls; bursty: matmul
 bursts of 50–400 ms separated by 50–600 ms idle gaps, a fixed pseudo-random pattern) while
@@ -212,7 +212,7 @@ def measure(kind: str, seconds: float) -> dict:
     sampler = Sampler()
     sampler.start()
     timeline.start()
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.energy_fidelity", "--child", kind,
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.energy.energy_fidelity", "--child", kind,
                              "--seconds", str(seconds)], stdout=subprocess.PIPE, text=True)
     marks = {}
     for line in proc.stdout:

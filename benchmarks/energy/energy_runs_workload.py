@@ -1,7 +1,7 @@
 """The GPU proof's workload for energy over short spans: a steady bf16 matmul load (numpy on a CPU)
 for --seconds, during which the script opens runs of its own, each for its own stretch:
 
-    python3 scripts/gpu/energy_runs_workload.py --seconds 12 --run three:2:3 --run six:5.5:6
+    python3 benchmarks/energy/energy_runs_workload.py --seconds 12 --run three:2:3 --run six:5.5:6
 
 (`name:start:length`, seconds since the load began), as a training script opens a run per trial.
 """

@@ -2,7 +2,7 @@
 a host-bound step's interval carries the spread between machines with the same GPU; and which held-out networks
 are host-bound.
 
-    python -m benchmarks.ops_coverage [--out docs/ops] > docs/ops/coverage.txt
+    python -m benchmarks.ops.ops_coverage [--out docs/ops] > docs/ops/coverage.txt
 
 Reads OUT/dataset.csv.gz (the predictor's fit), OUT/heldout/lofo.json (the predictor's error), the first suite
 (OUT/heldout/h100|h200: suite, repeat and rounds), the second suite and the repeat set measured again
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmarks.ops_heldout import CONFIG, MACHINES, _errors, _pct, fastest_round, inside, moved
+from benchmarks.ops.ops_heldout import CONFIG, MACHINES, _errors, _pct, fastest_round, inside, moved
 
 METRICS = ("time", "energy")
 
@@ -174,7 +174,7 @@ def accuracy(results: dict[str, pd.DataFrame]) -> None:
 
 
 def report(out: Path) -> dict:
-    from benchmarks.ops_host import load_machine
+    from benchmarks.ops.ops_host import load_machine
     from radt_ext.ops import dataset as ds, predict
 
     pd.set_option("display.width", 200)

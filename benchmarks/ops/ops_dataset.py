@@ -1,6 +1,6 @@
 """Turn the GPU profile folders into the committed ops dataset, its checks and figures.
 
-    python -m benchmarks.ops_dataset --profiles H100=<h100>/profiles --profiles H200=<h200>/profiles --out docs/ops
+    python -m benchmarks.ops.ops_dataset --profiles H100=<h100>/profiles --profiles H200=<h200>/profiles --out docs/ops
 
 Writes OUT/dataset.csv.gz (every profile, one row per operation or network phase), OUT/summed_vs_network.csv,
 OUT/validation.json and .csv (leave-one-model-out), OUT/*.png figures, and a test slice

@@ -1,6 +1,6 @@
 """The figures docs/ops.md quotes about the committed ops dataset, beyond `radt-ext ops check|validate`.
 
-    python -m benchmarks.ops_findings [--out docs/ops]
+    python -m benchmarks.ops.ops_findings [--out docs/ops]
 
 Prints: per-operation H200/H100 ratios; the windows' busy share and power against the power limit; the
 share of profiles whose summed operations are within 10 % of the network and the profiles that miss;

@@ -1,10 +1,10 @@
 """The held-out suite: its GPU data packed, the predictor evaluated on networks it has not seen, and
 every figure docs/ops.md quotes about it.
 
-    python -m benchmarks.ops_heldout grid-args                     # --models/--batches of the suite
-    python -m benchmarks.ops_heldout pack --from suite=DIR --from repeat=DIR --out RESULTS
-    python -m benchmarks.ops_heldout evaluate [--out docs/ops]     # minutes: the predictor, before and after
-    python -m benchmarks.ops_heldout report [--out docs/ops]       # seconds: every figure, from committed files
+    python -m benchmarks.ops.ops_heldout grid-args                     # --models/--batches of the suite
+    python -m benchmarks.ops.ops_heldout pack --from suite=DIR --from repeat=DIR --out RESULTS
+    python -m benchmarks.ops.ops_heldout evaluate [--out docs/ops]     # minutes: the predictor, before and after
+    python -m benchmarks.ops.ops_heldout report [--out docs/ops]       # seconds: every figure, from committed files
 
 `evaluate` validates both prediction methods with each family of the dataset held out
 (OUT/heldout/lofo_<method>.csv, OUT/heldout/lofo.json with the intervals' errors), the default method with
@@ -134,7 +134,7 @@ def _suite_profiles(heldout: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def evaluate(out: Path) -> None:
-    from benchmarks.ops_dataset import figures
+    from benchmarks.ops.ops_dataset import figures
     from radt_ext.ops import dataset as ds, predict
 
     df = ds.load(out / "dataset.csv.gz")
@@ -286,7 +286,7 @@ def report(out: Path) -> None:
     if (heldout / "h200" / "suite.csv.gz").is_file():
         suite_errors(out, suite, rounds)
     else:
-        print("the suite on an H200: not measured (RESULTS=<dir> BUDGET_S=540 bash scripts/gpu/ops_heldout.sh on an "
+        print("the suite on an H200: not measured (RESULTS=<dir> BUDGET_S=540 bash benchmarks/ops/ops_heldout.sh on an "
               "H200, then its suite, repeat, dataset and rounds .csv.gz into docs/ops/heldout/h200/)")
 
 

@@ -9,21 +9,20 @@
 # before its window and inside it; every profile its warm-up and cuDNN/cuBLAS settings.
 # Output in $RESULTS: suite|repeat|dataset.csv.gz (ops datasets), rounds.csv.gz, profiles/ (raw, written as
 # each profile completes, so a run cut short keeps them), nvidia-smi before/after, logs.
-# Usage: RESULTS=<dir> BUDGET_S=540 bash scripts/gpu/ops_heldout.sh
+# Usage: RESULTS=<dir> BUDGET_S=540 bash benchmarks/ops/ops_heldout.sh
 # RESUME=1 on the same machine keeps the profiles already in $RESULTS/profiles and goes on.
 # Dry run on the CPU: DRY=1 (two small modules of the tests, short windows, fp32).
 set -u
-export PYTHONUNBUFFERED=1
-export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
+. benchmarks/gpu_lib.sh  # REPO, PYTHONPATH; gpu_* and say
 RESULTS=${RESULTS:?set RESULTS to a folder}
 BUDGET_S=${BUDGET_S:-540}
 MARGIN_S=${MARGIN_S:-35}  # kept for packing up
+GRID_MIN_S=15  # a grid call given less is skipped
 P=$RESULTS/profiles
 mkdir -p $RESULTS
 [ "${RESUME:-0}" = 1 ] || rm -rf $P
 mkdir -p $P/suite $P/repeat $P/dataset
 LOG=$RESULTS/ops_heldout.log
-say() { echo "[$SECONDS s] $*" | tee -a $LOG; }
 
 if [ "${DRY:-0}" = 1 ]; then
   # users' modules small enough for a shared CPU: keyword inputs (a dict) and two positional inputs
@@ -33,37 +32,26 @@ if [ "${DRY:-0}" = 1 ]; then
   COMMON="--device cpu --window-s 0.005 --net-window-s 0.01"
   PRECISIONS=fp32
 else
-  SUITE_ARGS=$(timeout 60 python3 -m benchmarks.ops_heldout grid-args)
-  [ -n "$SUITE_ARGS" ] || { echo "the suite's grid arguments failed: python3 -m benchmarks.ops_heldout grid-args"; exit 1; }
+  SUITE_ARGS=$(timeout 60 python3 -m benchmarks.ops.ops_heldout grid-args)
+  [ -n "$SUITE_ARGS" ] || { echo "the suite's grid arguments failed: python3 -m benchmarks.ops.ops_heldout grid-args"; exit 1; }
   REPEAT_ARGS="--models examples.heldout.encoder:Encoder,examples.heldout.decoder:Decoder --extra= --batches examples.heldout.encoder:Encoder=64,examples.heldout.decoder:Decoder=32 --precisions bf16"
   DATASET_ARGS="--models vit,mlp --extra= --batches vit=256,mlp=65536 --precisions bf16"
   COMMON=""
   PRECISIONS=bf16,fp32
   (timeout 20 nvidia-smi; timeout 20 nvidia-smi -q) > $RESULTS/nvidia-smi-before.txt 2>&1
-  timeout 30 python3 -c "import torch, platform; p = torch.cuda.get_device_properties(0); print(f'torch {torch.__version__} cuda {torch.version.cuda} cudnn {torch.backends.cudnn.version()} python {platform.python_version()} {p.name} sm {p.multi_processor_count}')" > $RESULTS/env.txt 2>&1
-  nproc >> $RESULTS/env.txt; grep -m1 "model name" /proc/cpuinfo >> $RESULTS/env.txt; env | grep -E '^(CUBLAS|CUDNN|CUDA_|TORCH_|NVIDIA_)' >> $RESULTS/env.txt
-  cat $RESULTS/env.txt | tee -a $LOG
 fi
+gpu_machine $RESULTS/env.txt
+cat $RESULTS/env.txt | tee -a $LOG
 say "start: budget ${BUDGET_S} s"
-
-# grid LABEL SECONDS ARGS...: one grid call inside its own budget (a profile that does not fit is skipped)
-grid() {
-  local label=$1 budget=$2; shift 2
-  if [ "$budget" -lt 15 ]; then say "$label: skipped, ${budget} s left"; return; fi
-  say "$label: grid budget ${budget} s"
-  timeout -k 5 $((budget + 15)) python3 -m radt_ext.ops.grid --out $P/$label --budget-s $budget --net-rounds 5 $COMMON "$@" >> $RESULTS/$label.log 2>&1
-  say "$label: exit $?; $(grep -c '"status": "done"' $P/$label/grid.jsonl 2>/dev/null) done; $(tail -n 1 $RESULTS/$label.log)"
-  grep -E '"status": "(failed|skipped)"' $P/$label/grid.jsonl 2>/dev/null | tee -a $LOG | head -n 20
-}
 
 # the suite gets what the two repeats (about 30 s each on an H100) and the packing leave
 REPEATS_S=${REPEATS_S:-100}
-grid suite $((BUDGET_S - SECONDS - REPEATS_S - MARGIN_S)) $SUITE_ARGS --precisions $PRECISIONS --modes training,inference
-grid repeat $((BUDGET_S - SECONDS - MARGIN_S - REPEATS_S / 2)) $REPEAT_ARGS --modes training,inference
-grid dataset $((BUDGET_S - SECONDS - MARGIN_S)) $DATASET_ARGS --modes training,inference
+gpu_grid suite $((BUDGET_S - SECONDS - REPEATS_S - MARGIN_S)) $COMMON $SUITE_ARGS --precisions $PRECISIONS --modes training,inference
+gpu_grid repeat $((BUDGET_S - SECONDS - MARGIN_S - REPEATS_S / 2)) $COMMON $REPEAT_ARGS --modes training,inference
+gpu_grid dataset $((BUDGET_S - SECONDS - MARGIN_S)) $COMMON $DATASET_ARGS --modes training,inference
 
 [ "${DRY:-0}" = 1 ] || (timeout 20 nvidia-smi -q -d CLOCK,PERFORMANCE,TEMPERATURE,POWER) > $RESULTS/nvidia-smi-after.txt 2>&1
-timeout 60 python3 -m benchmarks.ops_heldout pack --from suite=$P/suite --from repeat=$P/repeat --from dataset=$P/dataset \
+timeout 60 python3 -m benchmarks.ops.ops_heldout pack --from suite=$P/suite --from repeat=$P/repeat --from dataset=$P/dataset \
   --out $RESULTS > $RESULTS/pack.log 2>&1
 say "pack: exit $?"
 head -c 6000 $RESULTS/pack.log

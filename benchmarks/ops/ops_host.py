@@ -1,8 +1,8 @@
 """The host-aware per-operation predictor on networks it has never seen, and how well a measurement repeats,
-from two GPU machines' results of `scripts/gpu/ops_host.sh` (one H100 machine, one H200 machine).
+from two GPU machines' results of `benchmarks/ops/ops_host.sh` (one H100 machine, one H200 machine).
 
-    python -m benchmarks.ops_host grid-args        # --models/--batches of the second suite (examples/unseen)
-    python -m benchmarks.ops_host report [--h100 DIR] [--h200 DIR] [--out docs/ops]
+    python -m benchmarks.ops.ops_host grid-args        # --models/--batches of the second suite (examples/unseen)
+    python -m benchmarks.ops.ops_host report [--h100 DIR] [--h200 DIR] [--out docs/ops]
 
 `report` reads each machine's folder (default `docs/ops/host/h100` and `docs/ops/host/h200`: host.json,
 suite2.csv.gz, repeat1.csv.gz, repeat2.csv.gz, rounds.csv.gz) and OUT (the dataset the predictor is fitted on,
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmarks.ops_heldout import CONFIG, KEYS, MACHINES, _errors, _inside, _pct, fastest_round, moved, suite_errors
+from benchmarks.ops.ops_heldout import CONFIG, KEYS, MACHINES, _errors, _inside, _pct, fastest_round, moved, suite_errors
 
 GOALS = {"time": (0.03, 0.08), "energy": (0.04, 0.10)}  # median, 90th percentile of |error|
 SLOW = 0.05  # a round this much slower than its profile's fastest
@@ -272,7 +272,7 @@ def main(argv=None) -> int:
     folders = {"H100": Path(args.h100), "H200": Path(args.h200)}
     for g, f in folders.items():
         if not (f / "host.json").is_file():
-            ap.error(f"--{g.lower()} {f}: no host.json there; copy the results of scripts/gpu/ops_host.sh from the "
+            ap.error(f"--{g.lower()} {f}: no host.json there; copy the results of benchmarks/ops/ops_host.sh from the "
                      f"{g} machine into it")
     summary = report(Path(args.out), folders)
     if args.json:

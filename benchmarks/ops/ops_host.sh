@@ -8,15 +8,14 @@
 #   3. suite2:  the second suite (examples/unseen: 6 networks written after the predictor was chosen) x
 #               bf16/fp32 x training/inference, bf16 first: what does not fit the budget is skipped;
 #   4. repeat2: the repeat set again, in a fresh process: the same configuration twice on one machine.
-# Run on an H100 machine and on an H200 machine; `python -m benchmarks.ops_host report` turns both into the figures.
+# Run on an H100 machine and on an H200 machine; `python -m benchmarks.ops.ops_host report` turns both into the figures.
 # Output in $RESULTS: host.json, suite2|repeat1|repeat2.csv.gz (ops datasets), rounds.csv.gz, profiles/ (raw,
 # written as each profile completes), env.txt, nvidia-smi before/after, logs.
-# Usage: RESULTS=<dir> BUDGET_S=240 bash scripts/gpu/ops_host.sh        (at most BUDGET_S + about 5 s)
+# Usage: RESULTS=<dir> BUDGET_S=240 bash benchmarks/ops/ops_host.sh        (at most BUDGET_S + about 5 s)
 # Dry run on the CPU: DRY=1 (two networks of the second suite at batch 2, two small modules of the tests as the
 # repeat set, short windows, fp32; about 2 minutes on two shared cores).
 set -u
-export PYTHONUNBUFFERED=1
-export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
+. benchmarks/gpu_lib.sh  # REPO, PYTHONPATH; gpu_* and say
 RESULTS=${RESULTS:?set RESULTS to a folder}
 BUDGET_S=${BUDGET_S:-240}
 MARGIN_S=${MARGIN_S:-12}  # kept for packing up
@@ -26,7 +25,6 @@ P=$RESULTS/profiles
 rm -rf $P
 mkdir -p $P/suite2 $P/repeat1 $P/repeat2
 LOG=$RESULTS/ops_host.log
-say() { echo "[$SECONDS s] $*" | tee -a $LOG; }
 
 if [ "${DRY:-0}" = 1 ]; then
   SUITE_ARGS="--models examples.unseen.graph:GraphNet,examples.unseen.mixer:Mixer --extra= --batches examples.unseen.graph:GraphNet=2,examples.unseen.mixer:Mixer=2 --guess-s 3"
@@ -35,36 +33,25 @@ if [ "${DRY:-0}" = 1 ]; then
   PRECISIONS=fp32
   DEVICE="--device cpu"
 else
-  SUITE_ARGS="$(timeout 60 python3 -m benchmarks.ops_host grid-args) --guess-s 7"
+  SUITE_ARGS="$(timeout 60 python3 -m benchmarks.ops.ops_host grid-args) --guess-s 7"
   REPEAT_ARGS="--models examples.heldout.encoder:Encoder,examples.heldout.decoder:Decoder --extra= --batches examples.heldout.encoder:Encoder=64,examples.heldout.decoder:Decoder=32 --precisions bf16 --guess-s 12"
   COMMON=""
   PRECISIONS=bf16,fp32
   DEVICE=""
   (timeout 20 nvidia-smi; timeout 20 nvidia-smi -q) > $RESULTS/nvidia-smi-before.txt 2>&1
-  timeout 30 python3 -c "import torch, platform; p = torch.cuda.get_device_properties(0); print(f'torch {torch.__version__} cuda {torch.version.cuda} cudnn {torch.backends.cudnn.version()} python {platform.python_version()} {p.name} sm {p.multi_processor_count}')" > $RESULTS/env.txt 2>&1
 fi
-{ nproc; grep -m1 "model name" /proc/cpuinfo; lscpu 2>/dev/null | grep -E '^(Thread|Core|Socket|NUMA node\(s\)|CPU max MHz|Hypervisor)'; cat /proc/loadavg; env | grep -E '^(CUBLAS|CUDNN|CUDA_|TORCH_|NVIDIA_VISIBLE|OMP_)'; } >> $RESULTS/env.txt 2>&1
+gpu_machine $RESULTS/env.txt
 cat $RESULTS/env.txt | tee -a $LOG
 say "start: budget ${BUDGET_S} s"
 
 timeout 60 python3 -m radt_ext.cli ops host $DEVICE --out $RESULTS/host.json 2>&1 | tee -a $LOG
 
-# grid LABEL SECONDS ARGS...: one grid call inside its own budget (a profile that does not fit is skipped)
-grid() {
-  local label=$1 budget=$2; shift 2
-  if [ "$budget" -lt 10 ]; then say "$label: skipped, ${budget} s left"; return; fi
-  say "$label: grid budget ${budget} s"
-  timeout -k 5 $((budget + 15)) python3 -m radt_ext.ops.grid --out $P/$label --budget-s $budget --net-rounds 5 $COMMON "$@" >> $RESULTS/$label.log 2>&1
-  say "$label: exit $?; $(grep -c '"status": "done"' $P/$label/grid.jsonl 2>/dev/null) done; $(tail -n 1 $RESULTS/$label.log)"
-  grep -E '"status": "(failed|skipped)"' $P/$label/grid.jsonl 2>/dev/null | tee -a $LOG | head -n 30
-}
-
-grid repeat1 $REPEAT_S $REPEAT_ARGS --modes training,inference
-grid suite2 $((BUDGET_S - SECONDS - 2 * STARTUP_S - REPEAT_S - MARGIN_S)) $SUITE_ARGS --precisions $PRECISIONS --modes training,inference
-grid repeat2 $((BUDGET_S - SECONDS - STARTUP_S - MARGIN_S)) $REPEAT_ARGS --modes training,inference
+gpu_grid repeat1 $REPEAT_S $COMMON $REPEAT_ARGS --modes training,inference
+gpu_grid suite2 $((BUDGET_S - SECONDS - 2 * STARTUP_S - REPEAT_S - MARGIN_S)) $COMMON $SUITE_ARGS --precisions $PRECISIONS --modes training,inference
+gpu_grid repeat2 $((BUDGET_S - SECONDS - STARTUP_S - MARGIN_S)) $COMMON $REPEAT_ARGS --modes training,inference
 
 [ "${DRY:-0}" = 1 ] || (timeout 20 nvidia-smi -q -d CLOCK,PERFORMANCE,TEMPERATURE,POWER) > $RESULTS/nvidia-smi-after.txt 2>&1
-timeout 60 python3 -m benchmarks.ops_heldout pack --from suite2=$P/suite2 --from repeat1=$P/repeat1 --from repeat2=$P/repeat2 \
+timeout 60 python3 -m benchmarks.ops.ops_heldout pack --from suite2=$P/suite2 --from repeat1=$P/repeat1 --from repeat2=$P/repeat2 \
   --out $RESULTS > $RESULTS/pack.log 2>&1
 say "pack: exit $?"
 head -c 4000 $RESULTS/pack.log

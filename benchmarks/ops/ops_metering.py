@@ -1,6 +1,6 @@
 """How the ops profiler's metered windows read: the metering before against the metering now.
 
-    python -m benchmarks.ops_metering --repeats 3 --out results
+    python -m benchmarks.ops.ops_metering --repeats 3 --out results
 
 For each configuration (`model:batch:precision:mode`) the network's phases and its `--ops` busiest
 operations (forward, or inference) are measured `--repeats` times under each metering of
@@ -21,7 +21,7 @@ import math
 import time
 
 from benchmarks.common import fmt, median, table, write_results
-from benchmarks.ops_config import opened
+from benchmarks.ops.ops_config import opened
 
 CONFIGS = "resnet50:256:bf16:inference,mlp:65536:bf16:training,dlrm:65536:fp32:inference"
 

@@ -1,8 +1,8 @@
 """The same profile grid measured twice: summed operations against the network, and run against run.
 
-    python -m benchmarks.ops_repeat --a docs/ops/runs/h100_gpu_bound/run1/profiles.csv.gz \
+    python -m benchmarks.ops.ops_repeat --a docs/ops/runs/h100_gpu_bound/run1/profiles.csv.gz \
         --b docs/ops/runs/h100_gpu_bound/run2/profiles.csv.gz --out docs/ops/runs/h100_gpu_bound
-    python -m benchmarks.ops_repeat --a docs/ops/dataset.csv.gz --b docs/ops/runs/h100_repeat/profiles.csv.gz \
+    python -m benchmarks.ops.ops_repeat --a docs/ops/dataset.csv.gz --b docs/ops/runs/h100_repeat/profiles.csv.gz \
         --gpu H100 --out docs/ops/runs/h100_repeat
 
 Two datasets (`radt-ext ops dataset` files) of the same models, batch sizes, precisions and modes:

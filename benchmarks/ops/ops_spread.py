@@ -1,6 +1,6 @@
 """Why a network's measured rounds disagree: the same network measured round after round, three ways.
 
-    python -m benchmarks.ops_spread --rounds 6 --out results
+    python -m benchmarks.ops.ops_spread --rounds 6 --out results
 
 The ops profiler measures each network in rounds spread over a profile (`radt_ext.ops.network`) and
 records their `spread` (largest minus smallest round over the median). This measures the network's
@@ -20,7 +20,7 @@ import argparse
 import time
 
 from benchmarks.common import fmt, table, write_results
-from benchmarks.ops_config import opened
+from benchmarks.ops.ops_config import opened
 
 CONFIGS = ("mlp:512:bf16:inference,mlp:512:bf16:training,dlrm:1024:fp32:inference,vit:32:bf16:inference,"
            "resnet50:32:bf16:training")

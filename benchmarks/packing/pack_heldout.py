@@ -1,5 +1,7 @@
-"""Figures of the held-out packing queue (scripts/gpu/pack_heldout.sh): jobs the packing model was never
-fitted or tuned on, packed with the guard on, against the same queue one job per GPU at a time.
+"""Figures of the held-out packing queue: jobs the packing model was never fitted or tuned on, packed with
+the guard on, against the same queue one job per GPU at a time. Its GPU driver (formerly
+`scripts/gpu/pack_heldout.sh`) was removed when pack_unmodified.py's proof superseded it; this reads the
+store it returned (docs/validation/pack_heldout/: mlflow.db.xz, steps.json, plan.txt) again.
 
 Per job: the predicted against the measured active-phase slowdown (the bound's figure: the seconds the
 guard paused it left out, as for a job waiting in a queue) and the same with those seconds counted, the
@@ -7,17 +9,19 @@ highest slowdown the guard read live and the seconds it paused the job, wall tim
 over the whole run alone and packed (the job's attributed share). Per step: the makespan, the total GPU
 energy. Goals: no measured slowdown above 1.1 x the bound; makespan packed / one job per GPU <= 0.7.
 
-    python -m benchmarks.pack_heldout --store sqlite:///mlflow.db --steps steps.json --out DIR [--plan plan.txt]
+    xz -dc docs/validation/pack_heldout/mlflow.db.xz > /tmp/ph.db
+    python -m benchmarks.packing.pack_heldout --store sqlite:////tmp/ph.db --steps docs/validation/pack_heldout/steps.json \
+        --plan docs/validation/pack_heldout/plan.txt --out DIR
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
 
 from mlflow.tracking import MlflowClient
 
-from benchmarks.pack_queue import _n, collect, planned
+from benchmarks.common import write_tables
+from benchmarks.packing.steps import cell, collect, planned
 
 EXPERIMENT = "pack-heldout"
 TOLERANCE = 1.1  # the design goal: no job's measured slowdown above 1.1 x the bound
@@ -39,12 +43,12 @@ def markdown(fig: dict, bound: float) -> str:
              "|---|---|---|---|---|---|---|"]
     for step, s in fig["steps"].items():
         per_job = s["gpu_energy_j"] / s["jobs"] if s["jobs"] else None
-        lines.append(f"| {step} | {s['groups']} | {s['finished']}/{s['jobs']} | {_n(s['makespan_s'], '{:.1f}')} | "
-                     f"{s['gpu_energy_j']:.0f} | {_n(per_job, '{:.0f}')} | {', '.join(s['modes'])} |")
+        lines.append(f"| {step} | {s['groups']} | {s['finished']}/{s['jobs']} | {cell(s['makespan_s'], '{:.1f}')} | "
+                     f"{s['gpu_energy_j']:.0f} | {cell(per_job, '{:.0f}')} | {', '.join(s['modes'])} |")
     plan = fig.get("plan", {})
-    lines += ["", f"makespan ratio packed / one job per GPU at a time: {_n(v['makespan_ratio'])} measured "
-                  f"(goal <= 0.7: {'met' if v['makespan_goal_met'] else 'not met'}), {_n(plan.get('ratio'))} planned; "
-                  f"largest measured active-phase slowdown {_n(fig.get('max_slowdown_measured'))} against the bound "
+    lines += ["", f"makespan ratio packed / one job per GPU at a time: {cell(v['makespan_ratio'])} measured "
+                  f"(goal <= 0.7: {'met' if v['makespan_goal_met'] else 'not met'}), {cell(plan.get('ratio'))} planned; "
+                  f"largest measured active-phase slowdown {cell(fig.get('max_slowdown_measured'))} against the bound "
                   f"{bound:g} (goal: none above {TOLERANCE * bound:.2f}: "
                   f"{'kept' if v['bound_kept'] else 'NOT kept: ' + ', '.join(f'{n} {s:.2f}' for n, s in v['over_tolerance'])}); "
                   f"{v['paused_jobs']} job(s) paused by the guard", "",
@@ -57,13 +61,13 @@ def markdown(fig: dict, bound: float) -> str:
     for job in sorted(fig["jobs"].values(), key=lambda j: j["name"] or ""):
         a, p = job.get("alone", {}), job.get("packed", {})
         lines.append(f"| {job['name']} | {p.get('mode', '–')} ({p.get('gpu', '–')}) | "
-                     f"{'yes' if p.get('launch_bound') else ''} | {_n(a.get('active_s'), '{:.1f}')} | "
-                     f"{_n(p.get('predicted_slowdown'))} | {_n(p.get('slowdown'))} | "
-                     f"{_n(p.get('slowdown_with_pauses'))} | {_n(p.get('guard_live_max'))} | "
-                     f"{_n(p.get('guard_paused_s'), '{:.1f}')} | {_n(a.get('duration_s'), '{:.1f}')} | "
-                     f"{_n(p.get('predicted_wall_s'), '{:.1f}')} | {_n(p.get('duration_s'), '{:.1f}')} | "
-                     f"{_n(a.get('energy_j'), '{:.0f}')} | {_n(p.get('predicted_energy_j'), '{:.0f}')} | "
-                     f"{_n(p.get('energy_j'), '{:.0f}')} |")
+                     f"{'yes' if p.get('launch_bound') else ''} | {cell(a.get('active_s'), '{:.1f}')} | "
+                     f"{cell(p.get('predicted_slowdown'))} | {cell(p.get('slowdown'))} | "
+                     f"{cell(p.get('slowdown_with_pauses'))} | {cell(p.get('guard_live_max'))} | "
+                     f"{cell(p.get('guard_paused_s'), '{:.1f}')} | {cell(a.get('duration_s'), '{:.1f}')} | "
+                     f"{cell(p.get('predicted_wall_s'), '{:.1f}')} | {cell(p.get('duration_s'), '{:.1f}')} | "
+                     f"{cell(a.get('energy_j'), '{:.0f}')} | {cell(p.get('predicted_energy_j'), '{:.0f}')} | "
+                     f"{cell(p.get('energy_j'), '{:.0f}')} |")
     guard = fig["steps"].get("packed", {}).get("guard", {})
     if guard:
         lines += ["", "What the guard did, per shared group:", ""]
@@ -84,13 +88,7 @@ def main() -> None:
     fig = collect(MlflowClient(args.store), steps, EXPERIMENT)
     fig["plan"] = planned(args.plan)
     fig["verdict"] = verdict(fig, args.max_slowdown)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "pack_heldout.json"), "w") as fh:
-        json.dump(fig, fh, indent=1)
-    text = markdown(fig, args.max_slowdown)
-    with open(os.path.join(args.out, "pack_heldout.md"), "w") as fh:
-        fh.write(text)
-    print(text)
+    write_tables(args.out, "pack_heldout", fig, markdown(fig, args.max_slowdown))
 
 
 if __name__ == "__main__":

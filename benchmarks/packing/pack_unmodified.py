@@ -1,8 +1,8 @@
-"""The unmodified queue's proof (scripts/gpu/pack_unmodified.sh): the sweep spec of each step, and the
+"""The unmodified queue's proof (benchmarks/packing/pack_unmodified.sh): the sweep spec of each step, and the
 figures of the three steps from the store.
 
-    python -m benchmarks.pack_unmodified spec --step alone|packed|second --out FILE [--dry] [--modes naive,mps]
-    python -m benchmarks.pack_unmodified analyse --store URI --steps steps.json --out DIR \
+    python -m benchmarks.packing.pack_unmodified spec --step alone|packed|second --out FILE [--dry] [--modes naive,mps]
+    python -m benchmarks.packing.pack_unmodified analyse --store URI --steps steps.json --out DIR \
         --plan-packed plan_packed.txt --plan-second plan_second.txt
 (either with --queue FILE for another queue: its scripts' paths are taken from the queue file's folder)
 
@@ -28,9 +28,10 @@ import os
 
 import yaml
 
-from benchmarks.pack_queue import _f, _n, collect, planned
+from benchmarks.common import write_tables
+from benchmarks.packing.steps import as_float, cell, collect, planned
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 QUEUE = os.path.join(REPO, "examples", "unmodified", "queue.yaml")
 EXPERIMENT = "pack-unmodified"
 TOLERANCE = 1.1  # no job's measured slowdown above 1.1 x the bound
@@ -100,8 +101,8 @@ def summarise(client, steps: dict, plan_packed: str | None, plan_second: str | N
     plan2 = planned(plan_second)
     groups = {step: _groups(client, *steps[step]) for step in ("packed", "second") if step in steps}
     decisions = {step: [{"decision": g.data.tags.get("pack.decision"), "basis": g.data.tags.get("pack.basis"),
-                         "outcome": g.data.tags.get("pack.outcome"), "lost_s": _f(g.data.tags.get("pack.lost_s")),
-                         "predicted_makespan_s": _f(g.data.tags.get("pack.predicted_makespan_s")),
+                         "outcome": g.data.tags.get("pack.outcome"), "lost_s": as_float(g.data.tags.get("pack.lost_s")),
+                         "predicted_makespan_s": as_float(g.data.tags.get("pack.predicted_makespan_s")),
                          "status": g.info.status}
                         for g in sorted(gs, key=lambda g: g.info.start_time)] for step, gs in groups.items()}
     shared_groups = [d for ds in decisions.values() for d in ds if d["basis"] and d["basis"] != "alone"
@@ -155,11 +156,11 @@ def markdown(out: dict) -> str:
                                     if key == "max_slowdown" else None)
         met = s["goals"].get(goal) if goal else None
         value = s[key]
-        lines.append(f"| {key} | {_n(value, '{:.3f}') if isinstance(value, float) else value} | "
+        lines.append(f"| {key} | {cell(value, '{:.3f}') if isinstance(value, float) else value} | "
                      f"{'' if goal is None else {True: 'yes', False: 'NO', None: '–'}[met]} |")
     lines += ["", "| step | groups | jobs FINISHED | makespan s | GPU energy J | modes |", "|---|---|---|---|---|---|"]
     for step, st in fig["steps"].items():
-        lines.append(f"| {step} | {st['groups']} | {st['finished']}/{st['jobs']} | {_n(st['makespan_s'], '{:.1f}')} | "
+        lines.append(f"| {step} | {st['groups']} | {st['finished']}/{st['jobs']} | {cell(st['makespan_s'], '{:.1f}')} | "
                      f"{st['gpu_energy_j']:.0f} | {', '.join(st['modes'])} |")
     for step, ds in out["decisions"].items():
         lines += ["", f"Groups of the {step} step (what each rests on, and what the guard made of it):", ""]
@@ -168,9 +169,9 @@ def markdown(out: dict) -> str:
                   "wall s second |", "|---|---|---|---|---|---|---|"]
     for job in sorted(fig["jobs"].values(), key=lambda j: j["name"] or ""):
         a, p, q = job.get("alone", {}), job.get("packed", {}), job.get("second", {})
-        lines.append(f"| {job['name']} | {_n(p.get('slowdown'))} | {_n(q.get('slowdown'))} | "
-                     f"{_n(a.get('active_s'), '{:.1f}')} | {_n(a.get('duration_s'), '{:.1f}')} | "
-                     f"{_n(p.get('duration_s'), '{:.1f}')} | {_n(q.get('duration_s'), '{:.1f}')} |")
+        lines.append(f"| {job['name']} | {cell(p.get('slowdown'))} | {cell(q.get('slowdown'))} | "
+                     f"{cell(a.get('active_s'), '{:.1f}')} | {cell(a.get('duration_s'), '{:.1f}')} | "
+                     f"{cell(p.get('duration_s'), '{:.1f}')} | {cell(q.get('duration_s'), '{:.1f}')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -202,15 +203,9 @@ def main() -> None:
     with open(args.steps) as fh:
         steps = json.load(fh)
     out = summarise(MlflowClient(args.store), steps, args.plan_packed, args.plan_second, args.max_slowdown, args.queue)
-    os.makedirs(args.out, exist_ok=True)
+    write_tables(args.out, "pack_unmodified", out, markdown(out))
     with open(os.path.join(args.out, "summary.json"), "w") as fh:
         json.dump(out["summary"], fh, indent=1)
-    with open(os.path.join(args.out, "pack_unmodified.json"), "w") as fh:
-        json.dump(out, fh, indent=1, default=str)
-    text = markdown(out)
-    with open(os.path.join(args.out, "pack_unmodified.md"), "w") as fh:
-        fh.write(text)
-    print(text)
 
 
 if __name__ == "__main__":

@@ -1,37 +1,31 @@
 #!/usr/bin/env bash
 # Proof that summaries over the active phase measure the work, not the start-up (run from the repository root):
-#   RESULTS=<dir> BUDGET_S=120 bash scripts/gpu/active_phase.sh
+#   RESULTS=<dir> BUDGET_S=120 bash benchmarks/progress/active_phase.sh
 # One sweep (python3 -m radt_ext.cli sweep, parent listeners nvml+gpm, children top+gpu_procs) of the cnn_amp
 # recipe's training entry (ResNet-18, synthetic32, 3 epochs of 32768 samples, bf16): batch sizes 256 and 512
 # alone (exclusive), then two identical bs-256 trainings collocated naively (their slowdown is measured
 # against the bs-256 exclusive run, found by the sweep). Then active_phase_figures.py compares the
 # active-phase throughput ratio and the collocated slowdown with the recipe's own per-epoch samples/s.
-# Writes $RESULTS/active_phase_figures.{md,json}, the sweep's log and the SQLite store (when small).
+# Writes $RESULTS/active_phase_figures.{md,json}, the sweep's log, machine.txt and the SQLite store
+# (mlflow.db.xz, when small).
 # Reads the GPU only; never changes MIG, clocks or limits.
 # DRY=1: the same flow on the CPU with the replay backend and a tiny fp32 training (proves arguments and paths).
 set -u
-export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
-REPO=$PWD
-DRY=${DRY:-0}
+. benchmarks/gpu_lib.sh  # REPO, PYTHONPATH; gpu_* and say
 BUDGET_S=${BUDGET_S:-120}
-RESULTS=${RESULTS:-/tmp/active-phase-results}
-W=$(mktemp -d /tmp/active-phase.XXXXXX)
-mkdir -p "$RESULTS"
-export MLFLOW_TRACKING_URI="sqlite:///$W/mlflow.db" RADT_EXT_SPOOL_DIR="$W/spool"
-unset MLFLOW_RUN_ID MLFLOW_EXPERIMENT_ID MLFLOW_EXPERIMENT_NAME RADT_EXT_ACTIVE
-say() { echo "[$SECONDS s] $*" | tee -a "$RESULTS/log.txt"; }
-: > "$RESULTS/log.txt"; rm -f "$RESULTS"/active_phase_figures.*
+gpu_results "${RESULTS:-/tmp/active-phase-results}" log.txt
+rm -f "$RESULTS"/active_phase_figures.*
+gpu_work "$(mktemp -d /tmp/active-phase.XXXXXX)"  # its store and spool
 
 TRAIN="python3 -m radt_ext.workloads.torch_train --model resnet18 --dataset synthetic32 --epochs 3 --infer-iters 1 --batch-size {batch_size}"
-if [ "$DRY" = 1 ]; then  # fp32 on the CPU (cnn_baseline): bf16 autocast crawls without bf16 instructions
-  export RADT_EXT_NVML_REPLAY=${RADT_EXT_NVML_REPLAY:-$REPO/listeners/traces/h200_matmul.json}
+if gpu_dry h200_matmul.json; then  # fp32 on the CPU (cnn_baseline): bf16 autocast crawls without bf16 instructions
   TRAIN="$TRAIN --recipe cnn_baseline --variant baseline --device cpu --precision fp32 --train-samples 64 --val-samples 16"
   SIZES="[8, 16]"; PAIR=8; DEVICE='"0"'; LISTENERS=nvml
 else
   TRAIN="$TRAIN --recipe cnn_amp --variant amp --precision bf16 --train-samples 32768 --val-samples 512"
   SIZES="[256, 512]"; PAIR=256; DEVICE='"0"'; LISTENERS=nvml,gpm
-  nvidia-smi --query-gpu=name,uuid,driver_version,mig.mode.current,power.limit --format=csv > "$RESULTS/gpu.csv" 2>&1
-  cat "$RESULTS/gpu.csv"
+  gpu_machine "$RESULTS/machine.txt" name,uuid,driver_version,mig.mode.current,power.limit
+  head -n 2 "$RESULTS/machine.txt"
 fi
 
 cat > "$W/active_phase.yaml" <<YAML
@@ -56,10 +50,9 @@ LEFT=$((BUDGET_S - SECONDS - 12))
 COLUMNS=200 timeout -k 5 "$LEFT" python3 -m radt_ext.cli sweep "$W/active_phase.yaml" > "$RESULTS/sweep.log" 2>&1
 say "sweep exited $? (limit ${LEFT}s)"
 tail -n 20 "$RESULTS/sweep.log"
-timeout 10 python3 "$REPO/scripts/gpu/active_phase_figures.py" --experiment active-phase --out "$RESULTS" \
+timeout 10 python3 "$REPO/benchmarks/progress/active_phase_figures.py" --experiment active-phase --out "$RESULTS" \
   >> "$RESULTS/log.txt" 2>&1 || say "figures failed (see log.txt)"
 say "figures written"
 cat "$RESULTS/active_phase_figures.md" 2>/dev/null
-size=$(stat -c %s "$W/mlflow.db" 2>/dev/null || echo 0)
-if [ "$size" -lt 8000000 ]; then cp "$W/mlflow.db" "$RESULTS/"; else say "mlflow.db is $size bytes: not kept"; fi
+gpu_keep_store 8000  # the store, compressed, when small
 say "done"

@@ -1,7 +1,7 @@
-"""Figures of scripts/gpu/active_phase.sh from its MLflow store: the active-phase summaries of each
+"""Figures of benchmarks/progress/active_phase.sh from its MLflow store: the active-phase summaries of each
 training beside the recipe's own per-epoch samples/s.
 
-    python3 scripts/gpu/active_phase_figures.py --experiment active-phase --out RESULTS
+    python3 benchmarks/progress/active_phase_figures.py --experiment active-phase --out RESULTS
 
 The recipe's per-epoch figure is the mean `samples_per_s` of the epochs after the first (the first
 carries cuDNN's autotuning and the allocator's warm-up), and over all epochs. The steady figure is the

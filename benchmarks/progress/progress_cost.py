@@ -1,18 +1,18 @@
 """What counting an unmodified script's work costs it: the start-up hook's PyTorch hooks on and off in
 paired windows of one process.
 
-    python -m benchmarks.progress_cost --workload infer --budget-s 90 --window 0.1 --settle 0.02 --out <dir>
-    python -m benchmarks.progress_cost --workload loader --budget-s 90 --window 0.1 --settle 0.02 --out <dir>
+    python -m benchmarks.progress.progress_cost --workload infer --budget-s 90 --window 0.1 --settle 0.02 --out <dir>
+    python -m benchmarks.progress.progress_cost --workload loader --budget-s 90 --window 0.1 --settle 0.02 --out <dir>
 
 The hooks are installed as in a workload under `radt-ext run` (the post-import finder goes in before
 `import torch`, and counts go to a progress file), then switched on and off window by window, in cycles of
 
     off, on, off, null        (on and null in a random order per cycle; one closing off window)
 
-- `infer`: a launch-bound inference loop (benchmarks/unmodified/infer_loop.py: a small CNN, batch 8, bf16
+- `infer`: a launch-bound inference loop (benchmarks/progress/unmodified/infer_loop.py: a small CNN, batch 8, bf16
   on a GPU, thousands of calls a second). One model: on, its calls go through the hook's counting
   wrapper; off, the wrapper is taken away and it is called as torch calls any module.
-- `loader`: a DataLoader-fed training loop (benchmarks/unmodified/loader_train.py: 2 loader workers doing
+- `loader`: a DataLoader-fed training loop (benchmarks/progress/unmodified/loader_train.py: 2 loader workers doing
   CPU work per sample, a small CNN, SGD). On: the data-loader and optimizer hooks counting and the
   model's wrapper in place; off and null: the hooks switched off (their patched methods pass straight
   through: an attribute test a call is all that is left of them) and the wrapper taken away.
@@ -42,7 +42,7 @@ import tempfile
 import time
 
 from benchmarks.common import fmt, spread, table, write_results
-from benchmarks.overhead_paired import loss_summary, losses, schedule
+from benchmarks.sampling.overhead_paired import loss_summary, losses, schedule
 
 
 def _hooks_first(progress_file: str) -> None:
@@ -84,7 +84,7 @@ class Infer:
     def __init__(self, device: str, batch: int):
         import torch
 
-        from benchmarks.unmodified import infer_loop
+        from benchmarks.progress.unmodified import infer_loop
 
         self.loop = infer_loop
         self.model, self.x = infer_loop.setup(device, batch)
@@ -114,7 +114,7 @@ class Loader:
     def __init__(self, device: str, batch: int, workers: int):
         import torch
 
-        from benchmarks.unmodified import loader_train
+        from benchmarks.progress.unmodified import loader_train
         from radt_ext.workload_api.autoprogress import torch_loader
 
         self.torch, self.hooks = torch, (torch_loader.HOOK, torch_loader.STEPS)

@@ -1,5 +1,5 @@
 """radt-ext's figures of the unmodified scripts' runs beside the scripts' own timings (their last stdout
-line), as a markdown table: python3 scripts/gpu/unmodified_progress_figures.py RESULTS."""
+line), as a markdown table: python3 benchmarks/progress/unmodified_progress_figures.py RESULTS."""
 import os
 import sys
 

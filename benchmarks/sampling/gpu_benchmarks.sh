@@ -4,18 +4,11 @@
 # Parts run in the order of $PARTS (default "4 2 1"); the overhead part takes the time left up to ~8 minutes.
 # About 8 minutes; writes 8 files to $OUT: {overhead,sampling,energy_fidelity}.{json,md}, gpu_benchmarks.log, env.txt
 set -u
-export PYTHONUNBUFFERED=1
+. benchmarks/gpu_lib.sh  # REPO, PYTHONPATH; gpu_* and say
 : "${OUT:?set OUT to the output directory}"
 main() {
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-if ls .whl-extra/radt-*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl-extra/radt-*.whl
-else
-  echo "no .whl-extra/radt-*.whl: the radt configuration will report 'not installed'"
-fi
-export PYTHONPATH=/tmp/site:$PWD
-W=/tmp/radt-bench; rm -rf $W; mkdir -p $W
-export MLFLOW_TRACKING_URI=sqlite:///$W/mlflow.db RADT_EXT_SPOOL_DIR=$W/spool
+gpu_wheels .whl-extra  # radT's wheel in .whl-extra/: without it the radt configuration reports 'not installed'
+gpu_work /tmp/radt-bench
 { nvidia-smi; python3 -c "import torch, mlflow, pynvml, psutil; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'mlflow', mlflow.__version__, 'psutil', psutil.__version__)";
   python3 -m radt_ext.cli listeners; nproc; git log -1 --format='commit %H %s' 2>/dev/null; } > $OUT/env.txt 2>&1
 python3 -c "import mlflow; mlflow.set_tracking_uri('$MLFLOW_TRACKING_URI'); mlflow.search_experiments()"  # create the store once
@@ -23,12 +16,12 @@ python3 -c "import mlflow; mlflow.set_tracking_uri('$MLFLOW_TRACKING_URI'); mlfl
 PARTS=${PARTS:-4 2 1}  # e.g. PARTS="2 1" to skip the energy fidelity run; OVERHEAD_CONFIGS=none,none-b,... picks configurations
 for part in $PARTS; do case $part in
 4) echo "== part 4: energy fidelity ($SECONDS s)"
-   timeout 120 python3 -m benchmarks.energy_fidelity --seconds 12 --out $OUT || echo "energy_fidelity exited $?" ;;
+   timeout 120 python3 -m benchmarks.energy.energy_fidelity --seconds 12 --out $OUT || echo "energy_fidelity exited $?" ;;
 2) echo "== part 2: sampling capacity ($SECONDS s)"
-   timeout 240 python3 -m benchmarks.sampling --max-rate-seconds 3 --seconds 6 --settle 1 --out $OUT || echo "sampling exited $?" ;;
+   timeout 240 python3 -m benchmarks.sampling.sampling --max-rate-seconds 3 --seconds 6 --settle 1 --out $OUT || echo "sampling exited $?" ;;
 1) BUDGET=$(( 470 - SECONDS - 45 )); [ $BUDGET -lt 60 ] && BUDGET=60
    echo "== part 1: overhead, budget $BUDGET s ($SECONDS s)"
-   timeout $(( BUDGET + 75 )) python3 -m benchmarks.overhead --budget-s $BUDGET --window 2 --settle 1 --warmup 5 --batch 128 --out $OUT ${OVERHEAD_CONFIGS:+--configs $OVERHEAD_CONFIGS} \
+   timeout $(( BUDGET + 75 )) python3 -m benchmarks.sampling.overhead --budget-s $BUDGET --window 2 --settle 1 --warmup 5 --batch 128 --out $OUT ${OVERHEAD_CONFIGS:+--configs $OVERHEAD_CONFIGS} \
      || echo "overhead exited $?" ;;
 esac; done
 echo "== done in $SECONDS s"; ls -la $OUT

@@ -1,6 +1,6 @@
-"""Turn the output of scripts/gpu/power_timeline_cost.sh into committed files.
+"""Turn the output of benchmarks/sampling/power_timeline_cost.sh into committed files.
 
-    python scripts/gpu/ingest_power_timeline_cost.py RESULTS_DIR [--kind nvidia-h100-x1]
+    python benchmarks/sampling/ingest_power_timeline_cost.py RESULTS_DIR [--kind nvidia-h100-x1]
 
 RESULTS_DIR holds power_sampling.tar.gz (or its unpacked contents). Copies the recorded trace
 into listeners/traces/ (checked: replays through the listeners, under 1 MB) and every table,
@@ -68,7 +68,7 @@ def main(argv=None) -> int:
                 shutil.copyfile(f, DOCS / f.name)
     (DOCS / "COMMAND.md").write_text(
         f"Machine: {args.kind}. Command, from the repository root:\n\n"
-        "    OUT=<dir> bash scripts/gpu/power_timeline_cost.sh\n\n"
+        "    OUT=<dir> bash benchmarks/sampling/power_timeline_cost.sh\n\n"
         "Each part's own command line is in its JSON (`command`) and its log; `env.txt` holds the machine.\n")
     print("files →", DOCS.relative_to(REPO), sorted(p.name for p in DOCS.iterdir()))
     return 0

@@ -1,6 +1,6 @@
 """CPU per sample of each listener as the monitor calls it, part by part, spaced and back to back.
 
-    python -m benchmarks.listener_cost --samples 100 --out docs/benchmarks/gpu/power_sampling
+    python -m benchmarks.sampling.listener_cost --samples 100 --out docs/benchmarks/gpu/power_sampling
 
 A thread that sleeps between calls pays more per call than one that calls back to back (its caches
 are cold after each sleep), so every figure is taken both ways: `spaced`, one call per `--spacing`

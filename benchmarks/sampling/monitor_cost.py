@@ -1,6 +1,6 @@
 """CPU of the monitor at 10 Hz: the `nvml` listener alone, and every available listener.
 
-    python -m benchmarks.monitor_cost --seconds 10 --out docs/benchmarks/gpu/power_sampling
+    python -m benchmarks.sampling.monitor_cost --seconds 10 --out docs/benchmarks/gpu/power_sampling
 
 The real monitor process behind `radt_ext.track()` (`python -m radt_ext.run.monitor_process`, writing
 into a SQLite store) runs with the listeners asked for at the rate asked for; its CPU and its
@@ -20,7 +20,7 @@ import time
 
 from benchmarks.common import fmt, table, write_results
 from benchmarks.load import gpu_load
-from benchmarks.sampling import monitor_process_cpu, recorder_cpu
+from benchmarks.sampling.sampling import monitor_process_cpu, recorder_cpu
 
 
 def monitor_rows(phase: str, sets: list[str], rate: float, seconds: float, settle: float, client, uri: str,

@@ -1,6 +1,6 @@
 """Where the monitor process's CPU goes, thread by thread, next to what a bare Python costs.
 
-    python -m benchmarks.monitor_threads --seconds 20 --sets nvml,top,gpu_procs --out DIR
+    python -m benchmarks.sampling.monitor_threads --seconds 20 --sets nvml,top,gpu_procs --out DIR
 
 For each configuration one process runs for `--seconds` after `--settle`, and the CPU of each of its
 threads (psutil's per-thread user + system time) is read before and after: a Python that only sleeps,

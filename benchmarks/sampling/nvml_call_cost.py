@@ -1,6 +1,6 @@
 """CPU cost per call of every NVML call the GPU listeners make, idle and under a bf16 matmul load.
 
-    python -m benchmarks.nvml_call_cost --calls 200 --out docs/benchmarks/gpu/power_sampling
+    python -m benchmarks.sampling.nvml_call_cost --calls 200 --out docs/benchmarks/gpu/power_sampling
 
 Each call is made `--calls` times back to back on GPU 0 with the arguments its listener uses
 (`nvml`, `gpm`, `gpu_procs`); per call: CPU time of the calling thread (`time.thread_time_ns`,

@@ -1,6 +1,6 @@
 """Monitoring overhead: throughput of one launch-bound training loop with and without monitors.
 
-    python -m benchmarks.overhead --out docs/benchmarks/gpu --budget-s 300
+    python -m benchmarks.sampling.overhead --out docs/benchmarks/gpu --budget-s 300
 
 The workload is a CIFAR-style ResNet-18 (32×32 inputs, bf16 autocast on CUDA) on synthetic
 data, trained in this process; it calls `radt_ext.log_progress` every step in every

@@ -1,8 +1,8 @@
 """Monitoring overhead, paired design: one radt-ext monitor, frozen and thawed in short windows.
 
-    python -m benchmarks.overhead_paired --out docs/benchmarks/gpu --budget-s 480
+    python -m benchmarks.sampling.overhead_paired --out docs/benchmarks/gpu --budget-s 480
 
-`benchmarks.overhead` starts and stops a monitor around 2 s windows; two such windows of the same
+`benchmarks.sampling.overhead` starts and stops a monitor around 2 s windows; two such windows of the same
 loop differ by ±5 % on the GPU VM, too much to resolve 0.5 %. Here ONE real monitor
 (`radt_ext.track(interval=0.1)`, every available listener, a separate process) runs for the whole
 measurement while the same training loop (overhead.py's ResNet-18) runs continuously in this
@@ -29,7 +29,7 @@ import time
 import psutil
 
 from benchmarks.common import fmt, spread, table, write_results
-from benchmarks.overhead import Stop, Trainer, _stop, add_trainer_args, bench_store
+from benchmarks.sampling.overhead import Stop, Trainer, _stop, add_trainer_args, bench_store
 
 CYCLE = ("off", "on", "off", "null")
 

@@ -6,42 +6,39 @@
 #   d) monitor CPU at 10 Hz: nvml alone, every available listener (idle and under load)
 #   e) paired overhead (monitor thawed/frozen) on ResNet-50 224² bf16 batch 128, then the CIFAR ResNet-18
 #      loop, each with a share of the time left
-# Run from the repository root: OUT=<dir> bash scripts/gpu/power_timeline_cost.sh  (LIMIT=540 s for the whole script)
+# Run from the repository root: OUT=<dir> bash benchmarks/sampling/power_timeline_cost.sh  (LIMIT=540 s for the whole script)
 # PARTS picks parts (default abcde; PARTS=de with MON_LISTENERS=nvml,gpm,smi,top,gpu_procs,all MON_PHASES=idle
 # re-measures the monitor per listener and the paired overhead, what the 2026-11-23 follow-up batch ran).
 # Writes $OUT/power_sampling.tar.gz (every log, JSON, markdown table, the trace and the MLflow store).
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
 set -u
-export PYTHONUNBUFFERED=1
+. benchmarks/gpu_lib.sh  # REPO, PYTHONPATH; gpu_* and say
+gpu_wheels
 : "${OUT:?set OUT to the output directory}"
 LIMIT=${LIMIT:-540}
-# DRY=<trace.json>: a tiny run on the replay backend, without a GPU, to prove commands, arguments and paths
+# DRY=1 (or DRY=<trace.json>): a tiny run on the replay backend, without a GPU, to prove commands, arguments and paths
 CALLS=200 SMI_S=3 FID_S=12 MON_S=8 SETTLE=2 REC_S=24 WARM50=8 WARM18=5 EXTRA50="" EXTRA18=""
-if [ -n "${DRY:-}" ]; then
+if gpu_dry h200_matmul.json; then
   CALLS=3 SMI_S=0.5 FID_S=1 MON_S=1 SETTLE=0.5 REC_S=2 WARM50=0.5 WARM18=0.5
   EXTRA50="--image-size 32 --batch 2 --cycles 1" EXTRA18="--batch 8 --cycles 1"
 fi
 PARTS=${PARTS:-abcde} MON_LISTENERS=${MON_LISTENERS:-nvml,all} MON_PHASES=${MON_PHASES:-idle,load}
 has() { case $PARTS in *$1*) return 0;; esac; return 1; }
-W=/tmp/power_sampling
-. "$(dirname "${BASH_SOURCE[0]}")/batch_lib.sh"  # fresh $W, its store and spool; part()
+gpu_work /tmp/power_sampling
 mkdir -p $W/trace $W/calls $W/fidelity $W/monitor $W/paired_resnet50 $W/paired_resnet18
-
-{ nvidia-smi; nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv
-  python3 -c "import torch, torchvision, mlflow, pynvml, psutil; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'torchvision', torchvision.__version__, 'mlflow', mlflow.__version__, 'psutil', psutil.__version__)"
-  pip list 2>/dev/null | grep -i nvidia-ml; nproc; git log -1 --format='commit %H %s' 2>/dev/null; } > $W/env.txt 2>&1
+gpu_machine $W/env.txt name,driver_version,power.limit,clocks.max.sm
+{ nvidia-smi; pip list 2>/dev/null | grep -i nvidia-ml; git log -1 --format='commit %H %s' 2>/dev/null; } >> $W/env.txt 2>&1
 
 has a && part a_record_trace 90 python3 -m listeners.record_trace --out $W/trace/h100_power_samples.json --seconds $REC_S \
   --interval 0.1 --gpm-interval 0.2 --load --note "idle 6 s, bf16 8192^2 matmul 12 s, idle; nvml listener with the driver's power sample buffer"
 has a && tail -n 45 $W/a_record_trace.log
 
-has b && part b_call_cost 110 python3 -m benchmarks.nvml_call_cost --calls $CALLS --smi-seconds $SMI_S --phases idle,load --out $W/calls
+has b && part b_call_cost 110 python3 -m benchmarks.sampling.nvml_call_cost --calls $CALLS --smi-seconds $SMI_S --phases idle,load --out $W/calls
 has b && tail -n 45 $W/b_call_cost.log
 
-has c && part c_energy_fidelity 110 python3 -m benchmarks.energy_fidelity --seconds $FID_S --loads steady,bursty --out $W/fidelity
+has c && part c_energy_fidelity 110 python3 -m benchmarks.energy.energy_fidelity --seconds $FID_S --loads steady,bursty --out $W/fidelity
 has c && tail -n 30 $W/c_energy_fidelity.log
 
-has d && part d_monitor_cost 170 python3 -m benchmarks.monitor_cost --seconds $MON_S --settle $SETTLE --rate 10 \
+has d && part d_monitor_cost 170 python3 -m benchmarks.sampling.monitor_cost --seconds $MON_S --settle $SETTLE --rate 10 \
   --listeners $MON_LISTENERS --phases $MON_PHASES --out $W/monitor
 has d && tail -n 15 $W/d_monitor_cost.log
 
@@ -50,7 +47,7 @@ has d && tail -n 15 $W/d_monitor_cost.log
 LEFT=$(( LIMIT - 25 - SECONDS ))
 B50=$(( (LEFT - 80) * 55 / 100 ))
 if has e && [ $B50 -ge 30 ]; then
-  part e1_paired_resnet50 $(( B50 + 40 )) python3 -m benchmarks.overhead_paired --model resnet50 --batch 128 \
+  part e1_paired_resnet50 $(( B50 + 40 )) python3 -m benchmarks.sampling.overhead_paired --model resnet50 --batch 128 \
     --budget-s $B50 --window 1 --settle 0.1 --warmup $WARM50 $EXTRA50 --out $W/paired_resnet50
   tail -n 14 $W/e1_paired_resnet50.log
 else
@@ -58,7 +55,7 @@ else
 fi
 B18=$(( LIMIT - 25 - SECONDS - 40 ))
 if has e && [ $B18 -ge 30 ]; then
-  part e2_paired_resnet18 $(( B18 + 35 )) python3 -m benchmarks.overhead_paired --model cifar-resnet18 --batch 128 \
+  part e2_paired_resnet18 $(( B18 + 35 )) python3 -m benchmarks.sampling.overhead_paired --model cifar-resnet18 --batch 128 \
     --budget-s $B18 --window 1 --settle 0.1 --warmup $WARM18 $EXTRA18 --out $W/paired_resnet18
   tail -n 14 $W/e2_paired_resnet18.log
 else

@@ -1,6 +1,6 @@
 """Sampling capacity: how fast the GPU listeners can read, and what the monitor costs in CPU.
 
-    python -m benchmarks.sampling --out docs/benchmarks/gpu
+    python -m benchmarks.sampling.sampling --out docs/benchmarks/gpu
 
 Part A, highest sustained rate: a listener's `sample()` called back to back for a few
 seconds, for `nvml` restricted to power+energy, the full `nvml` listener and `gpm`.

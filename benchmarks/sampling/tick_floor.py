@@ -1,6 +1,6 @@
 """What a 10 Hz NVML sampler costs at the least: one process per variant, CPU over a window.
 
-    python -m benchmarks.tick_floor --seconds 10 --settle 2 --interval 0.1 --repeats 2 --out results
+    python -m benchmarks.sampling.tick_floor --seconds 10 --settle 2 --interval 0.1 --repeats 2 --out results
 
 Each variant runs in a fresh process that opens NVML and the first GPU, settles, then measures
 its own CPU (`time.process_time`, every thread, ns resolution) over `--seconds` while one thread
@@ -180,7 +180,7 @@ def main(argv=None) -> int:
     runs = []
     for r in range(args.repeats):
         for v in variants:
-            cmd = [sys.executable, "-m", "benchmarks.tick_floor", "--child", v, "--seconds", str(args.seconds),
+            cmd = [sys.executable, "-m", "benchmarks.sampling.tick_floor", "--child", v, "--seconds", str(args.seconds),
                    "--settle", str(args.settle), "--interval", str(args.interval)]
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.seconds + args.settle + 120)
             lines = p.stdout.strip().splitlines()

@@ -2,10 +2,11 @@
 # Validation on a real GPU (run from the repository root with $OUT set):
 # NVML/GPM trace recordings, nvidia-smi fixtures, the end-to-end GPU proof, MPS smoke check.
 # Everything lands in $OUT/validate_real_gpu.tar.gz.
+# A real GPU only (the traces and fixtures are recorded from the driver): no dry run.
 set -u
-export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
-W=/tmp/validate_real_gpu; mkdir -p $W/traces $W/smi $W/proof
+. benchmarks/gpu_lib.sh  # REPO, PYTHONPATH; gpu_* and say
+gpu_wheels
+gpu_work /tmp/validate_real_gpu; mkdir -p $W/traces $W/smi $W/proof
 nvidia-smi; python3 -c "import torch, pynvml, mlflow; print('torch', torch.__version__, 'pynvml', pynvml.__version__ if hasattr(pynvml,'__version__') else '', 'mlflow', mlflow.__version__)"
 
 echo "== NVML/GPM traces"; (
@@ -28,7 +29,7 @@ echo "== GPU proof"; (
 )
 
 echo "== MPS smoke"; (
-  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log; mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
+  gpu_mps $W/mps  # a private daemon: its own pipe and log folders
   nvidia-cuda-mps-control -d && echo started; sleep 1
   python3 -c "import torch; x=torch.ones(1000,device='cuda'); print('mps client ok', x.sum().item())"
   echo get_server_list | nvidia-cuda-mps-control; echo quit | nvidia-cuda-mps-control; sleep 1; ls $CUDA_MPS_LOG_DIRECTORY; cat $CUDA_MPS_LOG_DIRECTORY/control.log | tail -5

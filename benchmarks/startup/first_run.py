@@ -1,6 +1,6 @@
 """README command 1 on a fresh store: how long beyond its load it takes, and where that time goes.
 
-    python -m benchmarks.first_run --out results [--repeats 3] [--seconds 10]
+    python -m benchmarks.startup.first_run --out results [--repeats 3] [--seconds 10]
 
 Each repeat runs `radt-ext run --run-name first -- python -m radt_ext.workloads.matmul --seconds S` as a
 fresh process in a fresh temporary directory: no store there yet (the default `./mlflow.db` is made by the
@@ -155,7 +155,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    result = {"command": " ".join(["python", "-m", "benchmarks.first_run", *(argv if argv is not None else sys.argv[1:])]),
+    result = {"command": " ".join(["python", "-m", "benchmarks.startup.first_run", *(argv if argv is not None else sys.argv[1:])]),
               "label": args.label, "seconds": args.seconds, "environment": _machine(), "runs": []}
     for i in range(args.repeats):
         result["runs"].append(one_run(args.seconds, args.timeout))

@@ -3,23 +3,20 @@
 # GPU, from its process start, and where the time goes (import, CUDA context, data, model, optimizer, first
 # forward, rest of the first step): small_cnn and resnet18, the workload alone (radt-ext's own start-up is not
 # the recipe's), each model twice (the first process also pays a cold file cache). ~15 s a run.
-# Run from the repository root: RESULTS=<dir> [BUDGET_S=80] bash scripts/gpu/recipe_startup.sh
+# Run from the repository root: RESULTS=<dir> [BUDGET_S=80] bash benchmarks/startup/recipe_startup.sh
 # Writes $RESULTS/startup.{json,md}, startup_<model>_<n>.log and the small mlflow.db. Reads the GPU only.
 # DRY=1: the same flow on the CPU with tiny settings (proves arguments and paths only).
 set -u
-export PYTHONUNBUFFERED=1
-export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
+. benchmarks/gpu_lib.sh  # REPO, PYTHONPATH; gpu_* and say
 RESULTS=${RESULTS:-/tmp/recipe-startup-results}
 BUDGET_S=${BUDGET_S:-80}
 mkdir -p "$RESULTS"
-W=$(mktemp -d /tmp/recipe-startup.XXXXXX)
-source scripts/gpu/batch_lib.sh  # W fresh, its store and spool; part NAME LIMIT cmd...
+gpu_work "$(mktemp -d /tmp/recipe-startup.XXXXXX)"  # its spool; part NAME LIMIT cmd... logs here
 export MLFLOW_TRACKING_URI=sqlite:///$RESULTS/mlflow.db
-unset MLFLOW_RUN_ID MLFLOW_EXPERIMENT_NAME MLFLOW_EXPERIMENT_ID RADT_EXT_ACTIVE
 rm -f "$RESULTS/mlflow.db"
 SIZE=(--batch-size 256 --train-samples 4096 --val-samples 256)
 CAP=20  # seconds a run may take (start-up, one short epoch, the end)
-[ "${DRY:-0}" = 1 ] && { SIZE=(--device cpu --batch-size 32 --train-samples 64 --val-samples 32 --width 4); CAP=120; }
+gpu_dry h200_matmul.json && { SIZE=(--device cpu --batch-size 32 --train-samples 64 --val-samples 32 --width 4); CAP=120; }
 echo "== recipe start-up, budget ${BUDGET_S}s, results in $RESULTS"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -n 1
 for n in 1 2; do

@@ -1,8 +1,8 @@
 """Recipe variants on the GPU machine, independent of any tracking store.
 
-    python -m benchmarks.recipes --part train  --out $OUT/recipes_train.json
-    python -m benchmarks.recipes --part sparse --out $OUT/recipes_sparse.json
-    python -m benchmarks.recipes --part int8   --out $OUT/recipes_int8.json
+    python -m benchmarks.startup.recipes --part train  --out $OUT/recipes_train.json
+    python -m benchmarks.startup.recipes --part sparse --out $OUT/recipes_sparse.json
+    python -m benchmarks.startup.recipes --part int8   --out $OUT/recipes_int8.json
 
 train:  ResNet-50, batch 128, channels_last, synthetic 224x224 - fp32 (TF32 convolutions, PyTorch's
         default), strict fp32, bf16 autocast (cnn_amp), bf16 + torch.compile, and bf16 + compile with
@@ -211,7 +211,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     needs_gpu = args.part in ("train", "sparse", "all")
     if needs_gpu and not torch.cuda.is_available():
-        raise SystemExit(f"benchmarks.recipes --part {args.part} needs a CUDA GPU; run --part int8 on CPU")
+        raise SystemExit(f"benchmarks.startup.recipes --part {args.part} needs a CUDA GPU; run --part int8 on CPU")
     energy = Energy()
     result = {"torch": torch.__version__,
               "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,

@@ -1,10 +1,10 @@
 """What `radt-ext run` costs around a workload: when the workload starts, how much later it returns,
 and where that time goes.
 
-    python -m benchmarks.startup --out results [--repeats 5] [--sleep-s 5] [--matmul-s 10]
+    python -m benchmarks.startup.startup --out results [--repeats 5] [--sleep-s 5] [--matmul-s 10]
 
 Every figure comes from fresh processes of the real CLI into one SQLite store (made, with its
-experiment, before the first timed run; a first run into a new store: benchmarks/first_run.py):
+experiment, before the first timed run; a first run into a new store: benchmarks/startup/first_run.py):
 - `import_s`: `import radt_ext.cli` and (unless --no-mlflow-import) `import mlflow` in a fresh interpreter;
 - `start_latency_s`: from the moment `radt-ext run` is started to the workload's first instruction
   (`date +%s.%N` in a `sh -c` wrapper that then execs the workload): --repeats runs of a workload that
@@ -146,7 +146,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="radt-startup-"))
     store = args.store or f"sqlite:///{tmp / 'mlflow.db'}"
-    result = {"command": " ".join([os.path.basename(sys.executable), "-m", "benchmarks.startup", *(argv or sys.argv[1:])]),
+    result = {"command": " ".join([os.path.basename(sys.executable), "-m", "benchmarks.startup.startup", *(argv or sys.argv[1:])]),
               "environment": {"python": platform.python_version(), "machine": platform.machine(),
                               "cpus": os.cpu_count(), "cpu": platform.processor() or platform.machine(),
                               "load_before": _load(), "nvml_replay": os.environ.get("RADT_EXT_NVML_REPLAY")}}

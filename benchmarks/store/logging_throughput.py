@@ -1,6 +1,6 @@
 """Logging throughput: metric points per second from radt-ext's MetricWriter into MLflow stores.
 
-    python -m benchmarks.logging_throughput --out docs/benchmarks/cpu
+    python -m benchmarks.store.logging_throughput --out docs/benchmarks/cpu
 
 Stores: a local SQLite file, and a local `mlflow server` (on SQLite, 127.0.0.1, one worker)
 started by `tests/servers.py`. For each store:
@@ -175,7 +175,7 @@ def main(argv=None) -> int:
     stores = [("sqlite", f"sqlite:///{work / 'mlflow.db'}", args.points, args.ceiling_batches)]
     server = None
     if not args.no_server:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
         from tests.servers import start_mlflow_server
 
         server = start_mlflow_server(f"sqlite:///{work / 'server.db'}", work / "server")

@@ -1,9 +1,9 @@
 """How long a recorded run's HTML report takes to build: the report radt-ext draws at every run's end.
 
-    python -m benchmarks.report_time --store sqlite:///RESULTS/mlflow.db --timelines RESULTS/system.parquet \
+    python -m benchmarks.store.report_time --store sqlite:///RESULTS/mlflow.db --timelines RESULTS/system.parquet \
         --out docs/benchmarks/gpu/store_growth
 
-Input: a run recorded by scripts/gpu/store_growth.sh (its store and its timeline artifact). The store is
+Input: a run recorded by benchmarks/store/store_growth.sh (its store and its timeline artifact). The store is
 copied, its run pointed at a folder holding the artifact, and `radt_ext.report.log_report` timed on it.
 """
 from __future__ import annotations

@@ -3,12 +3,12 @@
 does with `--full-rate-store`) and after (the default shape, radt_ext/store/shaper.py), on SQLite and
 on PostgreSQL.
 
-    python -m benchmarks.store_growth --store sqlite:///RESULTS/mlflow.db --timelines RESULTS/system.parquet \
+    python -m benchmarks.store.store_growth --store sqlite:///RESULTS/mlflow.db --timelines RESULTS/system.parquet \
         --out docs/benchmarks/gpu/store_growth
-    python -m benchmarks.store_growth --synthetic 600,1 --out docs/benchmarks/cpu/store_growth
+    python -m benchmarks.store.store_growth --synthetic 600,1 --out docs/benchmarks/cpu/store_growth
 
 Input: the store and the timeline artifact of one run recorded at default settings
-(scripts/gpu/store_growth.sh). The run's full-rate points (the artifact) and its other rows (the
+(benchmarks/store/store_growth.sh). The run's full-rate points (the artifact) and its other rows (the
 workload's own metrics, `summary/*`) are logged again into fresh stores — a SQLite file and a database
 of a throwaway PostgreSQL cluster (tests/servers.py) — once through the old path (every point) and once
 through the shape, by radt-ext's own direct insert (bulk_metrics.py, 10 000 points a transaction, as the
@@ -125,6 +125,21 @@ def postgres_case(pg, rows, name: str) -> dict:
     return relog(uri, rows, size)
 
 
+def log_cases(cases: dict[str, list], no_postgres: bool) -> dict[str, dict]:
+    """Each case's rows logged into a fresh SQLite store and, unless no_postgres, a fresh PostgreSQL one."""
+    out: dict[str, dict] = {"sqlite": {name: sqlite_case(rows) for name, rows in cases.items()}, "postgresql": {}}
+    if not no_postgres:
+        from tests.servers import start_postgres
+
+        pg = start_postgres()
+        try:
+            for name, rows in cases.items():
+                out["postgresql"][name] = postgres_case(pg, rows, f"growth_{name}")
+        finally:
+            pg.stop()
+    return out
+
+
 def energy_check(run, full, stored) -> dict:
     """The run's summary energy, against the energy of its full-rate and of its stored energy series."""
     from radt_ext.figures.energy import span_energy_j
@@ -153,7 +168,7 @@ def main(argv=None) -> None:
     parser.add_argument("--store", help="the run's store (sqlite:///…)")
     parser.add_argument("--timelines", help="the run's timelines/system.parquet")
     parser.add_argument("--synthetic", default=None, metavar="SECONDS,GPUS",
-                        help="instead of a recorded run: a synthetic training run (benchmarks/synthetic_run.py)")
+                        help="instead of a recorded run: a synthetic training run (benchmarks/store/synthetic_run.py)")
     parser.add_argument("--run-id", default=None, help="the run (default: the one with the most rows)")
     parser.add_argument("--out", required=True)
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
@@ -179,18 +194,7 @@ def main(argv=None) -> None:
                "measured": {"rows": len(stored_rows), "system_rows": len(stored_system),
                             "rows_per_s_per_gpu": per(len(stored_rows)),
                             "shape_matches_store": len(after_rows) == len(stored_system)},
-               "sqlite": {}, "postgresql": {}}
-    for name, rows in cases.items():
-        results["sqlite"][name] = sqlite_case(rows)
-    if not args.no_postgres:
-        from tests.servers import start_postgres
-
-        pg = start_postgres()
-        try:
-            for name, rows in cases.items():
-                results["postgresql"][name] = postgres_case(pg, rows, f"growth_{name}")
-        finally:
-            pg.stop()
+               **log_cases(cases, args.no_postgres)}
     results["energy"] = energy_check(run, full, after_rows)
 
     lines = ["### Store growth: one run, before (every point) and after (the shape)", "",
@@ -222,7 +226,7 @@ def main(argv=None) -> None:
 def synthetic(args) -> None:
     """The same figures for a synthetic training run: its readings through the point filter are the
     full-rate points; no store of its own, no energy check."""
-    from benchmarks.synthetic_run import points
+    from benchmarks.store.synthetic_run import points
     from radt_ext.store.point_filter import PointFilter
 
     seconds, gpus = (float(x) for x in args.synthetic.split(","))
@@ -233,18 +237,7 @@ def synthetic(args) -> None:
         kept.add(key, value, t, step)
     kept.flush()
     cases = {"before": full, "after": shaped(full)}
-    results = {"synthetic": {"seconds": seconds, "gpus": gpus}, "sqlite": {}, "postgresql": {}}
-    for name, rows in cases.items():
-        results["sqlite"][name] = sqlite_case(rows)
-    if not args.no_postgres:
-        from tests.servers import start_postgres
-
-        pg = start_postgres()
-        try:
-            for name, rows in cases.items():
-                results["postgresql"][name] = postgres_case(pg, rows, f"growth_{name}")
-        finally:
-            pg.stop()
+    results = {"synthetic": {"seconds": seconds, "gpus": gpus}, **log_cases(cases, args.no_postgres)}
     rows = []
     for backend in ("sqlite", "postgresql"):
         for name in cases:
@@ -256,7 +249,7 @@ def synthetic(args) -> None:
                 rows.append([backend, name, f"{r['rows']:,}", fmt(r["rows_per_s_per_gpu"]), fmt(r["mb_per_gpu_hour"]),
                              fmt(r["bytes_per_row"], 0)])
     md = ["### Store growth: a synthetic run, before (every point) and after (the shape)", "",
-          f"A synthetic training run of {seconds:g} s on {gpus} GPU(s) (benchmarks/synthetic_run.py: the default "
+          f"A synthetic training run of {seconds:g} s on {gpus} GPU(s) (benchmarks/store/synthetic_run.py: the default "
           f"listeners' metrics and rates, every metric noisy), {len(full):,} full-rate system points:", "",
           table(["store", "shape", "rows", "rows/s per GPU", "MB per GPU-hour", "bytes/row"], rows)]
     write_results(args.out, "store_growth", results, "\n".join(md))

@@ -2,9 +2,9 @@
 with the store's default shape and with the full rate (`--full-rate-store`, what every run stored
 before the shape).
 
-    python -m benchmarks.store_ui --out docs/benchmarks/cpu/store_ui --hours 1 --gpus 8
+    python -m benchmarks.store.store_ui --out docs/benchmarks/cpu/store_ui --hours 1 --gpus 8
 
-A synthetic training run (benchmarks/synthetic_run.py: the default listeners' metrics and rates, 8 GPUs,
+A synthetic training run (benchmarks/store/synthetic_run.py: the default listeners' metrics and rates, 8 GPUs,
 one hour) goes through radt-ext's own path to the store (radt_ext/store/run_points.py: the point filter,
 then the shape or every point) into a database of a throwaway PostgreSQL cluster (tests/servers.py),
 loaded with COPY, then VACUUM ANALYZE (what autovacuum does on a server soon after; without it the
@@ -42,7 +42,7 @@ def record(pg, dbname: str, client, experiment_id: str, name: str, full_rate: bo
 
     import psycopg2
 
-    from benchmarks.synthetic_run import points
+    from benchmarks.store.synthetic_run import points
     from radt_ext.store.run_points import RunPoints
 
     run = client.create_run(experiment_id, run_name=name)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CPUs and environment of a host-bound training on the GPU host (run from the repository root):
-#   RESULTS=<dir> bash scripts/gpu/host_variants.sh
+#   RESULTS=<dir> bash benchmarks/sweep/host_variants.sh
 # Runs examples/sweeps/host_variants.yaml without its governor group: a training its DataLoader holds back
 # (examples/host_variants/loader_train.py, 6 loader workers, 200 steps of 64 images on GPU 0) pinned to
 # 2, 4 and 8 CPUs near GPU 0 (radt-ext's `system: {cpus: ...}`), each with OMP_NUM_THREADS 1 and 4: six
@@ -13,24 +13,18 @@
 # DRY=1: the same flow on the CPU with the NVML replay backend: 1 and 2 CPUs, 2 loader workers, 6 steps
 # (about 2 minutes on a 2-CPU machine).
 set -u
-export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
-REPO=$PWD
-DRY=${DRY:-0}
-RESULTS=${RESULTS:-/tmp/host-variants-results}
-W=$(mktemp -d /tmp/host-variants.XXXXXX)
-mkdir -p "$RESULTS"
-rm -f "$RESULTS"/results.csv "$RESULTS"/sweep.log "$RESULTS"/mlflow.db.xz "$RESULTS"/spec.yaml
-export MLFLOW_TRACKING_URI="sqlite:///$W/mlflow.db" RADT_EXT_SPOOL_DIR="$W/spool" RADT_EXT_HOSTSETTINGS_DIR="$W/hs"
-unset MLFLOW_RUN_ID MLFLOW_EXPERIMENT_ID MLFLOW_EXPERIMENT_NAME RADT_EXT_ACTIVE CUDA_VISIBLE_DEVICES
-say() { echo "[$SECONDS s] $*" | tee -a "$RESULTS/log.txt"; }
-: > "$RESULTS/log.txt"
-
-if [ "$DRY" = 1 ]; then
-  export RADT_EXT_NVML_REPLAY=${RADT_EXT_NVML_REPLAY:-$REPO/listeners/traces/h200_matmul.json}
+. benchmarks/gpu_lib.sh  # REPO, PYTHONPATH; gpu_* and say
+if gpu_dry h200_matmul.json; then
   CPUS="[1, 2]" STEPS=6 WORKERS=2
 else
   CPUS="[2, 4, 8]" STEPS=200 WORKERS=6
 fi
+gpu_results "${RESULTS:-/tmp/host-variants-results}" log.txt
+rm -f "$RESULTS"/results.csv "$RESULTS"/sweep.log "$RESULTS"/mlflow.db.xz "$RESULTS"/spec.yaml
+gpu_work "$(mktemp -d /tmp/host-variants.XXXXXX)"  # its store and spool
+export RADT_EXT_HOSTSETTINGS_DIR="$W/hs"
+unset CUDA_VISIBLE_DEVICES
+
 # the example without its governor group (the lent host's CPU settings stay as they are)
 python3 - "$REPO/examples/sweeps/host_variants.yaml" "$RESULTS/spec.yaml" "$CPUS" "$STEPS" "$WORKERS" <<'PY'
 import sys, yaml
@@ -41,12 +35,9 @@ spec["workloads"]["loader"]["params"].update(steps=int(sys.argv[4]), workers=int
 assert not any(k.startswith("gpu_") or k in ("governor", "cpu_quota_pct") for k in spec["system"]), spec
 yaml.safe_dump(spec, open(sys.argv[2], "w"), sort_keys=False)
 PY
-{ echo "nproc $(nproc)"; lscpu | grep -E '^(Model name|CPU\(s\)|NUMA node)'
-  nvidia-smi --query-gpu=index,name,driver_version,power.limit,clocks.max.sm --format=csv
-  nvidia-smi topo -m 2>/dev/null | head -4
-  python3 -c "import mlflow, torch; print('mlflow', mlflow.__version__, 'torch', torch.__version__)"; } \
-  > "$RESULTS/machine.txt" 2>&1
-say "machine: $(head -1 "$RESULTS/machine.txt"), $(grep -m1 'Model name' "$RESULTS/machine.txt" | cut -c1-60)"
+gpu_machine "$RESULTS/machine.txt" index,name,driver_version,power.limit,clocks.max.sm
+nvidia-smi topo -m 2>/dev/null | head -4 >> "$RESULTS/machine.txt"
+say "machine: $(grep -m1 '^cpus' "$RESULTS/machine.txt" | cut -c1-70)"
 say "sweep: cpus $CPUS x OMP_NUM_THREADS [1, 4], $STEPS steps each"
 python3 -m radt_ext.cli sweep "$RESULTS/spec.yaml" > "$RESULTS/sweep.log" 2>&1
 say "sweep exited $?"
@@ -67,6 +58,5 @@ for r in sorted(runs, key=lambda r: r.data.tags.get("mlflow.runName", "")):
     print(f"{t['system.cpus']} | {t.get('system.cpus.host')} | {t.get('system.env.OMP_NUM_THREADS')} | "
           f"{t.get('system.cpus.status')} | {r.data.metrics.get('summary/e2e_duration_s', float('nan')):.2f} | {r.info.status}")
 PY
-python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(open(sys.argv[1], "rb"), lzma.open(sys.argv[2], "wb"))' \
-  "$W/mlflow.db" "$RESULTS/mlflow.db.xz"
+gpu_keep_store 1000000  # the store, compressed, with each run's system.* tags
 echo "==== ${SECONDS}s"; cat "$RESULTS/log.txt"; cat "$RESULTS/results.csv"

@@ -4,41 +4,24 @@
 # on 1 GPU (makespan ratio, goal <= 0.55); (c) a torchrun DDP job over both GPUs under `radt-ext run`,
 # its summaries and a per-GPU integration of its power points from the store; (d) a 2-GPU replay trace
 # (power sample buffer, load on GPU 1 only).
-#   RESULTS=<dir> BUDGET_S=250 bash scripts/gpu/multi_gpu.sh     # 239 s on two H100
+#   RESULTS=<dir> BUDGET_S=250 bash benchmarks/sweep/multi_gpu.sh     # 239 s on two H100
 # PARTS=c (any of d, a, b, c; default dabc) runs only those parts.
 # DRY=1: a CPU dry run (NVML replayed from the derived 2-GPU trace, the stand-in MPS daemon, gloo DDP).
 set -u
-export PYTHONUNBUFFERED=1
-REPO=$PWD
+. benchmarks/gpu_lib.sh  # REPO, PYTHONPATH; gpu_* and say
 RESULTS=${RESULTS:-/tmp/multi_gpu_results}; mkdir -p "$RESULTS"
 BUDGET_S=${BUDGET_S:-240}
-DRY=${DRY:-0}
 PARTS=${PARTS:-dabc}
 PY=${PYTHON:-python3}
-export PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH}
-W=/tmp/multi_gpu_work; rm -rf "$W"; mkdir -p "$W"
-# The runs a job opens itself are found through radt-ext's MLflow run context provider, an entry point: where
-# the package is on PYTHONPATH but not installed, a minimal dist-info makes MLflow find it.
-if ! $PY -c "import sys; from importlib.metadata import entry_points
-sys.exit(not any(e.value.startswith('radt_ext.') for e in entry_points(group='mlflow.run_context_provider')))" 2>/dev/null; then
-  mkdir -p "$W/site/radt_ext-0.dist-info"
-  printf 'Metadata-Version: 2.1\nName: radt-ext\nVersion: 0\n' > "$W/site/radt_ext-0.dist-info/METADATA"
-  printf '[mlflow.run_context_provider]\nradt-ext = radt_ext.workload_api.run_context:MonitoredRunContext\n' \
-    > "$W/site/radt_ext-0.dist-info/entry_points.txt"
-  export PYTHONPATH=$W/site:$PYTHONPATH
-  echo "== registered radt-ext's MLflow run context provider from $W/site (the package is not installed)"
-fi
-export RADT_EXT_SPOOL_DIR=$W/spool
+gpu_work /tmp/multi_gpu_work  # each part gets its own store below
+gpu_entry_points  # the runs a job opens itself are found through radt-ext's MLflow run context provider
 MM_S=6; POOL_S=0.5; DDP_S=6; POOL_N=8; LIMIT_X=1
-if [ "$DRY" = 1 ]; then
-  export RADT_EXT_NVML_REPLAY=$REPO/listeners/traces/h200x2_derived.json
-  mkdir -p "$W/bin"; ln -s "$REPO/tests/radt_ext/bin/nvidia-cuda-mps-control" "$W/bin/"
-  export PATH=$W/bin:$PATH   # the stand-in nvidia-cuda-mps-control
+if gpu_dry h200x2_derived.json; then
   MM_S=2; POOL_S=0.5; DDP_S=3; POOL_N=4; LIMIT_X=4   # a shared CPU is slower than the GPU host
-else
-  unset RADT_EXT_NVML_REPLAY
 fi
-{ nvidia-smi -L; nvidia-smi --query-gpu=index,name,uuid,driver_version,power.limit --format=csv; } > "$RESULTS/gpus.txt" 2>&1
+gpu_mps "$W/mps"  # private MPS folders; the stand-in daemon in a dry run
+gpu_machine "$RESULTS/gpus.txt" index,name,uuid,driver_version,power.limit
+nvidia-smi -L >> "$RESULTS/gpus.txt" 2>&1
 cat "$RESULTS/gpus.txt"
 T0=$SECONDS
 step() {  # step NAME TIMEOUT_S command...: its output in $RESULTS/NAME.log, a timing line, never stops the script
@@ -85,7 +68,7 @@ export MLFLOW_TRACKING_URI=sqlite:///$W/mps.db
 step a_mps_sweep 90 $PY -m radt_ext.cli sweep "$W/mps2.yaml"
 step a_collocate_gpu1 60 $PY -m radt_ext.cli collocate --device 1 --mode mps -i 0.1 \
   -w "$MM --seconds $((MM_S * 2 / 3))" -w "$MM --seconds $((MM_S * 2 / 3))"
-step a_figures 30 $PY scripts/gpu/multi_gpu_figures.py mps --uri "$MLFLOW_TRACKING_URI" --out "$RESULTS/mps.json"
+step a_figures 30 $PY benchmarks/sweep/multi_gpu_figures.py mps --uri "$MLFLOW_TRACKING_URI" --out "$RESULTS/mps.json"
 tail -n 3 "$RESULTS/a_figures.log"
 fi
 
@@ -108,7 +91,7 @@ export MLFLOW_TRACKING_URI=sqlite:///$W/pool2.db
 step b_pool_2gpus 80 $PY -m radt_ext.cli sweep "$W/pool2.yaml"
 export MLFLOW_TRACKING_URI=sqlite:///$W/pool1.db
 step b_pool_1gpu 120 $PY -m radt_ext.cli sweep "$W/pool1.yaml"
-step b_figures 30 $PY scripts/gpu/multi_gpu_figures.py pool --uri2 "sqlite:///$W/pool2.db" --uri1 "sqlite:///$W/pool1.db" \
+step b_figures 30 $PY benchmarks/sweep/multi_gpu_figures.py pool --uri2 "sqlite:///$W/pool2.db" --uri1 "sqlite:///$W/pool1.db" \
   --out "$RESULTS/pool.json"
 grep -E '"makespan(_s|_ratio)"|"met"' "$RESULTS/pool.json"
 fi
@@ -118,10 +101,10 @@ if [[ $PARTS == *c* ]]; then
 export MLFLOW_TRACKING_URI=sqlite:///$W/ddp.db
 step c_ddp 90 $PY -m radt_ext.cli run -l nvml,gpm,gpu_procs,top -- \
   $PY -m torch.distributed.run --standalone --nproc_per_node 2 -m radt_ext.workloads.ddp_train --seconds $DDP_S
-step c_figures 30 $PY scripts/gpu/multi_gpu_figures.py ddp --uri "$MLFLOW_TRACKING_URI" --out "$RESULTS/ddp.json"
+step c_figures 30 $PY benchmarks/sweep/multi_gpu_figures.py ddp --uri "$MLFLOW_TRACKING_URI" --out "$RESULTS/ddp.json"
 
 cp "$W/ddp.db" "$RESULTS/ddp_mlflow.db" 2>/dev/null   # the DDP job's runs, to check ddp.json against
-step c_check 20 $PY scripts/gpu/multi_gpu_ddp_check.py "$W/ddp.db" --out "$RESULTS/ddp_check.json"
+step c_check 20 $PY benchmarks/sweep/multi_gpu_ddp_check.py "$W/ddp.db" --out "$RESULTS/ddp_check.json"
 cat "$RESULTS/c_check.log"
 fi
 du -sh "$RESULTS"/* 2>/dev/null

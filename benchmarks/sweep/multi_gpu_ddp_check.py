@@ -1,6 +1,6 @@
 """Checks a multi-GPU job's run summaries against its stored power points, from the store alone:
 
-    python3 scripts/gpu/multi_gpu_ddp_check.py docs/validation/multi_gpu/ddp_mlflow.db --out ddp_check.json
+    python3 benchmarks/sweep/multi_gpu_ddp_check.py docs/validation/multi_gpu/ddp_mlflow.db --out ddp_check.json
 
 For every run in the store (the `radt-ext run` wrapper and any run the job opened) and for each of its two
 windows, the whole span (`summary/e2e_*`) and the active phase (`summary/*`, between the run's

@@ -1,8 +1,8 @@
-"""Figures of scripts/gpu/multi_gpu.sh, read from its MLflow stores; each part prints and writes JSON.
+"""Figures of benchmarks/sweep/multi_gpu.sh, read from its MLflow stores; each part prints and writes JSON.
 
-    python3 scripts/gpu/multi_gpu_figures.py mps  --uri sqlite:///... --out mps.json
-    python3 scripts/gpu/multi_gpu_figures.py pool --uri2 sqlite:///... --uri1 sqlite:///... --out pool.json
-    python3 scripts/gpu/multi_gpu_figures.py ddp  --uri sqlite:///... --out ddp.json
+    python3 benchmarks/sweep/multi_gpu_figures.py mps  --uri sqlite:///... --out mps.json
+    python3 benchmarks/sweep/multi_gpu_figures.py pool --uri2 sqlite:///... --uri1 sqlite:///... --out pool.json
+    python3 benchmarks/sweep/multi_gpu_figures.py ddp  --uri sqlite:///... --out ddp.json
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Lanes: the same four matmul jobs as a sweep on two GPUs at once against one GPU.
 
-    python -m benchmarks.sweep_lanes specs --out DIR [--seconds 20] [--size 8192]
-    python -m benchmarks.sweep_lanes summarize --out DIR
+    python -m benchmarks.sweep.sweep_lanes specs --out DIR [--seconds 20] [--size 8192]
+    python -m benchmarks.sweep.sweep_lanes summarize --out DIR
 
 `specs` writes three sweeps of the same four jobs (matmul of two sizes, each twice):
 - lanes.yaml: devices ["0", "1"], grid size [a, b] → 4 variants, a lane per GPU (--executor local);
