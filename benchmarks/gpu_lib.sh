@@ -8,7 +8,9 @@
 #   gpu_work DIR               W=DIR made fresh, with its own MLflow store and spool; no run or experiment inherited
 #   gpu_results DIR [LOG]      RESULTS=DIR made, with a fresh LOG (default steps.log) that `say` writes to
 #   say TEXT...                "[Ns] TEXT" on stdout and in the log
-#   part NAME LIMIT_S CMD...   CMD under its own timeout, its output in $W/NAME.log; a failure never stops the script
+#   part [-t N] NAME LIMIT_S CMD...
+#                              CMD under its own timeout, its output in $W/NAME.log (-t: its last N lines shown after);
+#                              a failure never stops the script
 #   gpu_mps DIR                private MPS pipe and log folders under DIR; in a dry run the stand-in MPS daemon first
 #                              on PATH (tests/radt_ext/bin)
 #   gpu_mps_left               says how many MPS daemons are left running and tells any in DIR's folders to quit
@@ -20,8 +22,13 @@
 #                              installed (a minimal dist-info under $W/meta)
 #   gpu_grid LABEL BUDGET_S ARGS...
 #                              one `python3 -m radt_ext.ops.grid` call into $P/LABEL inside its own budget (skipped
-#                              below GRID_MIN_S, default 10 s), its output in $RESULTS/LABEL.log, a line said
-#   gpu_before NAME LIMIT_S GROUP MODULE ARGS...
+#                              below GRID_MIN_S, default 10 s), its output in $RESULTS/LABEL.log, a line said; with
+#                              DRY=1 on the CPU with short windows (GRID_DRY_SET: two small modules of the tests)
+#   gpu_grid_pack BYTES LABEL...
+#                              after the grids: the GPU's state (nvidia-smi-after.txt), then the profiles of each
+#                              $P/LABEL packed into $RESULTS/LABEL.csv.gz and rounds.csv.gz (benchmarks.ops.ops_heldout
+#                              pack), the first BYTES of its log shown
+#   gpu_before [-t N] NAME LIMIT_S GROUP MODULE ARGS...
 #                              `part NAME` of `python3 -m` benchmark MODULE with the code unpacked in $BEFORE_DIR
 #                              (an older commit, laid out by group or, from before the groups, flat); true and
 #                              nothing run where BEFORE_DIR is unset or lacks MODULE
@@ -68,10 +75,14 @@ gpu_results() {
 say() { echo "[${SECONDS}s] $*" | tee -a "${LOG:-/dev/null}"; }
 
 part() {
+  local lines=0
+  [ "$1" = -t ] && { lines=$2; shift 2; }
   local name=$1 limit=$2; shift 2
   echo "== $name at ${SECONDS}s (timeout ${limit}s): $*"
   timeout -k 10 "$limit" "$@" > "$W/$name.log" 2>&1
   echo "== $name exited $? at ${SECONDS}s"
+  [ "$lines" -gt 0 ] && tail -n "$lines" "$W/$name.log"
+  return 0
 }
 
 gpu_mps() {
@@ -134,8 +145,11 @@ sys.exit(not any(e.value.startswith('radt_ext.') for e in m.entry_points(group='
   echo "== radt-ext's entry points registered from $W/meta (the package is not installed)"
 }
 
+GRID_DRY_SET="--models tests.radt_ext.ops.modules:TokensAndMask,tests.radt_ext.ops.modules:pair_of_inputs --extra= \
+--batches tests.radt_ext.ops.modules:TokensAndMask=4,tests.radt_ext.ops.modules:pair_of_inputs=4"
 gpu_grid() {
   local label=$1 budget=$2; shift 2
+  [ "${DRY:-0}" = 1 ] && set -- --device cpu --window-s 0.005 --net-window-s 0.01 "$@"
   if [ "$budget" -lt "${GRID_MIN_S:-10}" ]; then say "$label: skipped, ${budget} s left"; return; fi
   say "$label: grid budget ${budget} s"
   timeout -k 5 $((budget + 15)) python3 -m radt_ext.ops.grid --out "$P/$label" --budget-s "$budget" --net-rounds 5 "$@" \
@@ -144,7 +158,19 @@ gpu_grid() {
   grep -E '"status": "(failed|skipped)"' "$P/$label/grid.jsonl" 2>/dev/null | tee -a "$LOG" | head -n 30
 }
 
+gpu_grid_pack() {
+  local bytes=$1 label from=(); shift
+  for label in "$@"; do from+=(--from "$label=$P/$label"); done
+  [ "${DRY:-0}" = 1 ] || (timeout 20 nvidia-smi -q -d CLOCK,PERFORMANCE,TEMPERATURE,POWER) > "$RESULTS/nvidia-smi-after.txt" 2>&1
+  timeout 60 python3 -m benchmarks.ops.ops_heldout pack "${from[@]}" --out "$RESULTS" > "$RESULTS/pack.log" 2>&1
+  say "pack: exit $?"
+  head -c "$bytes" "$RESULTS/pack.log"
+  say "$(basename "$0" .sh): $(ls "$P"/*/*.json 2>/dev/null | wc -l) profiles, $(du -sh "$RESULTS" | cut -f1) in RESULTS"
+}
+
 gpu_before() {
+  local tail=()
+  [ "$1" = -t ] && { tail=(-t "$2"); shift 2; }
   local name=$1 limit=$2 group=$3 module=$4 found; shift 4
   [ -n "${BEFORE_DIR:-}" ] || return 0
   for found in "benchmarks.$group.$module" "benchmarks.$module"; do
@@ -152,5 +178,5 @@ gpu_before() {
     found=""
   done
   if [ -z "$found" ]; then echo "== $name skipped: no $module in $BEFORE_DIR"; return 0; fi
-  (cd "$BEFORE_DIR" && export PYTHONPATH=/tmp/site:$PWD && part "$name" "$limit" python3 -m "$found" "$@")
+  (cd "$BEFORE_DIR" && export PYTHONPATH=/tmp/site:$PWD && part "${tail[@]}" "$name" "$limit" python3 -m "$found" "$@")
 }

@@ -12,7 +12,6 @@ SPREAD_ARGS=${SPREAD_ARGS:---rounds 6}
 if gpu_dry h200_matmul.json; then SPREAD_ARGS="--rounds 2 --configs mlp:8:fp32:training --device cpu --window 0.02"; fi
 gpu_work /tmp/network_round_spread
 gpu_machine $W/env.txt name,driver_version,power.limit,clocks.sm,pstate
-part ops_spread 200 python3 -m benchmarks.ops.ops_spread $SPREAD_ARGS --out $W/ops_spread
-tail -n 22 $W/ops_spread.log
+part -t 22 ops_spread 200 python3 -m benchmarks.ops.ops_spread $SPREAD_ARGS --out $W/ops_spread
 tar -czf $OUT/network_round_spread.tar.gz -C $W --exclude mlflow.db --exclude spool . && ls -la $OUT
 echo "== done at ${SECONDS}s"

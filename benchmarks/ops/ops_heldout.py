@@ -39,10 +39,19 @@ PROFILE_FACTS = ("gpu_name", "driver", "power_limit_w", "warmup_s", "warmup_step
 
 
 def grid_args(batches: dict[str, int] | None = None) -> str:
+    """A suite's --models and --batches for radt_ext.ops.grid; by default the held-out suite's (examples/heldout)."""
     if batches is None:
         from examples.heldout import BATCHES as batches
     return (f"--models {','.join(batches)} --extra= "
             f"--batches {','.join(f'{m}={b}' for m, b in batches.items())}")
+
+
+def suite_parser(doc: str, suite: str):
+    """A suite script's command line, (parser, its subcommands): `grid-args` prints the suite's grid arguments."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("grid-args", help=f"the {suite}'s --models and --batches for radt_ext.ops.grid")
+    return ap, sub
 
 
 def rounds(label: str, folder: Path) -> list[dict]:
@@ -388,9 +397,7 @@ def _inside(res: pd.DataFrame, error: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("grid-args", help="the suite's --models and --batches for radt_ext.ops.grid")
+    ap, sub = suite_parser(__doc__, "suite")
     p = sub.add_parser("pack", help="profile folders -> OUT/<label>.csv.gz and OUT/rounds.csv.gz")
     p.add_argument("--from", dest="folders", action="append", required=True, help="LABEL=folder; repeatable")
     p.add_argument("--out", required=True)

@@ -25,18 +25,15 @@ mkdir -p $P/suite $P/repeat $P/dataset
 LOG=$RESULTS/ops_heldout.log
 
 if [ "${DRY:-0}" = 1 ]; then
-  # users' modules small enough for a shared CPU: keyword inputs (a dict) and two positional inputs
-  SUITE_ARGS="--models tests.radt_ext.ops.modules:TokensAndMask,tests.radt_ext.ops.modules:pair_of_inputs --extra= --batches tests.radt_ext.ops.modules:TokensAndMask=4,tests.radt_ext.ops.modules:pair_of_inputs=4"
+  SUITE_ARGS=$GRID_DRY_SET  # users' modules small enough for a shared CPU: keyword inputs (a dict), two positional ones
   REPEAT_ARGS="--models tests.radt_ext.ops.modules:TokensAndMask --extra= --batches tests.radt_ext.ops.modules:TokensAndMask=4 --precisions fp32"
   DATASET_ARGS="--tiny --models mlp --extra= --batches mlp=4 --precisions fp32"
-  COMMON="--device cpu --window-s 0.005 --net-window-s 0.01"
   PRECISIONS=fp32
 else
   SUITE_ARGS=$(timeout 60 python3 -m benchmarks.ops.ops_heldout grid-args)
   [ -n "$SUITE_ARGS" ] || { echo "the suite's grid arguments failed: python3 -m benchmarks.ops.ops_heldout grid-args"; exit 1; }
   REPEAT_ARGS="--models examples.heldout.encoder:Encoder,examples.heldout.decoder:Decoder --extra= --batches examples.heldout.encoder:Encoder=64,examples.heldout.decoder:Decoder=32 --precisions bf16"
   DATASET_ARGS="--models vit,mlp --extra= --batches vit=256,mlp=65536 --precisions bf16"
-  COMMON=""
   PRECISIONS=bf16,fp32
   (timeout 20 nvidia-smi; timeout 20 nvidia-smi -q) > $RESULTS/nvidia-smi-before.txt 2>&1
 fi
@@ -46,13 +43,8 @@ say "start: budget ${BUDGET_S} s"
 
 # the suite gets what the two repeats (about 30 s each on an H100) and the packing leave
 REPEATS_S=${REPEATS_S:-100}
-gpu_grid suite $((BUDGET_S - SECONDS - REPEATS_S - MARGIN_S)) $COMMON $SUITE_ARGS --precisions $PRECISIONS --modes training,inference
-gpu_grid repeat $((BUDGET_S - SECONDS - MARGIN_S - REPEATS_S / 2)) $COMMON $REPEAT_ARGS --modes training,inference
-gpu_grid dataset $((BUDGET_S - SECONDS - MARGIN_S)) $COMMON $DATASET_ARGS --modes training,inference
+gpu_grid suite $((BUDGET_S - SECONDS - REPEATS_S - MARGIN_S)) $SUITE_ARGS --precisions $PRECISIONS --modes training,inference
+gpu_grid repeat $((BUDGET_S - SECONDS - MARGIN_S - REPEATS_S / 2)) $REPEAT_ARGS --modes training,inference
+gpu_grid dataset $((BUDGET_S - SECONDS - MARGIN_S)) $DATASET_ARGS --modes training,inference
 
-[ "${DRY:-0}" = 1 ] || (timeout 20 nvidia-smi -q -d CLOCK,PERFORMANCE,TEMPERATURE,POWER) > $RESULTS/nvidia-smi-after.txt 2>&1
-timeout 60 python3 -m benchmarks.ops.ops_heldout pack --from suite=$P/suite --from repeat=$P/repeat --from dataset=$P/dataset \
-  --out $RESULTS > $RESULTS/pack.log 2>&1
-say "pack: exit $?"
-head -c 6000 $RESULTS/pack.log
-say "ops_heldout: $(ls $P/*/*.json 2>/dev/null | wc -l) profiles, $(du -sh $RESULTS | cut -f1) in RESULTS"
+gpu_grid_pack 6000 suite repeat dataset

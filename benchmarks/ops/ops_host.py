@@ -24,7 +24,6 @@ A folder whose profiles came from the CPU (a dry run, `DRY=1`) stands for the ma
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from pathlib import Path
@@ -32,15 +31,17 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.ops.ops_heldout import CONFIG, KEYS, MACHINES, _errors, _inside, _pct, fastest_round, moved, suite_errors
+from benchmarks.ops.ops_heldout import grid_args as heldout_grid_args, suite_parser
 
 GOALS = {"time": (0.03, 0.08), "energy": (0.04, 0.10)}  # median, 90th percentile of |error|
 SLOW = 0.05  # a round this much slower than its profile's fastest
 
 
-def grid_args(batches: dict[str, int] | None = None) -> str:
-    if batches is None:
-        from examples.unseen import BATCHES as batches
-    return f"--models {','.join(batches)} --extra= --batches {','.join(f'{m}={b}' for m, b in batches.items())}"
+def grid_args() -> str:
+    """The second suite's --models and --batches for radt_ext.ops.grid (examples/unseen)."""
+    from examples.unseen import BATCHES
+
+    return heldout_grid_args(BATCHES)
 
 
 def load_machine(folder: Path, gpu: str) -> dict:
@@ -257,9 +258,7 @@ def report(out: Path, folders: dict[str, Path]) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("grid-args", help="the second suite's --models and --batches for radt_ext.ops.grid")
+    ap, sub = suite_parser(__doc__, "second suite")
     q = sub.add_parser("report", help="print every figure from the two machines' results (seconds)")
     q.add_argument("--h100", default="docs/ops/host/h100", help="the H100 machine's results of ops_host.sh")
     q.add_argument("--h200", default="docs/ops/host/h200", help="the H200 machine's results of ops_host.sh")

@@ -28,14 +28,12 @@ LOG=$RESULTS/ops_host.log
 
 if [ "${DRY:-0}" = 1 ]; then
   SUITE_ARGS="--models examples.unseen.graph:GraphNet,examples.unseen.mixer:Mixer --extra= --batches examples.unseen.graph:GraphNet=2,examples.unseen.mixer:Mixer=2 --guess-s 3"
-  REPEAT_ARGS="--models tests.radt_ext.ops.modules:TokensAndMask,tests.radt_ext.ops.modules:pair_of_inputs --extra= --batches tests.radt_ext.ops.modules:TokensAndMask=4,tests.radt_ext.ops.modules:pair_of_inputs=4 --precisions fp32"
-  COMMON="--device cpu --window-s 0.005 --net-window-s 0.01"
+  REPEAT_ARGS="$GRID_DRY_SET --precisions fp32"
   PRECISIONS=fp32
   DEVICE="--device cpu"
 else
   SUITE_ARGS="$(timeout 60 python3 -m benchmarks.ops.ops_host grid-args) --guess-s 7"
   REPEAT_ARGS="--models examples.heldout.encoder:Encoder,examples.heldout.decoder:Decoder --extra= --batches examples.heldout.encoder:Encoder=64,examples.heldout.decoder:Decoder=32 --precisions bf16 --guess-s 12"
-  COMMON=""
   PRECISIONS=bf16,fp32
   DEVICE=""
   (timeout 20 nvidia-smi; timeout 20 nvidia-smi -q) > $RESULTS/nvidia-smi-before.txt 2>&1
@@ -46,13 +44,8 @@ say "start: budget ${BUDGET_S} s"
 
 timeout 60 python3 -m radt_ext.cli ops host $DEVICE --out $RESULTS/host.json 2>&1 | tee -a $LOG
 
-gpu_grid repeat1 $REPEAT_S $COMMON $REPEAT_ARGS --modes training,inference
-gpu_grid suite2 $((BUDGET_S - SECONDS - 2 * STARTUP_S - REPEAT_S - MARGIN_S)) $COMMON $SUITE_ARGS --precisions $PRECISIONS --modes training,inference
-gpu_grid repeat2 $((BUDGET_S - SECONDS - STARTUP_S - MARGIN_S)) $COMMON $REPEAT_ARGS --modes training,inference
+gpu_grid repeat1 $REPEAT_S $REPEAT_ARGS --modes training,inference
+gpu_grid suite2 $((BUDGET_S - SECONDS - 2 * STARTUP_S - REPEAT_S - MARGIN_S)) $SUITE_ARGS --precisions $PRECISIONS --modes training,inference
+gpu_grid repeat2 $((BUDGET_S - SECONDS - STARTUP_S - MARGIN_S)) $REPEAT_ARGS --modes training,inference
 
-[ "${DRY:-0}" = 1 ] || (timeout 20 nvidia-smi -q -d CLOCK,PERFORMANCE,TEMPERATURE,POWER) > $RESULTS/nvidia-smi-after.txt 2>&1
-timeout 60 python3 -m benchmarks.ops.ops_heldout pack --from suite2=$P/suite2 --from repeat1=$P/repeat1 --from repeat2=$P/repeat2 \
-  --out $RESULTS > $RESULTS/pack.log 2>&1
-say "pack: exit $?"
-head -c 4000 $RESULTS/pack.log
-say "ops_host: $(ls $P/*/*.json 2>/dev/null | wc -l) profiles, $(du -sh $RESULTS | cut -f1) in RESULTS"
+gpu_grid_pack 4000 suite2 repeat1 repeat2

@@ -19,22 +19,18 @@ gpu_work /tmp/monitor_cost
 gpu_machine $W/env.txt name,driver_version,power.limit
 echo "processes $(ps -e | wc -l)" >> $W/env.txt
 
-[ "$LISTENER_COST" = 1 ] && part a_listener_cost 150 python3 -m benchmarks.sampling.listener_cost --samples $SAMPLES --out $W/listener_cost
-[ "$LISTENER_COST" = 1 ] && tail -n 22 $W/a_listener_cost.log
-part b_monitor_idle 200 python3 -m benchmarks.sampling.monitor_cost --seconds $MON_S --settle $SETTLE --rate 10 \
+[ "$LISTENER_COST" = 1 ] && part -t 22 a_listener_cost 150 python3 -m benchmarks.sampling.listener_cost --samples $SAMPLES \
+  --out $W/listener_cost
+part -t 10 b_monitor_idle 200 python3 -m benchmarks.sampling.monitor_cost --seconds $MON_S --settle $SETTLE --rate 10 \
   --listeners nvml,gpm,smi,top,gpu_procs,all --phases idle --no-by-thread --out $W/monitor_idle
-tail -n 10 $W/b_monitor_idle.log
-part b_monitor_load 80 python3 -m benchmarks.sampling.monitor_cost --seconds $MON_S --settle $SETTLE --rate 10 \
+part -t 6 b_monitor_load 80 python3 -m benchmarks.sampling.monitor_cost --seconds $MON_S --settle $SETTLE --rate 10 \
   --listeners nvml,all --phases load --no-by-thread --out $W/monitor_load
-tail -n 6 $W/b_monitor_load.log
-gpu_before c_monitor_before 80 sampling monitor_cost --seconds $MON_S --settle $SETTLE --rate 10 --listeners nvml,all \
+gpu_before -t 6 c_monitor_before 80 sampling monitor_cost --seconds $MON_S --settle $SETTLE --rate 10 --listeners nvml,all \
   --phases idle --no-by-thread --out $W/monitor_before
-[ -f $W/c_monitor_before.log ] && tail -n 6 $W/c_monitor_before.log
 left=$(( LIMIT - 20 - SECONDS ))
 if [ $left -ge 60 ]; then
-  part d_monitor_threads $left python3 -m benchmarks.sampling.monitor_threads --seconds $THR_S --settle $SETTLE --rate 10 \
+  part -t 8 d_monitor_threads $left python3 -m benchmarks.sampling.monitor_threads --seconds $THR_S --settle $SETTLE --rate 10 \
     --sets nvml,all --out $W/monitor_threads
-  tail -n 8 $W/d_monitor_threads.log
 else
   echo "== d skipped: $left s left"
 fi

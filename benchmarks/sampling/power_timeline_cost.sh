@@ -28,36 +28,30 @@ mkdir -p $W/trace $W/calls $W/fidelity $W/monitor $W/paired_resnet50 $W/paired_r
 gpu_machine $W/env.txt name,driver_version,power.limit,clocks.max.sm
 { nvidia-smi; pip list 2>/dev/null | grep -i nvidia-ml; git log -1 --format='commit %H %s' 2>/dev/null; } >> $W/env.txt 2>&1
 
-has a && part a_record_trace 90 python3 -m listeners.record_trace --out $W/trace/h100_power_samples.json --seconds $REC_S \
+has a && part -t 45 a_record_trace 90 python3 -m listeners.record_trace --out $W/trace/h100_power_samples.json --seconds $REC_S \
   --interval 0.1 --gpm-interval 0.2 --load --note "idle 6 s, bf16 8192^2 matmul 12 s, idle; nvml listener with the driver's power sample buffer"
-has a && tail -n 45 $W/a_record_trace.log
 
-has b && part b_call_cost 110 python3 -m benchmarks.sampling.nvml_call_cost --calls $CALLS --smi-seconds $SMI_S --phases idle,load --out $W/calls
-has b && tail -n 45 $W/b_call_cost.log
+has b && part -t 45 b_call_cost 110 python3 -m benchmarks.sampling.nvml_call_cost --calls $CALLS --smi-seconds $SMI_S --phases idle,load --out $W/calls
 
-has c && part c_energy_fidelity 110 python3 -m benchmarks.energy.energy_fidelity --seconds $FID_S --loads steady,bursty --out $W/fidelity
-has c && tail -n 30 $W/c_energy_fidelity.log
+has c && part -t 30 c_energy_fidelity 110 python3 -m benchmarks.energy.energy_fidelity --seconds $FID_S --loads steady,bursty --out $W/fidelity
 
-has d && part d_monitor_cost 170 python3 -m benchmarks.sampling.monitor_cost --seconds $MON_S --settle $SETTLE --rate 10 \
+has d && part -t 15 d_monitor_cost 170 python3 -m benchmarks.sampling.monitor_cost --seconds $MON_S --settle $SETTLE --rate 10 \
   --listeners $MON_LISTENERS --phases $MON_PHASES --out $W/monitor
-has d && tail -n 15 $W/d_monitor_cost.log
 
 # e) what is left, less ~25 s for packing: 55 % to ResNet-50, the rest to ResNet-18; each run needs ~40 s
 #    beyond its budget (start, warm-up, ending the run) and stops measuring on SIGTERM with what it has
 LEFT=$(( LIMIT - 25 - SECONDS ))
 B50=$(( (LEFT - 80) * 55 / 100 ))
 if has e && [ $B50 -ge 30 ]; then
-  part e1_paired_resnet50 $(( B50 + 40 )) python3 -m benchmarks.sampling.overhead_paired --model resnet50 --batch 128 \
+  part -t 14 e1_paired_resnet50 $(( B50 + 40 )) python3 -m benchmarks.sampling.overhead_paired --model resnet50 --batch 128 \
     --budget-s $B50 --window 1 --settle 0.1 --warmup $WARM50 $EXTRA50 --out $W/paired_resnet50
-  tail -n 14 $W/e1_paired_resnet50.log
 else
   echo "== e1 skipped: $LEFT s left"
 fi
 B18=$(( LIMIT - 25 - SECONDS - 40 ))
 if has e && [ $B18 -ge 30 ]; then
-  part e2_paired_resnet18 $(( B18 + 35 )) python3 -m benchmarks.sampling.overhead_paired --model cifar-resnet18 --batch 128 \
+  part -t 14 e2_paired_resnet18 $(( B18 + 35 )) python3 -m benchmarks.sampling.overhead_paired --model cifar-resnet18 --batch 128 \
     --budget-s $B18 --window 1 --settle 0.1 --warmup $WARM18 $EXTRA18 --out $W/paired_resnet18
-  tail -n 14 $W/e2_paired_resnet18.log
 else
   echo "== e2 skipped: $(( LIMIT - 25 - SECONDS )) s left"
 fi

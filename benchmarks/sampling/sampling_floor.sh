@@ -19,17 +19,13 @@ gpu_work /tmp/monitor_floor
 gpu_machine $W/env.txt name,driver_version,power.limit,clocks.sm,pstate
 echo "processes $(ps -e | wc -l)" >> $W/env.txt
 cat $W/env.txt
-part a_tick_floor 260 python3 -m benchmarks.sampling.tick_floor --seconds $FLOOR_S --settle $SETTLE --repeats $REPEATS \
+part -t 22 a_tick_floor 260 python3 -m benchmarks.sampling.tick_floor --seconds $FLOOR_S --settle $SETTLE --repeats $REPEATS \
   --variants $FLOOR_VARIANTS --out $W/tick_floor
-tail -n 22 $W/a_tick_floor.log
-gpu_before a_tick_floor_before 200 sampling tick_floor --seconds $FLOOR_S --settle $SETTLE --repeats $REPEATS \
+gpu_before -t 16 a_tick_floor_before 200 sampling tick_floor --seconds $FLOOR_S --settle $SETTLE --repeats $REPEATS \
   --variants $BEFORE_FLOOR_VARIANTS --out $W/tick_floor_before
-[ -f $W/a_tick_floor_before.log ] && tail -n 16 $W/a_tick_floor_before.log
-part b_monitor_idle 90 python3 -m benchmarks.sampling.monitor_cost --seconds $MON_S --settle $SETTLE --rate 10 \
+part -t 6 b_monitor_idle 90 python3 -m benchmarks.sampling.monitor_cost --seconds $MON_S --settle $SETTLE --rate 10 \
   --listeners nvml,all --phases idle --no-by-thread --out $W/monitor_idle
-tail -n 6 $W/b_monitor_idle.log
-gpu_before b_monitor_before 90 sampling monitor_cost --seconds $MON_S --settle $SETTLE --rate 10 --listeners nvml,all \
+gpu_before -t 6 b_monitor_before 90 sampling monitor_cost --seconds $MON_S --settle $SETTLE --rate 10 --listeners nvml,all \
   --phases idle --no-by-thread --out $W/monitor_before
-[ -f $W/b_monitor_before.log ] && tail -n 6 $W/b_monitor_before.log
 tar -czf $OUT/monitor_floor.tar.gz -C $W --exclude mlflow.db --exclude spool . && ls -la $OUT
 echo "== done at ${SECONDS}s"
