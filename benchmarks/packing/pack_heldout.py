@@ -16,12 +16,11 @@ energy. Goals: no measured slowdown above 1.1 x the bound; makespan packed / one
 from __future__ import annotations
 
 import argparse
-import json
 
 from mlflow.tracking import MlflowClient
 
 from benchmarks.common import write_tables
-from benchmarks.packing.steps import cell, collect, planned
+from benchmarks.packing.steps import analysis_args, cell, collect, planned, read_steps
 
 EXPERIMENT = "pack-heldout"
 TOLERANCE = 1.1  # the design goal: no job's measured slowdown above 1.1 x the bound
@@ -77,15 +76,10 @@ def markdown(fig: dict, bound: float) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--store", required=True)
-    ap.add_argument("--steps", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--max-slowdown", type=float, default=1.5)
+    analysis_args(ap)
     ap.add_argument("--plan", help="the packed step's dry run output (plan.txt)")
     args = ap.parse_args()
-    with open(args.steps) as fh:
-        steps = json.load(fh)
-    fig = collect(MlflowClient(args.store), steps, EXPERIMENT)
+    fig = collect(MlflowClient(args.store), read_steps(args), EXPERIMENT)
     fig["plan"] = planned(args.plan)
     fig["verdict"] = verdict(fig, args.max_slowdown)
     write_tables(args.out, "pack_heldout", fig, markdown(fig, args.max_slowdown))

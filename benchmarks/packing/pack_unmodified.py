@@ -29,7 +29,7 @@ import os
 import yaml
 
 from benchmarks.common import write_tables
-from benchmarks.packing.steps import as_float, cell, collect, planned
+from benchmarks.packing.steps import analysis_args, as_float, cell, collect, planned, read_steps
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 QUEUE = os.path.join(REPO, "examples", "unmodified", "queue.yaml")
@@ -187,10 +187,7 @@ def main() -> None:
     sp.add_argument("--queue", default=QUEUE)
     an = sub.add_parser("analyse")
     an.add_argument("--queue", default=QUEUE)
-    an.add_argument("--store", required=True)
-    an.add_argument("--steps", required=True)
-    an.add_argument("--out", required=True)
-    an.add_argument("--max-slowdown", type=float, default=1.5)
+    analysis_args(an)
     an.add_argument("--plan-packed")
     an.add_argument("--plan-second")
     args = ap.parse_args()
@@ -200,9 +197,7 @@ def main() -> None:
         return
     from mlflow.tracking import MlflowClient
 
-    with open(args.steps) as fh:
-        steps = json.load(fh)
-    out = summarise(MlflowClient(args.store), steps, args.plan_packed, args.plan_second, args.max_slowdown, args.queue)
+    out = summarise(MlflowClient(args.store), read_steps(args), args.plan_packed, args.plan_second, args.max_slowdown, args.queue)
     write_tables(args.out, "pack_unmodified", out, markdown(out))
     with open(os.path.join(args.out, "summary.json"), "w") as fh:
         json.dump(out["summary"], fh, indent=1)

@@ -6,9 +6,11 @@ on these.
 
     collect(MlflowClient(uri), {"alone": [t0, t1], "packed": [t0, t1]}, experiment)
     planned("plan.txt")   # {"packed_s", "alone_s", "ratio"} from a `radt-ext sweep --dry-run` of a packed step
+    analysis_args(parser) # an analysis's --store, --steps, --out, --max-slowdown; read_steps(args) the steps file
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -95,3 +97,16 @@ def as_float(text):
 
 def cell(v, fmt="{:.2f}"):
     return "–" if v is None else fmt.format(v)
+
+
+def analysis_args(parser) -> None:
+    """What every packing proof's analysis is given: the store, the steps' time windows, the output folder, the bound."""
+    parser.add_argument("--store", required=True, help="the proof's tracking store (URI)")
+    parser.add_argument("--steps", required=True, help='steps.json: {"alone": [start_s, end_s], ...} of each step')
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--max-slowdown", type=float, default=1.5)
+
+
+def read_steps(args) -> dict[str, list[float]]:
+    with open(args.steps) as fh:
+        return json.load(fh)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import textwrap
 import time
 
 from mlflow.tracking import MlflowClient
@@ -60,3 +61,12 @@ def signalled_sweep(path, marks: list, sig: int, timeout: float = 120) -> tuple[
         if proc.poll() is None:
             proc.kill()
     return proc.returncode, err
+
+
+def sweep_spec(path, name: str, body: str, devices: str = '["0", "1"]', **fields: str):
+    """A sweep spec written to `path`: its name and devices, the groups' parents listening with nvml and their
+    children with top every 0.2 s, other top-level `fields` (key: YAML text), then `body` (dedented)."""
+    head = [f"name: {name}", f"devices: {devices}", *(f"{k}: {v}" for k, v in fields.items()),
+            "listeners: nvml", "child_listeners: top", "interval: 0.2"]
+    path.write_text("\n".join(head) + "\n" + textwrap.dedent(body).lstrip("\n"))
+    return path

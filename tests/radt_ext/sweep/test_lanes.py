@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import textwrap
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -19,7 +18,7 @@ from radt_ext import sweep
 from radt_ext.sweep.lanes import lanes_of
 from radt_ext.sweep.spec import SpecError
 from tests.radt_ext.collocation.support import WORKLOAD
-from tests.radt_ext.helpers import parent_runs, radt, signalled_sweep
+from tests.radt_ext.helpers import parent_runs, radt, signalled_sweep, sweep_spec
 from tests.traces import TWO_GPUS, gpu_uuids
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -31,20 +30,13 @@ NO_DRIVER = os.path.join(TRACES, "no_driver.json")
 def rendezvous_spec(tmp_path, hold: bool = False, devices='["0", "1"]'):
     marks = tmp_path / "marks"
     marks.mkdir(exist_ok=True)
-    path = tmp_path / "lanes.yaml"
     hold_flag = " --hold" if hold else ""
-    path.write_text(textwrap.dedent(f"""
-        name: lanes
-        devices: {devices}
-        device_mode: each
-        listeners: nvml
-        child_listeners: top
-        interval: 0.2
+    path = sweep_spec(tmp_path / "lanes.yaml", "lanes", f"""
         workloads:
           meet: {{command: "{sys.executable} {RENDEZVOUS} --dir {marks} --round {{round}} --lanes 0,1{hold_flag}",
                  params: {{round: a}}}}
         grid: {{round: [a, b]}}
-    """))
+    """, devices=devices, device_mode="each")
     return path, marks
 
 
@@ -69,22 +61,14 @@ def test_variants_on_two_gpus_run_at_the_same_time(tmp_path, two_gpus):
 
 
 def spec_two_lanes(tmp_path):
-    path = tmp_path / "toy.yaml"
-    path.write_text(textwrap.dedent(f"""
-        name: toy
-        devices: ["0", "1"]
-        device_mode: each
-        listeners: nvml
-        child_listeners: top
-        interval: 0.2
+    return sweep_spec(tmp_path / "toy.yaml", "toy", f"""
         workloads:
           toy: {{command: "{sys.executable} {WORKLOAD} --seconds 0.3 --batch-size {{bs}}", params: {{bs: 8}}}}
         groups:
           - {{workloads: [toy], modes: [exclusive]}}
           - {{workloads: [toy, toy], modes: [naive]}}
         grid: {{bs: [8]}}
-    """))
-    return path
+    """, device_mode="each")
 
 
 def test_resume_by_hash_stays_exact_with_lanes(tmp_path, two_gpus):

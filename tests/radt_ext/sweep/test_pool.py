@@ -15,7 +15,7 @@ from listeners import nvml_backend
 from radt_ext import sweep
 from radt_ext.sweep.pool import DevicePool
 from tests.radt_ext.collocation.support import WORKLOAD
-from tests.radt_ext.helpers import parent_runs, radt, signalled_sweep
+from tests.radt_ext.helpers import parent_runs, radt, signalled_sweep, sweep_spec
 from tests.traces import NO_DRIVER, TWO_GPUS, gpu_name
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -33,17 +33,12 @@ def meet_spec(tmp_path, devices='["0", "1"]', hold: bool = False):
     marks = tmp_path / "marks"
     marks.mkdir(exist_ok=True)
     hold_flag = " --hold" if hold else ""
-    return write(tmp_path, f"""
-        name: pooled
-        devices: {devices}
-        listeners: nvml
-        child_listeners: top
-        interval: 0.2
+    return sweep_spec(tmp_path / "pool.yaml", "pooled", f"""
         workloads:
           meet: {{command: "{sys.executable} {RENDEZVOUS} --dir {marks} --round r --lanes 0,1 --name {{n}}{hold_flag}",
                  params: {{n: p}}}}
         grid: {{n: [p, q]}}
-    """), marks
+    """, devices=devices), marks
 
 
 def test_each_variant_runs_once_on_the_next_free_device(tmp_path, two_gpus):
