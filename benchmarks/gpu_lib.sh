@@ -13,7 +13,7 @@
 #                              a failure never stops the script
 #   gpu_mps DIR                private MPS pipe and log folders under DIR; in a dry run the stand-in MPS daemon first
 #                              on PATH (tests/radt_ext/bin)
-#   gpu_mps_left               says how many MPS daemons are left running and tells any in DIR's folders to quit
+#   gpu_mps_left               says how many MPS daemons are left running; one left in the private folders told to quit
 #   gpu_machine FILE [FIELDS]  the GPUs (nvidia-smi --query-gpu=FIELDS), Python, torch, MLflow, the CPUs and the
 #                              CUDA/torch/OMP settings of the environment into FILE
 #   gpu_keep_store [MAX_KIB]   $W/mlflow.db into $RESULTS/mlflow.db.xz, dropped (and said) when larger than MAX_KIB
@@ -178,5 +178,5 @@ gpu_before() {
     found=""
   done
   if [ -z "$found" ]; then echo "== $name skipped: no $module in $BEFORE_DIR"; return 0; fi
-  (cd "$BEFORE_DIR" && export PYTHONPATH=/tmp/site:$PWD && part "${tail[@]}" "$name" "$limit" python3 -m "$found" "$@")
+  (cd "$BEFORE_DIR" && export PYTHONPATH=/tmp/site:$PWD && part ${tail[@]+"${tail[@]}"} "$name" "$limit" python3 -m "$found" "$@")
 }
