@@ -97,3 +97,13 @@ def write_results(out_dir: str | os.PathLike, name: str, result: dict, markdown:
     (out / f"{name}.md").write_text(markdown.rstrip() + "\n")
     print(markdown)
     return out / f"{name}.json"
+
+
+def write_tables(out_dir: str | os.PathLike, name: str, data: dict, markdown: str) -> None:
+    """An analysis's figures as they are: NAME.json and NAME.md into out_dir (made), the markdown printed."""
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, f"{name}.json"), "w") as fh:
+        json.dump(data, fh, indent=1, default=str)
+    with open(os.path.join(out_dir, f"{name}.md"), "w") as fh:
+        fh.write(markdown)
+    print(markdown)

@@ -92,19 +92,21 @@ def parse_interval(text: str, where: str = "interval") -> float:
     return value
 
 
-def _smi_lists_gpus() -> bool:
-    """Whether `nvidia-smi -L` names a GPU (asked only where NVML does not start)."""
+def smi_gpu_indices() -> list[str]:
+    """The indices of the GPUs `nvidia-smi -L` names ("0", "1", ...; asked only where NVML does not start)."""
     import shutil
     import subprocess
 
     smi = shutil.which("nvidia-smi")
     if smi is None:
-        return False
+        return []
     try:
         out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=15)
     except (OSError, subprocess.SubprocessError):
-        return False
-    return out.returncode == 0 and any(line.startswith("GPU ") for line in out.stdout.splitlines())
+        return []
+    if out.returncode != 0:
+        return []
+    return [line.split(":", 1)[0][len("GPU "):].strip() for line in out.stdout.splitlines() if line.startswith("GPU ")]
 
 
 def check_target(target: Target, require_gpu: bool = False) -> None:
@@ -123,7 +125,7 @@ def check_target(target: Target, require_gpu: bool = False) -> None:
         nv = nvml()
         nv.nvmlInit()
     except Exception as exc:
-        if require_gpu and not _smi_lists_gpus():
+        if require_gpu and not smi_gpu_indices():
             why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ListenerError(f"this machine has no GPU (NVML does not start: {why}; nvidia-smi lists none)") \
                 from None

@@ -36,6 +36,7 @@ import bisect
 import ctypes
 import json
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -465,6 +466,18 @@ def read_recorded(path: str) -> dict | None:
     if trace.get("format") != FORMAT or trace.get("meta", {}).get("derived"):
         return None
     return trace
+
+def write_derived(source: str, target: str, derive) -> int:
+    """A derive script's work: derive(the trace recorded in source) written to target; 2 and one line on stderr
+    where source holds no recorded trace (a derived one, or another format)."""
+    trace = read_recorded(source)
+    if trace is None:
+        print(f"{source}: give a real (not derived) NVML trace", file=sys.stderr)
+        return 2
+    with open(target, "w") as fh:
+        json.dump(derive(trace), fh, separators=(",", ":"))
+    return 0
+
 
 def _label_of_ref(obj: Any) -> str:
     if isinstance(obj, Ref):

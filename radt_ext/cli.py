@@ -171,7 +171,7 @@ def _exit(code: int, stopped: bool) -> None:
 
 
 def _write_timings(session) -> None:
-    """With RADT_EXT_TIMINGS=FILE: the session's steps as JSON (benchmarks/first_run.py reads them)."""
+    """With RADT_EXT_TIMINGS=FILE: the session's steps as JSON (benchmarks/startup/first_run.py reads them)."""
     path = os.environ.get(ENV_TIMINGS)
     if not path:
         return

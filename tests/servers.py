@@ -342,13 +342,18 @@ def start_mlflow_server(
 # --------------------------------------------------------------------------- pytest fixtures
 
 
+def started_or_skip(start):
+    """What start() starts (a server, a cluster), or the test skipped with the one-line reason it cannot run here."""
+    try:
+        return start()
+    except ServerUnavailable as exc:
+        pytest.skip(str(exc))
+
+
 @pytest.fixture(scope="session")
 def postgres():
     """A running PostgreSQL cluster for the whole session; skips with the reason if unavailable."""
-    try:
-        pg = start_postgres()
-    except ServerUnavailable as exc:
-        pytest.skip(str(exc))
+    pg = started_or_skip(start_postgres)
     yield pg
     pg.stop()
 

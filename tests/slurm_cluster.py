@@ -27,12 +27,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.servers import ServerUnavailable, started_or_skip
+
 DAEMONS = {"munged": "munge", "slurmctld": "slurm-wlm", "slurmd": "slurm-wlm"}
 CLIENTS = ("sbatch", "squeue", "scancel", "srun", "sinfo")
 PARTITION = "ci"
 
 
-class SlurmUnavailable(RuntimeError):
+class SlurmUnavailable(ServerUnavailable):
     pass
 
 
@@ -197,10 +199,7 @@ def _wait(ready, timeout: float, what: str, cluster: SlurmCluster) -> None:
 @pytest.fixture(scope="module")
 def slurm_cluster():
     """A running single-node Slurm for the module's tests (SLURM_CONF set while it runs)."""
-    try:
-        cluster = start_slurm()
-    except SlurmUnavailable as exc:
-        pytest.skip(str(exc))
+    cluster = started_or_skip(start_slurm)
     previous = os.environ.get("SLURM_CONF")
     os.environ["SLURM_CONF"] = str(cluster.conf)
     try:

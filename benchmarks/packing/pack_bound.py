@@ -28,8 +28,8 @@ import argparse
 import json
 import os
 
-from benchmarks.pack_queue import _n, collect, planned
-from benchmarks.pack_unmodified import decisions, instrumented, queue, sharing_groups, spec, spec_parser
+from benchmarks.packing.steps import cell, collect, planned
+from benchmarks.packing.pack_unmodified import decisions, instrumented, queue, sharing_groups, spec, spec_parser
 
 PASSES = ("first", "second")
 STEPS = {"alone": (1, 1, False), "first": (4, 2, True), "second": (4, 3, True)}  # max jobs per GPU, repeats, trials
@@ -144,13 +144,13 @@ FIGURES = ("jobs", "kinds", "instrumented_jobs", "makespan_ratio", "max_job_slow
 
 
 def _cell(v) -> str:
-    return _n(v, "{:.3f}") if isinstance(v, float) or v is None else str(v)
+    return cell(v, "{:.3f}") if isinstance(v, float) or v is None else str(v)
 
 
 def markdown(out: dict) -> str:
     lines = [f"# Queue {out['queue']} (experiment {out['experiment']}, bound {out['bound']:g})", "",
-             f"Alone: makespan {_n(out['alone']['makespan_s'], '{:.1f}')} s, GPU energy "
-             f"{_n(out['alone']['gpu_energy_j'], '{:.0f}')} J, {out['alone']['finished']}/{out['alone']['jobs']} "
+             f"Alone: makespan {cell(out['alone']['makespan_s'], '{:.1f}')} s, GPU energy "
+             f"{cell(out['alone']['gpu_energy_j'], '{:.0f}')} J, {out['alone']['finished']}/{out['alone']['jobs']} "
              "FINISHED."]
     for step, p in out["passes"].items():
         lines += ["", f"## Pass {step}", "", "| figure | value |", "|---|---|"]
@@ -159,9 +159,9 @@ def markdown(out: dict) -> str:
                       "lived slowdown | reported | gap | paused s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in p["rows"]:
             lines.append(f"| {r['name']} | {r['kind']} | {r['mode']} ({r['gpu']}) | "
-                         f"{_n(r['alone_wall_s'], '{:.1f}')} | {_n(r['packed_wall_s'], '{:.1f}')} | {_n(r['wall_ratio'])} | {_n(r['rate_ratio'])} | "
-                         f"**{_n(r['lived'])}** | {_n(r['reported'])} | {_n(r['gap'], '{:.3f}')} | "
-                         f"{_n(r['paused_s'], '{:.1f}')} |")
+                         f"{cell(r['alone_wall_s'], '{:.1f}')} | {cell(r['packed_wall_s'], '{:.1f}')} | {cell(r['wall_ratio'])} | {cell(r['rate_ratio'])} | "
+                         f"**{cell(r['lived'])}** | {cell(r['reported'])} | {cell(r['gap'], '{:.3f}')} | "
+                         f"{cell(r['paused_s'], '{:.1f}')} |")
         lines += ["", "Groups (what each rests on, and what the guard made of it):", ""]
         lines += [f"- {d['decision']}: {d['basis']}; {d['outcome'] or 'not guarded'}" for d in p["groups"]]
     return "\n".join(lines) + "\n"

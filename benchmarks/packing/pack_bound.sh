@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The per-job bound when packing, lived (two GPUs of one host): one queue of unmodified users' scripts run
-# three times through `radt-ext sweep` (schedule: pack, max_slowdown PACK_BOUND 1.5, naive and MPS, guard on):
+# The per-job bound when packing, as the jobs live it (two GPUs of one host): one queue of unmodified users'
+# scripts run three times through `radt-ext sweep` (schedule: pack, max_slowdown PACK_BOUND 1.5, naive and
+# MPS, guard on):
 #   alone: one job per GPU at a time (the profiles and the baseline);
 #   first, second: the same packed spec (up to 4 jobs per GPU, trials on), each after its dry-run plan; the
 #   second plans from what the first measured.
@@ -9,39 +10,33 @@
 # RESULTS/<NAME>.json and <NAME>.md; `pack_bound.py summarise` merges the queues (docs/validation/pack_bound/).
 #   QUEUE=examples/unmodified/queue.yaml NAME=unmodified RESULTS=<dir> bash benchmarks/packing/pack_bound.sh
 #   QUEUE=examples/pack_bound/queue.yaml NAME=b RESULTS=<dir> bash benchmarks/packing/pack_bound.sh
-# Expected time on 2 H100s: unmodified ~8 minutes, b ~5; all under BUDGET_S (560 s; 1500 for DRY=1).
+# radt-ext as a user installs it: a radt-ext wheel in .whl/ (`pip wheel --no-deps --no-build-isolation -w .whl .`)
+# is installed with MLflow's there (gpu_wheels); else an installed radt-ext serves.
+# Expected time on 2 H200s: unmodified ~6.5 minutes, b ~5.5; all under BUDGET_S (560 s; 1500 for DRY=1).
 # DRY=1: the same flow on the CPU (the queue's `cpu` arguments, NVML replayed from the derived 2-GPU trace,
 # the stand-in MPS daemon): it proves the commands and files, no GPU figure. WORK: the work folder (made
 # fresh, default /tmp/pack_bound_<NAME>), which holds the store and the private MPS directories. Changes no
 # GPU setting; uses both GPUs, so not beside another script that does.
 set -u
-export PYTHONUNBUFFERED=1
-REPO=$PWD
+. benchmarks/gpu_lib.sh  # REPO, PYTHONPATH; gpu_* and say
 QUEUE=$(realpath "${QUEUE:-examples/pack_bound/queue.yaml}")
 NAME=${NAME:-$(python3 -c 'import sys; from benchmarks.packing.pack_bound import default_name as d; print(d(sys.argv[1]))' "$QUEUE")}
-RESULTS=${RESULTS:-/tmp/pack_bound_results/$NAME}; mkdir -p "$RESULTS"; RESULTS=$(realpath "$RESULTS")
-BUDGET_S=${BUDGET_S:-$([ "${DRY:-0}" = 1 ] && echo 1500 || echo 560)}
 BOUND=${PACK_BOUND:-1.5}; MODES=${PACK_MODES:-naive,mps}
-W=${WORK:-/tmp/pack_bound_$NAME}
-SPEC=(); LIMIT_ALONE=220; LIMIT_PACKED=160
-if [ "${DRY:-0}" = 1 ]; then
-  DRY=$REPO/listeners/traces/h200x2_derived.json; SPEC=(--dry); LIMIT_ALONE=600; LIMIT_PACKED=400
+SPEC=()
+if gpu_dry h200x2_derived.json; then
+  SPEC=(--dry); LIMIT_ALONE=600; LIMIT_PACKED=400; BUDGET_S=${BUDGET_S:-1500}
 else
-  unset DRY
+  LIMIT_ALONE=220; LIMIT_PACKED=160; BUDGET_S=${BUDGET_S:-560}
+  ls "$REPO"/.whl/*.whl >/dev/null 2>&1 && gpu_wheels
 fi
-export PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH}
-. "$REPO/scripts/gpu/batch_lib.sh"  # W fresh, its store and spool; the NVML replay only for a dry run
-export CUDA_MPS_PIPE_DIRECTORY=$W/mps/pipe CUDA_MPS_LOG_DIRECTORY=$W/mps/log
-mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY" "$W/bin"
-[ -n "${DRY:-}" ] && ln -s "$REPO/tests/radt_ext/bin/nvidia-cuda-mps-control" "$W/bin/" && export PATH=$W/bin:$PATH
-say() { echo "[${SECONDS}s] $*" | tee -a "$RESULTS/steps.log"; }
+gpu_results "$(realpath -m "${RESULTS:-/tmp/pack_bound_results/$NAME}")"
+gpu_work "${WORK:-/tmp/pack_bound_$NAME}"  # the work folder, made fresh: its store and spool
+gpu_mps "$W/mps"  # private MPS folders; the stand-in daemon in a dry run
+gpu_need_pack
+python3 -c 'import radt_ext; print("radt_ext from", radt_ext.__file__)' >> "$LOG"
 now() { date +%s.%N; }
-python3 -c "from radt_ext.sweep.schedulers import scheduler; scheduler('pack')" 2>/dev/null \
-  || { echo "radt-ext is not installed here: run pip install --no-deps --no-build-isolation --no-index -e . first"; exit 2; }
 
-{ nvidia-smi --query-gpu=index,name,memory.total,driver_version,mig.mode.current,compute_mode --format=csv
-  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.device_count())"
-  python3 -c "import mlflow; print('mlflow', mlflow.__version__)"; nproc; } > "$RESULTS/machine.txt" 2>&1
+gpu_machine "$RESULTS/machine.txt"
 say "queue $NAME ($QUEUE); machine: $(sed -n 2,3p "$RESULTS/machine.txt" | tr '\n' ' ')"
 for step in alone first second; do
   python3 -m benchmarks.packing.pack_bound spec --step $step --queue "$QUEUE" --name "$NAME" --out "$W/$step.yaml" \
@@ -65,13 +60,11 @@ step() {  # step NAME LIMIT_S: one pass of the queue, a packed one after its pla
 }
 STEPS=""
 step alone "$LIMIT_ALONE"; step first "$LIMIT_PACKED"; step second "$LIMIT_PACKED"
-say "MPS daemons left running: $(pgrep -c nvidia-cuda-mps || true)"
+gpu_mps_left
 echo "{$STEPS}" > "$RESULTS/steps.json"
 cd "$REPO"
 timeout 60 python3 -m benchmarks.packing.pack_bound analyse --store "$MLFLOW_TRACKING_URI" --steps "$RESULTS/steps.json" \
   --queue "$QUEUE" --name "$NAME" --out "$RESULTS" --max-slowdown "$BOUND" --plan-first "$RESULTS/plan_first.txt" \
   --plan-second "$RESULTS/plan_second.txt" > "$RESULTS/analysis.log" 2>&1 || say "analysis exited $?: $(tail -1 "$RESULTS/analysis.log")"
-python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(open(sys.argv[1], "rb"), lzma.open(sys.argv[2], "wb"))' \
-  "$W/mlflow.db" "$RESULTS/mlflow.db.xz" 2>/dev/null  # the store, kept where small
-[ "$(du -k "$RESULTS/mlflow.db.xz" 2>/dev/null | cut -f1)" -gt 15000 ] 2>/dev/null && rm -f "$RESULTS/mlflow.db.xz" && say "store too large to keep"
-echo "==== ${SECONDS}s"; cat "$RESULTS/steps.log"; cat "$RESULTS/$NAME.md" 2>/dev/null | head -40
+gpu_keep_store  # the store, for a later look at profiles and measured pairs
+echo "==== ${SECONDS}s"; cat "$LOG"; head -40 "$RESULTS/$NAME.md" 2>/dev/null

@@ -1,1 +1,2 @@
-"""Benchmarks and proofs of progress counting (the start-up hook); run from the repository root."""
+"""Counting a workload's work: what the start-up hook counts in unmodified scripts and what counting costs
+them; the active phase the summaries cover. (README.md beside this file.)"""

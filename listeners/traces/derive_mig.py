@@ -22,7 +22,7 @@ import copy
 import json
 import sys
 
-from listeners.replay import Ref, _label_of_ref, call_key, read_recorded
+from listeners.replay import Ref, _label_of_ref, call_key, write_derived
 
 NOT_FOUND = 6
 NOT_SUPPORTED = 3
@@ -118,13 +118,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
-    trace = read_recorded(argv[0])
-    if trace is None:
-        print(f"{argv[0]}: give a real (not derived) NVML trace", file=sys.stderr)
-        return 2
-    with open(argv[1], "w") as fh:
-        json.dump(derive(trace), fh, separators=(",", ":"))
-    return 0
+    return write_derived(argv[0], argv[1], derive)
 
 
 if __name__ == "__main__":

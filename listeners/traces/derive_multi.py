@@ -18,7 +18,7 @@ import copy
 import json
 import sys
 
-from listeners.replay import read_recorded
+from listeners.replay import write_derived
 
 
 def _uuid(uuid: str, i: int) -> str:
@@ -98,14 +98,8 @@ def main(argv: list[str]) -> int:
     if len(argv) not in (2, 3):
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
-    trace = read_recorded(argv[0])
-    if trace is None:
-        print(f"{argv[0]}: give a real (not derived) NVML trace", file=sys.stderr)
-        return 2
     gpus = int(argv[2]) if len(argv) == 3 else 2
-    with open(argv[1], "w") as fh:
-        json.dump(derive(trace, gpus), fh, separators=(",", ":"))
-    return 0
+    return write_derived(argv[0], argv[1], lambda trace: derive(trace, gpus))
 
 
 if __name__ == "__main__":

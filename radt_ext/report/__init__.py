@@ -27,12 +27,18 @@ def log_report(client, run_id: str, artifact_file: str = ARTIFACT) -> str | None
         client.log_text(run_id, run_html(client, run_id), artifact_file)
         return artifact_file
     except Exception as exc:  # a report must never fail the run
-        try:
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            client.set_tag(run_id, "radt_ext.report_error", f"{type(exc).__name__}: {first}"[:4000])
-        except Exception:
-            pass
+        tag_report_error(client, run_id, exc)
         return None
+
+
+def tag_report_error(client, run_id: str, exc: BaseException, what: str = "") -> None:
+    """Why a report (or `what` beside it) was not built: the run's `radt_ext.report_error` tag, the error's first
+    line; never raises."""
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    try:
+        client.set_tag(run_id, "radt_ext.report_error", f"{what}{type(exc).__name__}: {first}"[:4000])
+    except Exception:
+        pass
 
 
 def log_sweep_report(client, run_id: str, sweep_id: str, artifact_file: str = "radt_ext_sweep_report.html") -> str | None:
@@ -43,8 +49,5 @@ def log_sweep_report(client, run_id: str, sweep_id: str, artifact_file: str = "r
         client.log_text(run_id, sweep_id_html(client, sweep_id), artifact_file)
         return artifact_file
     except Exception as exc:
-        try:
-            client.set_tag(run_id, "radt_ext.report_error", f"{type(exc).__name__}: {exc}"[:4000])
-        except Exception:
-            pass
+        tag_report_error(client, run_id, exc)
         return None

@@ -147,7 +147,7 @@ class WorkloadSession:
         self.machine_tags: dict[str, str] = {}
         self.workload_runs: WorkloadRuns | None = None
         self.watchdog: Watchdog | None = None
-        self.timings: dict[str, float] = {}  # time.time() of each step (benchmarks/startup.py reads them)
+        self.timings: dict[str, float] = {}  # time.time() of each step (benchmarks/startup/startup.py reads them)
         env_visible = spec.env.get("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"))
         self.target = Target(pid=None, cuda_visible_devices=env_visible)
         self._listeners = []

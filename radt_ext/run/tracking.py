@@ -44,15 +44,8 @@ def track(listeners: str | None = None, interval: float | None = None, run_name:
         run = mlflow.active_run() or mlflow.start_run(run_name=run_name)
         if tags:
             mlflow.set_tags(tags)
-        status = "FINISHED"
-        try:
+        with _ending(own):
             yield run
-        except BaseException:
-            status = "KILLED" if isinstance(sys.exc_info()[1], KeyboardInterrupt) else "FAILED"
-            raise
-        finally:
-            if own:
-                mlflow.end_run(status)
         return
 
     select_listeners(listeners, interval, Target(pid=os.getpid()))  # bad input fails here, before any run
@@ -80,22 +73,36 @@ def track(listeners: str | None = None, interval: float | None = None, run_name:
         if own:
             mlflow.end_run("FAILED")
         raise UsageError("the radt-ext monitor process did not start; run `radt-ext listeners` to check this machine")
+    with _ending(own, before=lambda: _stop_monitor(monitor, previous_progress)):
+        yield run
+
+
+def _stop_monitor(monitor: subprocess.Popen, previous_progress: str | None) -> None:
+    """The block is over: the monitor told to stop, flush and summarise, the progress file's variable put back."""
+    flush_progress()
+    monitor.stdin.close()
+    try:
+        monitor.wait(timeout=READY_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        monitor.kill()
+    if previous_progress is None:
+        os.environ.pop(PROGRESS_ENV, None)
+    else:
+        os.environ[PROGRESS_ENV] = previous_progress
+
+
+@contextlib.contextmanager
+def _ending(own: bool, before=None):
+    """Around the user's block: after it, `before()` (whatever happened), then the run ended as the block did,
+    FINISHED, FAILED or KILLED (interrupted), where `track()` started it (own)."""
     status = "FINISHED"
     try:
-        yield run
+        yield
     except BaseException:
         status = "KILLED" if isinstance(sys.exc_info()[1], KeyboardInterrupt) else "FAILED"
         raise
     finally:
-        flush_progress()
-        monitor.stdin.close()  # tells the monitor to stop, flush and summarise
-        try:
-            monitor.wait(timeout=READY_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            monitor.kill()
-        if previous_progress is None:
-            os.environ.pop(PROGRESS_ENV, None)
-        else:
-            os.environ[PROGRESS_ENV] = previous_progress
+        if before is not None:
+            before()
         if own:
             mlflow.end_run(status)

@@ -19,14 +19,15 @@ from radt_ext.sweep.plan import Variant, expand
 from radt_ext.sweep.spec import SpecError, Sweep, load, parse
 
 
-def plan(path: str | Path) -> list[Variant]:
-    """Variants of a YAML spec or a radT CSV file (by suffix)."""
+def plan(path: str | Path, local: bool = True) -> list[Variant]:
+    """Variants of a YAML spec or a radT CSV file (by suffix). local=False: the variants run elsewhere (a Slurm
+    job each), so a spec without `devices:` keeps each job's first GPU instead of taking this machine's."""
     path = Path(path)
     if path.suffix.lower() == ".csv":
         from radt_ext.sweep.radt_csv import load_csv
 
         return load_csv(path)
-    return expand(load(path))
+    return expand(load(path, local=local))
 
 
 def plan_from_dict(data: dict, source: str = "<dict>", name: str = "sweep") -> list[Variant]:

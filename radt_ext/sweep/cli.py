@@ -12,14 +12,24 @@ SLURM_FLAGS = ("partition", "gpus_per_job", "cpus_per_job", "mem", "time_limit",
                "no_wait")
 
 
-def _slurm_options(file: str, given: dict):
-    """The spec's `slurm:` block overridden by the command line; its folder defaults beside the spec."""
-    from radt_ext.sweep import slurm_options
+def _plan(file: str, local: bool):
+    """(the YAML spec, or None for a radT CSV file; its variants): every check, before anything runs. local:
+    the variants run on this machine (a spec without `devices:` takes its GPUs, or cpu)."""
+    from radt_ext import sweep as api
+
+    if Path(file).suffix.lower() == ".csv":
+        return None, api.plan(file)
     from radt_ext.sweep.spec import load
 
-    base = slurm_options.SlurmOptions()
-    if Path(file).suffix.lower() != ".csv":
-        base = load(file).slurm or base
+    spec = load(file, local=local)
+    return spec, api.expand(spec)
+
+
+def _slurm_options(file: str, spec, given: dict):
+    """The spec's `slurm:` block overridden by the command line; its folder defaults beside the spec."""
+    from radt_ext.sweep import slurm_options
+
+    base = (spec.slurm if spec is not None else None) or slurm_options.SlurmOptions()
     extra = dict(slurm_options.sbatch_option(x, "--sbatch") for x in given["sbatch"])
     time_limit = slurm_options.minutes(given["time_limit"], "--time-limit") if given["time_limit"] else None
     options = base.merged(partition=given["partition"], gpus_per_job=given["gpus_per_job"],
@@ -67,31 +77,25 @@ def sweep(file, dry_run, executor, status, cancel, output, no_progress, **slurm_
     used = [f"--{k.replace('_', '-')}" for k in SLURM_FLAGS if slurm_flags.get(k) not in (None, (), False)]
     if used and executor != "slurm" and not (status or cancel):
         raise UsageError(f"{used[0]} is an option of --executor slurm; add --executor slurm or drop it")
-    variants = api.plan(file)  # every check happens here, before any run
+    spec, variants = _plan(file, local=executor != "slurm")
     from radt_ext.sweep.console import console as make_console
 
     console = make_console()
-    packed = _packed(file, executor)
+    if spec is not None and spec.devices_line:  # no `devices:` in the spec: say which were taken, first
+        console.print(spec.devices_line, highlight=False, soft_wrap=True)
+    packed = _packed(file, spec, executor)
     if packed is not None:
-        return _run_packed(file, packed, dry_run, console, output)
+        return _run_packed(packed, dry_run, console, output)
     if status or cancel:
-        return _status_or_cancel(file, variants, console, cancel, slurm_flags, output)
+        return _status_or_cancel(file, spec, variants, console, cancel, slurm_flags, output)
     runner = executor
     if executor == "slurm" and not dry_run:
         from radt_ext.sweep.slurm import SlurmExecutor
 
-        runner = SlurmExecutor(_slurm_options(file, slurm_flags), wait=not slurm_flags["no_wait"])
+        runner = SlurmExecutor(_slurm_options(file, spec, slurm_flags), wait=not slurm_flags["no_wait"])
     outcomes = api.run(variants, dry_run=dry_run, console=console, executor=runner, output=output)
-    if dry_run:
-        todo = sum(o.status == "PLANNED" for o in outcomes)
-        click.echo(f"{len(variants)} variants, {todo} to run, {len(variants) - todo} done (dry run: nothing ran)",
-                   err=output != "table")
+    if _shown(outcomes, len(variants), "variants", dry_run, console, output):
         return
-    from radt_ext.sweep import console as out
-    from radt_ext.sweep.executor import results_table
-
-    out.show(results_table(outcomes), console, output)
-    _view_links(outcomes)
     if slurm_flags["no_wait"]:
         queued = sum(o.status == "QUEUED" for o in outcomes)
         click.echo(f"{queued} variants queued as Slurm jobs; follow them with: radt-ext sweep {file} --status",
@@ -122,6 +126,21 @@ def _view_links(outcomes) -> None:
             click.echo(link_line(uri, experiment.experiment_id), err=True)
 
 
+def _shown(outcomes, planned: int, what: str, dry_run: bool, console, output: str) -> bool:
+    """A dry run's count line (True: nothing else to do); else the results table and the views' links."""
+    if dry_run:
+        todo = sum(o.status == "PLANNED" for o in outcomes)
+        click.echo(f"{planned} {what}, {todo} to run, {planned - todo} done (dry run: nothing ran)",
+                   err=output != "table")
+        return True
+    from radt_ext.sweep import console as out
+    from radt_ext.sweep.executor import results_table
+
+    out.show(results_table(outcomes), console, output)
+    _view_links(outcomes)
+    return False
+
+
 def _exit(outcomes, expected: int) -> None:
     """A stopped sweep exits as the signal says (130 where none did); else 1 when anything did not finish."""
     if len(outcomes) < expected or any(o.status == "KILLED" for o in outcomes):
@@ -129,15 +148,12 @@ def _exit(outcomes, expected: int) -> None:
     sys.exit(1 if any(o.status not in ("FINISHED", "SKIPPED") for o in outcomes) else 0)
 
 
-def _packed(file: str, executor: str):
+def _packed(file: str, spec, executor: str):
     """The spec to pack (--executor pack, or schedule: pack in FILE), else None."""
-    if Path(file).suffix.lower() == ".csv":
+    if spec is None:
         if executor == "pack":
             raise UsageError(f"{file}: --executor pack reads a YAML sweep spec; a radT CSV file sets its groups itself")
         return None
-    from radt_ext.sweep.spec import load
-
-    spec = load(file)
     scheduled = spec.pack is not None and spec.pack.scheduled
     if scheduled and executor not in ("local", "pack"):
         raise UsageError(f"{file}: schedule: pack runs on this machine's GPUs; drop --executor {executor} "
@@ -148,31 +164,23 @@ def _packed(file: str, executor: str):
     return spec if scheduled or executor == "pack" else None
 
 
-def _run_packed(file, spec, dry_run: bool, console, output: str = "table") -> None:
-    from radt_ext.sweep import console as out
-    from radt_ext.sweep.executor import results_table
+def _run_packed(spec, dry_run: bool, console, output: str = "table") -> None:
     from radt_ext.sweep.schedulers import scheduler
 
     packing = scheduler("pack")
     jobs = packing.jobs(spec)  # a group of several workloads: one line before anything runs
     outcomes = packing.run(spec, dry=dry_run, console=console, output=output)
-    if dry_run:
-        todo = sum(o.status == "PLANNED" for o in outcomes)
-        click.echo(f"{len(outcomes)} jobs, {todo} to run, {len(outcomes) - todo} done (dry run: nothing ran)",
-                   err=output != "table")
-        return
-    out.show(results_table(outcomes), console, output)
-    _view_links(outcomes)
-    _exit(outcomes, len(jobs))
+    if not _shown(outcomes, len(outcomes), "jobs", dry_run, console, output):
+        _exit(outcomes, len(jobs))
 
 
-def _status_or_cancel(file, variants, console, cancel: bool, slurm_flags, output: str = "table") -> None:
+def _status_or_cancel(file, spec, variants, console, cancel: bool, slurm_flags, output: str = "table") -> None:
     from radt_ext.sweep import console as out
     from radt_ext.sweep import slurm
     from radt_ext.sweep.executor import resume_state
     from radt_ext.store.client import connect, tracking_uri
 
-    folder = _slurm_options(file, slurm_flags).folder
+    folder = _slurm_options(file, spec, slurm_flags).folder
     if cancel:
         jobs = slurm.cancel_sweep(variants, folder)
         click.echo(f"cancelled Slurm jobs {' '.join(jobs)}" if jobs else "no queued or running Slurm job of this sweep")

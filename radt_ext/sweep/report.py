@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
 
-from radt_ext.report import log_sweep_report
+from radt_ext.report import log_sweep_report, tag_report_error
 from radt_ext.store.client import experiment_id_for
 
 ROLE_TAG = "sweep.role"
@@ -114,8 +114,5 @@ def log_setting_means(client, sweep_id: str, experiment: str, report_run_id: str
             count += 1
         return count
     except Exception as exc:
-        try:
-            client.set_tag(report_run_id, "radt_ext.report_error", f"setting means: {type(exc).__name__}: {exc}"[:4000])
-        except Exception:
-            pass
+        tag_report_error(client, report_run_id, exc, "setting means: ")
         return 0

@@ -7,7 +7,8 @@ before anything runs. The format (docs/collocation.md):
     experiment: collocation     # MLflow experiment; default: the name
     modes: [exclusive, naive, mps]
     devices: all                # or a list ["0", "1"] / [cpu]: a pool; each variant runs once, on the next
-                                # free device (default ["0"])
+                                # free device (default: this machine's GPUs, or cpu where it has none; with
+                                # --executor slurm ["0"], each job's first GPU)
     gpus_per_variant: 1         # devices each variant takes from the pool (its CUDA_VISIBLE_DEVICES)
     device_mode: pool           # or each: every variant on every listed device (to compare GPUs)
     repeats: 1
@@ -100,6 +101,7 @@ class Sweep:
     pack: object = None  # PackOptions of schedule: pack / max_slowdown / pack: (how jobs share GPUs; not in any hash)
     device_mode: str = "pool"  # pool: each variant once, on the next free device(s); each: on every device
     gpus_per_variant: int = 1  # devices a pooled variant takes
+    devices_line: str | None = None  # without `devices:`, the devices chosen and why ("devices: 0, 1 (...)")
 
 
 def one_line(text: str) -> str:
@@ -110,6 +112,7 @@ def one_line(text: str) -> str:
 class _Checker:
     def __init__(self, source: str):
         self.source = source
+        self.cpu = "devices lists 'cpu'"  # why a GPU setting cannot apply, in its one line
 
     def fail(self, entry: str, what: str) -> SpecError:
         return SpecError(one_line(f"{self.source}: {entry}: {what}"))
@@ -184,7 +187,9 @@ def read_text(path: Path) -> str:
         raise SpecError(f"{path}: byte {exc.start}: not UTF-8 text; save the file as UTF-8") from None
 
 
-def load(path: str | Path) -> Sweep:
+def load(path: str | Path, local: bool = True) -> Sweep:
+    """The spec in `path`, checked. local: its variants run on this machine (not a Slurm job each), so a spec
+    without `devices:` takes this machine's GPUs, or cpu where it has none."""
     path = Path(path)
     text = read_text(path)
     try:
@@ -194,10 +199,11 @@ def load(path: str | Path) -> Sweep:
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "document"
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise SpecError(f"{path}: {where}: not valid YAML ({problem})") from None
-    return parse(data, source=str(path), default_name=path.stem, base=path.resolve().parent)
+    return parse(data, source=str(path), default_name=path.stem, base=path.resolve().parent, local=local)
 
 
-def parse(data: Any, source: str = "<spec>", default_name: str = "sweep", base: Path | None = None) -> Sweep:
+def parse(data: Any, source: str = "<spec>", default_name: str = "sweep", base: Path | None = None,
+          local: bool = True) -> Sweep:
     c = _Checker(source)
     data = c.mapping(data, "top level")
     for key in data:
@@ -213,7 +219,12 @@ def parse(data: Any, source: str = "<spec>", default_name: str = "sweep", base: 
     for i, m in enumerate(modes):
         if m not in MODES:
             raise c.fail(f"modes[{i}]", f"unknown mode {m!r}; choose from {', '.join(MODES)}")
-    devices = _devices(c, data.get("devices", ["0"]))
+    if "devices" in data:
+        devices, devices_line = _devices(c, data["devices"]), None
+    else:
+        devices, devices_line = _default_devices(local)
+        if devices == ["cpu"]:
+            c.cpu = "devices is cpu (no GPU on this machine)"
     for i, d in enumerate(devices):
         if not d.strip():
             raise c.fail(f"devices[{i}]", "is empty; give a GPU index, GPU-<uuid> or cpu")
@@ -230,7 +241,7 @@ def parse(data: Any, source: str = "<spec>", default_name: str = "sweep", base: 
         if device_mode != "pool":
             raise c.fail("gpus_per_variant", "applies to device_mode pool; leave it out with device_mode each")
         if "cpu" in devices:
-            raise c.fail("gpus_per_variant", f"{gpus} GPUs per variant, but devices lists 'cpu'; list GPUs only")
+            raise c.fail("gpus_per_variant", f"{gpus} GPUs per variant, but {c.cpu}; list GPUs only")
         if gpus > len(devices):
             raise c.fail("gpus_per_variant", f"{gpus} GPUs per variant, but the pool has {len(devices)} "
                                              f"({', '.join(devices)}); list more devices or ask for fewer")
@@ -276,7 +287,7 @@ def parse(data: Any, source: str = "<spec>", default_name: str = "sweep", base: 
             if m not in MODES:
                 raise c.fail(f"{entry}.modes[{i}]", f"unknown mode {m!r}; choose from {', '.join(MODES)}")
             if m in ("mps", "mig") and "cpu" in devices:
-                raise c.fail(f"{entry}.modes[{i}]", f"mode {m} needs a GPU; devices lists 'cpu'")
+                raise c.fail(f"{entry}.modes[{i}]", f"mode {m} needs a GPU; {c.cpu}")
             if m in ("mps", "mig") and gpus > 1:
                 raise c.fail(f"{entry}.modes[{i}]", f"mode {m} runs on one GPU; gpus_per_variant is {gpus}")
             if m == "mig":
@@ -304,7 +315,7 @@ def parse(data: Any, source: str = "<spec>", default_name: str = "sweep", base: 
     pack = _pack(data, groups, source)
     return Sweep(name, experiment, source, devices, repeats, listeners, child_listeners,
                  float(interval) if interval is not None else None, workloads, groups, slurm, pack=pack,
-                 device_mode=device_mode, gpus_per_variant=gpus)
+                 device_mode=device_mode, gpus_per_variant=gpus, devices_line=devices_line)
 
 
 def _pack(data: dict, groups: list[GroupDef], source: str):
@@ -329,6 +340,24 @@ def _devices(c: _Checker, value) -> list[str]:
         return devices.gpu_indices()
     except ListenerError as exc:
         raise c.fail("devices", f"all: {exc}; list the devices instead, e.g. [\"0\"] or [cpu]") from None
+
+
+def _default_devices(local: bool) -> tuple[list[str], str | None]:
+    """A spec without `devices:`: every GPU NVML lists here (as `devices: all`) or, where NVML does not start,
+    every GPU `nvidia-smi -L` lists (as a device is checked), else cpu; and the line that says which. Run as a
+    Slurm job each (not local): the job's first GPU, as the job's allocation decides."""
+    if not local:
+        return ["0"], None
+    from listeners import devices, registry
+    from listeners.base import ListenerError
+
+    try:
+        found = devices.gpu_indices()
+    except ListenerError as exc:
+        found = registry.smi_gpu_indices()
+        if not found:
+            return ["cpu"], f"devices: cpu (no GPU on this machine: {exc}; nvidia-smi lists none)"
+    return found, f"devices: {', '.join(found)} (this machine's GPUs)"
 
 
 def _opt_str(c: _Checker, data: dict, key: str) -> str | None:
@@ -446,7 +475,7 @@ def _system(c: _Checker, value, entry: str, devices: list[str]) -> tuple[list[di
             continue
         axes[key] = _values(c, hostsettings.KINDS[key], raw, f"{entry}.{key}")
         if hostsettings.KINDS[key].SCOPE == "gpu" and "cpu" in devices:
-            raise c.fail(f"{entry}.{key}", "applies to a GPU, but devices lists 'cpu'; list GPUs only")
+            raise c.fail(f"{entry}.{key}", f"applies to a GPU, but {c.cpu}; list GPUs only")
     optional = c.str_list(value["optional"], f"{entry}.optional") if "optional" in value else []
     for i, key in enumerate(optional):
         if key not in hostsettings.OPTIONAL_KEYS:

@@ -24,7 +24,7 @@ import threading  # noqa: E402
 from radt_ext.workload_api.markers import monitor_run_id  # noqa: E402
 from radt_ext.workload_api.progress import log_progress  # noqa: E402
 
-ENV_TIMINGS = "RADT_EXT_WORKLOAD_TIMINGS"  # a file: the time.time() of each step (benchmarks/first_run.py)
+ENV_TIMINGS = "RADT_EXT_WORKLOAD_TIMINGS"  # a file: the time.time() of each step (benchmarks/startup/first_run.py)
 TIMES = {"started": T0}
 
 

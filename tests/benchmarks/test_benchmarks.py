@@ -21,12 +21,13 @@ pytestmark = pytest.mark.slow
 
 def run_script(module: str, out, uri: str, *args: str, timeout: float = 240, trace: str = TRACE,
                name: str | None = None) -> dict:
+    """`python -m benchmarks.<group>.<name>` in a tiny mode; its <name>.json read back."""
     env = dict(os.environ, RADT_EXT_NVML_REPLAY=trace, MLFLOW_TRACKING_URI=uri,
                PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run([sys.executable, "-m", f"benchmarks.{module}", "--out", str(out), *args],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    name = name or module
+    name = name or module.rsplit(".", 1)[-1]
     assert (out / f"{name}.md").read_text().startswith("###")
     result = json.loads((out / f"{name}.json").read_text())
     assert result["environment"]["nvml_replay"] == trace
@@ -45,7 +46,7 @@ def buffer_trace(tmp_path) -> str:
 
 def test_overhead_measures_each_configuration_and_the_monitor_logs(tmp_path, tracking_uri):
     pytest.importorskip("torch")
-    result = run_script("overhead", tmp_path, tracking_uri, "--configs", "none,radt-ext-10hz,mlflow-0.1s",
+    result = run_script("sampling.overhead", tmp_path, tracking_uri, "--configs", "none,radt-ext-10hz,mlflow-0.1s",
                         "--rounds", "1", "--min-rounds", "1", "--window", "0.2", "--settle", "0.1",
                         "--warmup", "0.1", "--batch", "4", "--width", "4")
     configs = result["configs"]
@@ -59,7 +60,7 @@ def test_overhead_measures_each_configuration_and_the_monitor_logs(tmp_path, tra
 
 def test_overhead_paired_freezes_the_monitor_in_off_and_null_windows(tmp_path, tracking_uri):
     pytest.importorskip("torch")
-    result = run_script("overhead_paired", tmp_path, tracking_uri, "--cycles", "2", "--window", "0.2",
+    result = run_script("sampling.overhead_paired", tmp_path, tracking_uri, "--cycles", "2", "--window", "0.2",
                         "--settle", "0.05", "--warmup", "0.1", "--batch", "4", "--width", "4")
     kinds = [w["kind"] for w in result["windows"]]
     assert kinds == ["off", "on", "off", "null"] * 2 + ["off"]
@@ -75,7 +76,7 @@ def test_overhead_paired_freezes_the_monitor_in_off_and_null_windows(tmp_path, t
 def test_progress_cost_counts_every_on_window_and_sets_the_hooks_host_time_against_the_loop(
         tmp_path, tracking_uri, workload):
     pytest.importorskip("torch")
-    result = run_script("progress_cost", tmp_path, tracking_uri, "--workload", workload, "--device", "cpu",
+    result = run_script("progress.progress_cost", tmp_path, tracking_uri, "--workload", workload, "--device", "cpu",
                         "--cycles", "2", "--window", "0.1", "--settle", "0.02", "--warmup", "0.2", "--batch", "8",
                         "--workers", "1", "--host-blocks", "4", "--host-calls", "20",
                         name=f"progress_cost_{workload}")
@@ -93,7 +94,7 @@ def test_progress_cost_counts_every_on_window_and_sets_the_hooks_host_time_again
 
 
 def test_overhead_refuses_a_configuration_list_without_the_baseline(tmp_path, tracking_uri):
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.overhead", "--configs", "radt-ext-1hz",
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.sampling.overhead", "--configs", "radt-ext-1hz",
                            "--out", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "--configs must include none" in proc.stderr
@@ -101,7 +102,7 @@ def test_overhead_refuses_a_configuration_list_without_the_baseline(tmp_path, tr
 
 
 def test_sampling_reports_rates_and_monitor_cpu(tmp_path, tracking_uri):
-    result = run_script("sampling", tmp_path, tracking_uri, "--max-rate-seconds", "0.2", "--seconds", "0.5",
+    result = run_script("sampling.sampling", tmp_path, tracking_uri, "--max-rate-seconds", "0.2", "--seconds", "0.5",
                         "--settle", "0.1", "--rates", "20", "--process-listeners", "nvml",
                         "--power-energy-rates", "20", "--gpm-rates", "20")
     by_name = {a["listener"]: a for a in result["max_rate"]}
@@ -119,7 +120,7 @@ def test_sampling_reports_rates_and_monitor_cpu(tmp_path, tracking_uri):
 
 
 def test_energy_fidelity_runs_both_loads(tmp_path, tracking_uri):
-    result = run_script("energy_fidelity", tmp_path, tracking_uri, "--seconds", "0.5")
+    result = run_script("energy.energy_fidelity", tmp_path, tracking_uri, "--seconds", "0.5")
     loads = {load["load"]: load for load in result["loads"]}
     assert set(loads) == {"steady", "bursty"}
     for load in loads.values():
@@ -130,7 +131,7 @@ def test_energy_fidelity_runs_both_loads(tmp_path, tracking_uri):
 
 
 def test_energy_fidelity_integrates_the_listeners_timeline_against_the_counter(tmp_path, tracking_uri):
-    result = run_script("energy_fidelity", tmp_path, tracking_uri, "--seconds", "0.5", "--loads", "steady")
+    result = run_script("energy.energy_fidelity", tmp_path, tracking_uri, "--seconds", "0.5", "--loads", "steady")
     load = result["loads"][0]
     # this trace holds no sample buffer: the listener's timeline is its point reads, and says why
     assert load["timeline_source"].startswith("point reads every 0.1 s")
@@ -139,7 +140,7 @@ def test_energy_fidelity_integrates_the_listeners_timeline_against_the_counter(t
 
 
 def test_timeline_integral_is_exact_for_a_linear_series():
-    from benchmarks.energy_fidelity import compare_timeline, integrate
+    from benchmarks.energy.energy_fidelity import compare_timeline, integrate
 
     power = [(10.0 + 0.02 * i, 100.0 + i) for i in range(501)]  # 100 → 600 W over 10 s, every 20 ms
     assert integrate(power, 10.0, 20.0) == pytest.approx(3500.0)
@@ -151,7 +152,7 @@ def test_timeline_integral_is_exact_for_a_linear_series():
 
 def test_nvml_call_cost_measures_each_listeners_calls(tmp_path, tracking_uri):
     trace = buffer_trace(tmp_path)
-    result = run_script("nvml_call_cost", tmp_path, tracking_uri, "--calls", "3", "--smi-seconds", "0",
+    result = run_script("sampling.nvml_call_cost", tmp_path, tracking_uri, "--calls", "3", "--smi-seconds", "0",
                         "--phases", "idle", trace=trace)
     (phase,) = result["phases"]
     rows = {(r["listener"], r["call"].split(" ")[0]): r for r in phase["calls"]}
@@ -165,7 +166,7 @@ def test_nvml_call_cost_measures_each_listeners_calls(tmp_path, tracking_uri):
 
 def test_monitor_cost_measures_the_monitor_process_and_its_threads(tmp_path, tracking_uri):
     trace = buffer_trace(tmp_path)
-    result = run_script("monitor_cost", tmp_path, tracking_uri, "--seconds", "0.5", "--settle", "0.2",
+    result = run_script("sampling.monitor_cost", tmp_path, tracking_uri, "--seconds", "0.5", "--settle", "0.2",
                         "--phases", "idle", "--listeners", "nvml", trace=trace)
     process, by_thread = result["rows"]
     assert "error" not in process and process["listeners"] == "nvml" and process["points_stored"] > 0
@@ -175,7 +176,7 @@ def test_monitor_cost_measures_the_monitor_process_and_its_threads(tmp_path, tra
 
 def test_monitor_threads_splits_the_monitor_process_by_thread(tmp_path, tracking_uri):
     trace = buffer_trace(tmp_path)
-    result = run_script("monitor_threads", tmp_path, tracking_uri, "--seconds", "0.5", "--settle", "0.2",
+    result = run_script("sampling.monitor_threads", tmp_path, tracking_uri, "--seconds", "0.5", "--settle", "0.2",
                         "--sets", "nvml", trace=trace)
     sleeping, nvml_init, monitor = result["rows"]
     assert sleeping["what"] == "python, sleeping" and len(sleeping["threads"]) >= 1
@@ -186,7 +187,7 @@ def test_monitor_threads_splits_the_monitor_process_by_thread(tmp_path, tracking
 
 
 def test_energy_fidelity_error_is_zero_for_an_exact_series():
-    from benchmarks.energy_fidelity import compare
+    from benchmarks.energy.energy_fidelity import compare
 
     # 100 W for 10 s, the counter advancing exactly 2 J per 20 ms: the integral matches at every interval
     samples = [(i * 0.02, 100.0, i * 2.0, 100.0) for i in range(501)]
@@ -198,7 +199,7 @@ def test_energy_fidelity_error_is_zero_for_an_exact_series():
 
 
 def test_logging_throughput_hour_is_read_back_complete(tmp_path, tracking_uri):
-    result = run_script("logging_throughput", tmp_path, tracking_uri, "--no-server", "--points", "3000",
+    result = run_script("store.logging_throughput", tmp_path, tracking_uri, "--no-server", "--points", "3000",
                         "--ceiling-batches", "2", "--hour-seconds", "10", "--paced-seconds", "1",
                         "--log-batch-points", "1500")
     sqlite = result["stores"]["sqlite"]
@@ -211,7 +212,7 @@ def test_logging_throughput_hour_is_read_back_complete(tmp_path, tracking_uri):
 
 
 def test_listener_cost_measures_each_part_after_a_sleep_and_back_to_back(tmp_path, tracking_uri):
-    result = run_script("listener_cost", tmp_path, tracking_uri, "--samples", "3", "--spacing", "0.01",
+    result = run_script("sampling.listener_cost", tmp_path, tracking_uri, "--samples", "3", "--spacing", "0.01",
                         "--listeners", "nvml,top")
     rows = {r["what"]: r for r in result["rows"]}
     measured = [r for r in rows.values() if "error" not in r]
@@ -225,7 +226,7 @@ def test_listener_cost_measures_each_part_after_a_sleep_and_back_to_back(tmp_pat
 
 def test_tick_floor_measures_each_variant_in_a_process_of_its_own(tmp_path, tracking_uri):
     trace = os.path.join(REPO, "listeners", "traces", "h100_power_samples.json")
-    result = run_script("tick_floor", tmp_path, tracking_uri, "--seconds", "0.5", "--settle", "0.2",
+    result = run_script("sampling.tick_floor", tmp_path, tracking_uri, "--seconds", "0.5", "--settle", "0.2",
                         "--repeats", "1", "--variants", "idle,wake,reads,listener,monitor_pinned", trace=trace)
     runs = {r["variant"]: r for r in result["runs"]}
     assert set(runs) == {"idle", "wake", "reads", "listener", "monitor_pinned"}
@@ -240,7 +241,7 @@ def test_tick_floor_measures_each_variant_in_a_process_of_its_own(tmp_path, trac
 
 def test_ops_spread_measures_a_networks_rounds_back_to_back(tmp_path, tracking_uri):
     pytest.importorskip("torch")
-    result = run_script("ops_spread", tmp_path, tracking_uri, "--configs", "mlp:8:fp32:training", "--rounds", "3",
+    result = run_script("ops.ops_spread", tmp_path, tracking_uri, "--configs", "mlp:8:fp32:training", "--rounds", "3",
                         "--window", "0.02", "--device", "cpu")
     rows = result["rows"]
     assert {(r["variant"], r["phase"]) for r in rows} == {("timed", "forward"), ("timed", "backward")}
@@ -250,7 +251,7 @@ def test_ops_spread_measures_a_networks_rounds_back_to_back(tmp_path, tracking_u
 
 def test_ops_repeat_compares_two_runs_of_one_grid(tmp_path, tracking_uri):
     runs = os.path.join(REPO, "docs", "ops", "runs", "h100_gpu_bound")
-    result = run_script("ops_repeat", tmp_path, tracking_uri, "--a", os.path.join(runs, "run1", "profiles.csv.gz"),
+    result = run_script("ops.ops_repeat", tmp_path, tracking_uri, "--a", os.path.join(runs, "run1", "profiles.csv.gz"),
                         "--b", os.path.join(runs, "run2", "profiles.csv.gz"))
     rows, summary = result["rows"], result["summary"]
     assert summary["profiles"] == len(rows) == 24  # every profile of the recorded H100 grid, in both runs
@@ -261,7 +262,7 @@ def test_ops_repeat_compares_two_runs_of_one_grid(tmp_path, tracking_uri):
 
 def test_ops_metering_measures_each_metering_in_turn(tmp_path, tracking_uri):
     pytest.importorskip("torch")
-    result = run_script("ops_metering", tmp_path, tracking_uri, "--configs", "mlp:8:fp32:training", "--repeats", "2",
+    result = run_script("ops.ops_metering", tmp_path, tracking_uri, "--configs", "mlp:8:fp32:training", "--repeats", "2",
                         "--ops", "2", "--window", "0.02", "--net-window", "0.02", "--device", "cpu")
     rows = result["rows"]
     assert not [r for r in rows if r.get("error")], rows
@@ -277,14 +278,14 @@ def test_ops_metering_measures_each_metering_in_turn(tmp_path, tracking_uri):
 def test_ops_repeat_picks_one_gpu_and_checks_the_power_timeline(tmp_path, tracking_uri):
     ops = os.path.join(REPO, "docs", "ops")
     repeat = os.path.join(ops, "runs", "h100_repeat", "profiles.csv.gz")
-    result = run_script("ops_repeat", tmp_path, tracking_uri, "--a", os.path.join(ops, "dataset.csv.gz"),
+    result = run_script("ops.ops_repeat", tmp_path, tracking_uri, "--a", os.path.join(ops, "dataset.csv.gz"),
                         "--b", repeat, "--gpu", "H100")
     summary = result["summary"]
     assert summary["profiles"] == len(result["rows"]) == 8  # the repeat's profiles, found in the H100's half
     timeline = summary["timeline_vs_counter_abs_pct"]
     assert timeline["n"] > 0 and timeline["within_5"] <= timeline["n"] and timeline["median"] >= 0
     env = dict(os.environ, PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.ops_repeat", "--a", os.path.join(ops, "dataset.csv.gz"),
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.ops.ops_repeat", "--a", os.path.join(ops, "dataset.csv.gz"),
                            "--b", repeat, "--gpu", "H200", "--out", str(tmp_path / "none")],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "share no profile" in proc.stderr  # the repeat holds no H200 profile
@@ -292,7 +293,7 @@ def test_ops_repeat_picks_one_gpu_and_checks_the_power_timeline(tmp_path, tracki
 
 def test_ops_findings_prints_the_figures_the_docs_quote():
     env = dict(os.environ, PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.ops_findings", "--out", os.path.join(REPO, "docs", "ops")],
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.ops.ops_findings", "--out", os.path.join(REPO, "docs", "ops")],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for line in ("profiles per GPU {'H100': 72, 'H200': 72}", "busy share of windows", "summed within 10 % on time",
@@ -302,7 +303,7 @@ def test_ops_findings_prints_the_figures_the_docs_quote():
 
 def test_ops_heldout_report_prints_the_committed_figures():
     env = dict(os.environ, PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.ops_heldout", "report", "--out", os.path.join(REPO, "docs", "ops")],
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.ops.ops_heldout", "report", "--out", os.path.join(REPO, "docs", "ops")],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for line in ("one machine: time, fastest round", "two machines: energy, fastest round",
@@ -323,7 +324,7 @@ def test_ops_heldout_report_scores_the_suite_on_the_committed_h200_measurements(
     shutil.copytree(ops, tmp_path / "ops", ignore=shutil.ignore_patterns("*.png", "runs", "launch_bound"))
     assert (tmp_path / "ops" / "heldout" / "h200" / "suite.csv.gz").exists()
     env = dict(os.environ, PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.ops_heldout", "report", "--out", str(tmp_path / "ops")],
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.ops.ops_heldout", "report", "--out", str(tmp_path / "ops")],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "== 5. The suite measured on both GPUs" in proc.stdout
@@ -335,7 +336,7 @@ def test_ops_heldout_report_scores_the_suite_on_the_committed_h200_measurements(
 def test_ops_coverage_prints_the_committed_table():
     """The intervals' coverage docs/ops.md quotes: both suites, both directions, before and after the host-bound rule."""
     env = dict(os.environ, PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.ops_coverage"], cwd=REPO, env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.ops.ops_coverage"], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for line in ("== 1. The rule (radt_ext/ops/host_spread.json) ==", "== 3. Coverage", "both suites, both directions",
@@ -345,7 +346,7 @@ def test_ops_coverage_prints_the_committed_table():
 
 
 def test_startup_times_every_step_of_a_run(tmp_path, tracking_uri):
-    result = run_script("startup", tmp_path / "out", tracking_uri, "--repeats", "1", "--sleep-s", "0.2",
+    result = run_script("startup.startup", tmp_path / "out", tracking_uri, "--repeats", "1", "--sleep-s", "0.2",
                         "--no-mlflow-import", "--matmul-s", "0.2", "--no-matmul-alone",
                         "--store", f"sqlite:///{tmp_path / 'startup.db'}")
     assert len(result["start_latency_s"]) == 3  # the run that ends at once, the sleep, the matmul
@@ -357,7 +358,7 @@ def test_startup_times_every_step_of_a_run(tmp_path, tracking_uri):
 
 
 def test_first_run_splits_readme_command_1_on_a_fresh_store(tmp_path, tracking_uri):
-    result = run_script("first_run", tmp_path / "out", tracking_uri, "--repeats", "1", "--seconds", "0.5")
+    result = run_script("startup.first_run", tmp_path / "out", tracking_uri, "--repeats", "1", "--seconds", "0.5")
     (run,) = result["runs"]
     assert run["wall_s"] > 0.5 and run["beyond_load_s"] == pytest.approx(run["wall_s"] - 0.5)
     spans = run["spans"]
@@ -369,7 +370,7 @@ def test_first_run_splits_readme_command_1_on_a_fresh_store(tmp_path, tracking_u
 
 
 def test_store_growth_relogs_a_recorded_run_before_and_after_the_shape(tmp_path, tracking_uri):
-    """scripts/gpu/store_growth.sh's analysis on a run recorded here on the replay: the run's full-rate
+    """benchmarks/store/store_growth.sh's analysis on a run recorded here on the replay: the run's full-rate
     artifact logged again through the old path and through the shape (SQLite only here)."""
     env = dict(os.environ, RADT_EXT_NVML_REPLAY=TRACE, MLFLOW_TRACKING_URI=tracking_uri,
                PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -379,20 +380,20 @@ def test_store_growth_relogs_a_recorded_run_before_and_after_the_shape(tmp_path,
     assert proc.returncode == 0, proc.stderr[-3000:]
     (artifact,) = tmp_path.glob("mlruns/*/*/artifacts/timelines/system.parquet")
     out = tmp_path / "out"
-    result = run_script("store_growth", out, tracking_uri, "--store", tracking_uri, "--timelines", str(artifact),
+    result = run_script("store.store_growth", out, tracking_uri, "--store", tracking_uri, "--timelines", str(artifact),
                         "--no-postgres")
     sqlite = result["sqlite"]
     assert sqlite["before"]["rows"] > sqlite["after"]["rows"] > 0 and sqlite["before"]["bytes"] > 0
     assert result["measured"]["shape_matches_store"]  # the shape made here is what the run stored
     assert abs(result["energy"]["stored_vs_summary_pct"]) < 0.1 and abs(result["energy"]["full_rate_vs_summary_pct"]) < 0.1
-    synthetic = run_script("store_growth", tmp_path / "synthetic", tracking_uri, "--synthetic", "60,2", "--no-postgres")
+    synthetic = run_script("store.store_growth", tmp_path / "synthetic", tracking_uri, "--synthetic", "60,2", "--no-postgres")
     assert synthetic["sqlite"]["before"]["rows"] > 10 * synthetic["sqlite"]["after"]["rows"]
 
 
 def test_attribution_pairs_reads_the_driver_ticks_of_the_h100_recording(tmp_path):
     """The tick table of the recording docs/collocation.md quotes: one process a tick, every 200 ms."""
     raw = os.path.join(REPO, "docs", "validation", "collocation", "energy_attribution_logs", "proc_samples.jsonl.gz")
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.attribution_pairs", "--raw", raw, "--out", str(tmp_path)],
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.collocation.attribution_pairs", "--raw", raw, "--out", str(tmp_path)],
                           cwd=REPO, capture_output=True, text=True, timeout=120,
                           env=dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", "")))
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -407,7 +408,7 @@ def test_attribution_pairs_reads_the_driver_ticks_of_the_h100_recording(tmp_path
 
 
 def test_pack_heldout_checks_the_bound_with_its_tolerance_and_shows_the_guards_account():
-    from benchmarks.pack_heldout import markdown, verdict
+    from benchmarks.packing.pack_heldout import markdown, verdict
 
     def job(name, slowdown, paused=0.0):
         return {"name": name, "alone": {"active_s": 6.0, "duration_s": 14.0, "energy_j": 900.0},
@@ -438,7 +439,7 @@ def test_ops_host_moves_by_a_ratio_of_two_hosts_measured_the_same_way():
 
     import pandas as pd
 
-    from benchmarks.ops_host import move
+    from benchmarks.ops.ops_host import move
     from radt_ext.ops import dataset as ds, host, predict
 
     data = ds.load(os.path.join(REPO, "tests", "radt_ext", "ops", "data", "slice.csv.gz"))
@@ -469,7 +470,7 @@ def test_ops_host_moves_by_a_ratio_of_two_hosts_measured_the_same_way():
 
 def test_ops_host_report_prints_the_committed_figures():
     env = dict(os.environ, PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.ops_host", "report"], cwd=REPO, env=env,
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.ops.ops_host", "report"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for line in ("== 1. The hosts ==", "by the profiles' records", "host-aware, target's host measured: H200->H100",
@@ -480,7 +481,7 @@ def test_ops_host_report_prints_the_committed_figures():
 
 
 def test_pack_unmodified_writes_each_steps_spec_and_finds_no_instrumented_script(tmp_path):
-    from benchmarks import pack_unmodified as pu
+    from benchmarks.packing import pack_unmodified as pu
     from radt_ext.packing.queue import job_variants
     from radt_ext.sweep.spec import load
 
@@ -514,7 +515,7 @@ def test_pack_unmodified_runs_its_three_steps_on_the_cpu_and_writes_its_summary(
 
     import yaml
 
-    from benchmarks import pack_unmodified as pu
+    from benchmarks.packing import pack_unmodified as pu
 
     jobs = {n: j for n, j in pu.queue().items() if n in ("gemm", "decode", "infer8")}
     for j in jobs.values():
@@ -523,7 +524,7 @@ def test_pack_unmodified_runs_its_three_steps_on_the_cpu_and_writes_its_summary(
     results = tmp_path / "results"
     env = dict(os.environ, DRY="1", RESULTS=str(results), QUEUE=str(tmp_path / "queue.yaml"), WORK=str(tmp_path / "w"),
                HOME=str(tmp_path), PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run(["bash", "scripts/gpu/pack_unmodified.sh"], cwd=REPO, env=env, capture_output=True,
+    proc = subprocess.run(["bash", "benchmarks/packing/pack_unmodified.sh"], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=1500)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads((results / "summary.json").read_text())

@@ -2,7 +2,6 @@
 against the real H200 recording (the matmul child had pid 459 there)."""
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
@@ -10,19 +9,6 @@ import pytest
 from listeners import nvml_backend, registry
 from listeners.base import Target
 from listeners.gpu_procs import GpuProcsListener, process_tree
-
-TRACES = os.path.join(os.path.dirname(__file__), "..", "..", "listeners", "traces")
-MATMUL = os.path.join(TRACES, "h200_matmul.json")
-
-
-@pytest.fixture
-def replay(monkeypatch):
-    monkeypatch.setenv(nvml_backend.REPLAY_ENV, MATMUL)
-    nvml_backend.reset()
-    with open(MATMUL) as fh:
-        yield json.load(fh)
-    nvml_backend.reset()
-
 
 def run(pid: int, n: int, interval: float = 1e-6, closing: bool = False) -> list:
     """n samples back to back (and the closing one): every Reading, in order."""

@@ -3,23 +3,8 @@ the process described once, a call the GPU cannot answer is one error line, not 
 from __future__ import annotations
 
 import json
-import os
 
-import pytest
-
-from listeners import nvml_backend
 from listeners.record_proc_samples import main
-
-TRACE = os.path.join(os.path.dirname(__file__), "..", "..", "listeners", "traces", "h200_matmul.json")
-
-
-@pytest.fixture
-def replay(monkeypatch):
-    monkeypatch.setenv(nvml_backend.REPLAY_ENV, TRACE)
-    nvml_backend.reset()
-    with open(TRACE) as fh:
-        yield json.load(fh)
-    nvml_backend.reset()
 
 
 def test_records_every_sample_and_each_process_once(replay, tmp_path):

@@ -178,7 +178,7 @@ def test_under_mig_the_instances_gpm_is_the_activity(recorded):
     assert shares["big"].active_j == pytest.approx(4 * shares["small"].active_j, rel=1e-6)
 
 
-# ---- the H100 groups (what scripts/gpu/collocation_energy.sh logged; see the fixture's meta) ----
+# ---- the H100 groups (what benchmarks/collocation/collocation_energy.sh logged; see the fixture's meta) ----
 
 H100 = os.path.join(os.path.dirname(__file__), "fixtures", "h100_collocation_series.json")
 

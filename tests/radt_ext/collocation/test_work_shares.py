@@ -1,12 +1,12 @@
 """Each job's share from its own progress, on groups of the two-H200 proof as the store holds them
 (fixtures/h200_attribution_groups.json, exported from docs/validation/attribution_pairs/mlflow.db.xz by
-`python -m benchmarks.attribution_pairs --export-groups`)."""
+`python -m benchmarks.collocation.attribution_pairs --export-groups`)."""
 import json
 import os
 
 import pytest
 
-from benchmarks.attribution_pairs import gap_pct, own_phase_energy, recomputed
+from benchmarks.collocation.attribution_pairs import gap_pct, own_phase_energy, recomputed
 from radt_ext.collocation.work_shares import Progress, WorkShares
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "h200_attribution_groups.json")
@@ -75,7 +75,7 @@ def test_mps_pairs_stay_even(groups, group):
 def test_work_shares_of_one_kind_follow_the_work_and_of_two_kinds_the_rate_alone(groups):
     """From the unequal pair's stored progress: a stretch both worked in splits by the fraction of its rate
     alone each had (the job alone at its end gives its rate); taken as one kind, by the work itself."""
-    from benchmarks.attribution_pairs import stored_progress
+    from benchmarks.collocation.attribution_pairs import stored_progress
 
     g = groups["b917d796"]
     spans = [c["window"] for c in g["children"]]

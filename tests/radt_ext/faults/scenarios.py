@@ -1,7 +1,7 @@
 """Fault scenarios, each counting metric points sent against points stored.
 
 Shared by the tests in this folder (which assert on the outcome) and by
-benchmarks/faults_table.py (which runs them all and writes docs/faults.md).
+benchmarks/store/faults_table.py (which runs them all and writes docs/faults.md).
 Everything is real: `radt-ext run` child processes, SQLite stores, `mlflow server`
 processes, signals, a full tmpfs. Each scenario takes a fresh directory.
 """

@@ -21,7 +21,7 @@ from radt_ext.hostsettings import cpu_quota, governor
 from radt_ext.hostsettings.base import Where
 from radt_ext.sweep.spec import SpecError
 from radt_ext.view import mlflow_format as fmt
-from tests.radt_ext.helpers import radt
+from tests.radt_ext.helpers import parent_runs, radt
 from tests.traces import settings_trace
 
 PROBE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "sweep", "affinity_workload.py")
@@ -55,11 +55,6 @@ def lines(path) -> list[dict]:
     with open(path) as fh:
         return [json.loads(x) for x in fh if x.strip()]
 
-
-def parents(uri) -> list:
-    client = MlflowClient(uri)
-    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
-    return [r for r in runs if "mlflow.parentRunId" not in r.data.tags and r.data.tags.get("sweep.role") != "report"]
 
 
 # -- the spec ------------------------------------------------------------------------------------------
@@ -124,7 +119,7 @@ def test_each_variant_s_workload_tree_sees_the_cpus_it_was_given(tmp_path, track
         assert s["grandchild"] == s["cpus"]  # its children's children inherited them
     assert [s["cpus"] for s in seen if s["omp"] is None] == [[CPUS[-1]]]  # the pinned group: its own block
     assert sorted(len(s["cpus"]) for s in seen if s["omp"] == "3") == [1, 2]
-    runs = parents(tracking_uri)
+    runs = parent_runs(tracking_uri)
     tags = sorted(({k: v for k, v in r.data.tags.items() if k.startswith("system.")} for r in runs),
                   key=lambda t: t["system.cpus"])
     assert [t["system.cpus"] for t in tags] == ["1", "2", f"[{CPUS[-1]}]"]
@@ -171,7 +166,7 @@ def test_an_optional_setting_this_host_cannot_apply_is_skipped_and_recorded(tmp_
     done = radt("sweep", str(tmp_path / "s.yaml"), timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert f"system.{key}: {value}: skipped where it runs (optional): {reason}" in done.stderr
-    (run,) = parents(tracking_uri)
+    (run,) = parent_runs(tracking_uri)
     assert run.data.tags[f"system.{key}"] == value
     assert run.data.tags[f"system.{key}.status"] == f"skipped: {reason}"
     assert f"system.{key}.host" not in run.data.tags and len(lines(out)) == 1
@@ -187,7 +182,7 @@ def test_a_cgroup_quota_is_applied_to_the_workload_and_removed_after(tmp_path, t
     spec = write_spec(tmp_path, "system: {cpu_quota_pct: 50}\n", str(out))
     done = radt("sweep", spec, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    (run,) = parents(tracking_uri)
+    (run,) = parent_runs(tracking_uri)
     assert run.data.tags["system.cpu_quota_pct.host"] == "50"
     made = run.data.tags["system.cpu_quota_pct.status"].split("cgroup ")[1].split(",")[0]
     assert not os.path.exists(made) and "removed" in run.data.tags["system.cpu_quota_pct.restored"]
@@ -204,7 +199,7 @@ def test_the_governor_is_set_for_the_variant_and_put_back(tmp_path, tracking_uri
     spec = write_spec(tmp_path, f"system: {{governor: {other}}}\n", str(out))
     done = radt("sweep", spec, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    (run,) = parents(tracking_uri)
+    (run,) = parent_runs(tracking_uri)
     assert run.data.tags["system.governor.host"] == other
     assert {str(p): p.read_text().strip() for p in files} == before
 
@@ -241,7 +236,7 @@ def test_gpu_power_and_clocks_are_set_for_each_variant_and_restored_after_it(tmp
                        ("SetPowerManagementLimit", [300_000]), ("SetGpuLockedClocks", [1410, 1410]),
                        ("ResetGpuLockedClocks", [])]
     assert calls[-1] == ("SetPowerManagementLimit", [700_000])  # the last: the limit put back
-    runs = sorted(parents(os.environ["MLFLOW_TRACKING_URI"]), key=lambda r: r.data.tags["system.gpu_power_limit_w"])
+    runs = sorted(parent_runs(os.environ["MLFLOW_TRACKING_URI"]), key=lambda r: r.data.tags["system.gpu_power_limit_w"])
     assert [r.data.tags["system.gpu_power_limit_w.host"] for r in runs] == ["250", "300"]
     assert all(r.data.tags["system.gpu_clocks_mhz.host"] == "1410" for r in runs)
     assert all(r.data.tags["system.gpu_power_limit_w.restored"].endswith(" 700 W") for r in runs)
@@ -283,11 +278,11 @@ def test_a_sigkilled_sweep_s_watchdog_restores_the_gpu_and_ends_the_run(tmp_path
     restored = calls[-2:]
     assert [c[:2] for c in restored] == [("ResetGpuLockedClocks", []), ("SetPowerManagementLimit", [700_000])]
     assert all(pid != sweeper.pid for _, _, pid in restored)  # put back by another process: the watchdog
-    (run,) = [r for r in parents(os.environ["MLFLOW_TRACKING_URI"])]
+    (run,) = [r for r in parent_runs(os.environ["MLFLOW_TRACKING_URI"])]
     while "system.gpu_power_limit_w.restored" not in run.data.tags or run.info.status == "RUNNING":
         assert time.monotonic() < deadline + 90, (said, run.data.tags)
         time.sleep(0.2)
-        (run,) = parents(os.environ["MLFLOW_TRACKING_URI"])
+        (run,) = parent_runs(os.environ["MLFLOW_TRACKING_URI"])
     assert run.info.status == "KILLED"
     assert run.data.tags["system.gpu_power_limit_w.restored"].endswith(
         "700 W (by the watchdog after radt-ext was killed)")

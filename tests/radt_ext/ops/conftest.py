@@ -1,5 +1,11 @@
+from pathlib import Path
+
 import pytest
 import torch
+
+from radt_ext.ops import dataset as ds, predict
+
+SLICE = Path(__file__).with_name("data") / "slice.csv.gz"  # a slice of the real H100/H200 dataset
 
 
 @pytest.fixture
@@ -9,3 +15,15 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def data():
+    """The dataset slice, loaded once per test module."""
+    return ds.load(SLICE)
+
+
+@pytest.fixture(scope="module")
+def models(data):
+    """The predictor fitted on the slice."""
+    return predict.fit(data)

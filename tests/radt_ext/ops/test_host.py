@@ -4,14 +4,11 @@ from __future__ import annotations
 import math
 import os
 import threading
-from pathlib import Path
 
 import pytest
 import torch
 
-from radt_ext.ops import dataset as ds, host, predict
-
-SLICE = Path(__file__).with_name("data") / "slice.csv.gz"
+from radt_ext.ops import host, predict
 
 
 @pytest.fixture(scope="module")
@@ -90,16 +87,6 @@ def test_thread_change_tells_cpu_share_and_switches():
 
 
 # ---- the host-aware prediction, on a real profile of the H100 ----
-
-@pytest.fixture(scope="module")
-def data():
-    return ds.load(SLICE)
-
-
-@pytest.fixture(scope="module")
-def models(data):
-    return predict.fit(data)
-
 
 def _vit(data, gpu="H100", mode="inference"):
     return data[(data.gpu == gpu) & (data.model == "vit") & (data.precision == "bf16") & (data["mode"] == mode)]

@@ -100,7 +100,7 @@ def test_the_first_suites_intervals_are_those_committed_before_the_rule():
     """The first held-out suite (no host record) predicted H100->H200: its time intervals exactly as `ops_heldout
     evaluate` wrote them (the file's energy predates the network's energy taken at the fastest round's pace), and
     no interval widened."""
-    from benchmarks.ops_heldout import _suite_profiles
+    from benchmarks.ops.ops_heldout import _suite_profiles
 
     committed = pd.read_csv(OPS / "heldout" / "suite_predictions.csv")
     suite, _ = _suite_profiles(OPS / "heldout")

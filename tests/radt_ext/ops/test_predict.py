@@ -2,27 +2,14 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from radt_ext.errors import UsageError
-from radt_ext.ops import dataset as ds, predict
+from radt_ext.ops import predict
 from radt_ext.ops.gpus import lookup
-
-SLICE = Path(__file__).with_name("data") / "slice.csv.gz"
-
-
-@pytest.fixture(scope="module")
-def data():
-    return ds.load(SLICE)
-
-
-@pytest.fixture(scope="module")
-def models(data):
-    return predict.fit(data)
 
 
 def _profile(data, gpu, model="vit", precision="bf16", mode="training"):

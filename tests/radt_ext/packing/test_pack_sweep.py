@@ -16,7 +16,7 @@ from mlflow.tracking import MlflowClient
 
 from radt_ext.packing import profiles, queue
 from radt_ext.sweep.spec import load
-from tests.radt_ext.helpers import full_rate, radt
+from tests.radt_ext.helpers import full_rate, radt, sweep_spec
 from tests.radt_ext.packing.store import log_profile
 from tests.traces import TWO_GPUS, gpu_name
 
@@ -27,16 +27,8 @@ LIGHT = (3.0, 2.0, 8.0, 1500.0, 120.0, 0.5)  # SM, DRAM, util %, peak MiB, W, s:
 
 def spec(tmp_path, jobs: dict[str, str], extra: str = "", modes: str = "[naive]", schedule: str = "pack") -> str:
     lines = "\n".join(f"  {name}: {{command: \"{sys.executable} {JOB} {args}\"}}" for name, args in jobs.items())
-    path = tmp_path / "queue.yaml"
-    path.write_text(textwrap.dedent(f"""
-        name: queue
-        devices: ["0", "1"]
-        listeners: nvml
-        child_listeners: top
-        interval: 0.2
-        modes: {modes}
-    """) + (f"schedule: {schedule}\n" if schedule else "") + extra + "workloads:\n" + lines + "\n")
-    return str(path)
+    body = (f"schedule: {schedule}\n" if schedule else "") + extra + "workloads:\n" + lines + "\n"
+    return str(sweep_spec(tmp_path / "queue.yaml", "queue", body, modes=modes))
 
 
 def profile_all(uri: str, path: str, figures=LIGHT) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """`radt-ext run` starts the workload first: the store is reached, and the run made, alongside.
 
-Orderings and contents only (the start-up figures are measured by benchmarks/startup.py).
+Orderings and contents only (the start-up figures are measured by benchmarks/startup/startup.py).
 """
 import json
 import subprocess

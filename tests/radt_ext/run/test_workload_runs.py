@@ -148,6 +148,18 @@ def test_autolog_track_and_a_run_the_workload_leaves_running(tracking_uri, tmp_p
     _assert_span_holds_its_points(tracking_uri, left, monitor)
 
 
+def _assert_the_one_workload_run(uri, res, name: str, experiment: str, metric: str) -> None:
+    """`radt-ext run` of a framework's script succeeded; the script's one run is `name`, FINISHED in `experiment`
+    with its own `metric`, and holds radt-ext's points of its span."""
+    assert res.returncode == 0, res.stderr[-3000:]
+    runs, monitor = _runs(uri)
+    assert list(runs) == [name]
+    run = runs[name]
+    assert run.info.status == "FINISHED" and metric in run.data.metrics
+    assert run.info.experiment_id == MlflowClient(uri).get_experiment_by_name(experiment).experiment_id
+    _assert_span_holds_its_points(uri, run, monitor)
+
+
 def _lightning():
     for name in ("lightning.pytorch", "pytorch_lightning"):
         try:
@@ -186,13 +198,7 @@ def test_pytorch_lightning_mlflow_logger(tracking_uri, tmp_path):
         trainer.fit(Tiny(), torch.utils.data.DataLoader(data, batch_size=8))
     """)
     res = radt("run", "-l", "top", "-i", "0.05", "--", sys.executable, script, timeout=300)
-    assert res.returncode == 0, res.stderr[-3000:]
-    runs, monitor = _runs(tracking_uri)
-    assert list(runs) == ["tiny"]
-    run = runs["tiny"]
-    assert run.info.status == "FINISHED" and "train_loss" in run.data.metrics
-    assert run.info.experiment_id == MlflowClient(tracking_uri).get_experiment_by_name("lightning").experiment_id
-    _assert_span_holds_its_points(tracking_uri, run, monitor)
+    _assert_the_one_workload_run(tracking_uri, res, "tiny", "lightning", "train_loss")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("transformers") is None or importlib.util.find_spec("accelerate") is None,
@@ -217,10 +223,4 @@ def test_hugging_face_trainer_mlflow_callback(tracking_uri, tmp_path):
     """)
     res = radt("run", "-l", "top", "-i", "0.05", "--", sys.executable, script, timeout=300, cwd=str(tmp_path),
                env={"MLFLOW_EXPERIMENT_NAME": "hf", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
-    assert res.returncode == 0, res.stderr[-3000:]
-    runs, monitor = _runs(tracking_uri)
-    assert list(runs) == ["hf-tiny"]
-    run = runs["hf-tiny"]
-    assert run.info.status == "FINISHED" and "loss" in run.data.metrics
-    assert run.info.experiment_id == MlflowClient(tracking_uri).get_experiment_by_name("hf").experiment_id
-    _assert_span_holds_its_points(tracking_uri, run, monitor)
+    _assert_the_one_workload_run(tracking_uri, res, "hf-tiny", "hf", "loss")

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
-import textwrap
-import time
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -21,7 +18,7 @@ from radt_ext import sweep
 from radt_ext.sweep.lanes import lanes_of
 from radt_ext.sweep.spec import SpecError
 from tests.radt_ext.collocation.support import WORKLOAD
-from tests.radt_ext.helpers import radt
+from tests.radt_ext.helpers import parent_runs, radt, signalled_sweep, sweep_spec
 from tests.traces import TWO_GPUS, gpu_uuids
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -33,27 +30,15 @@ NO_DRIVER = os.path.join(TRACES, "no_driver.json")
 def rendezvous_spec(tmp_path, hold: bool = False, devices='["0", "1"]'):
     marks = tmp_path / "marks"
     marks.mkdir(exist_ok=True)
-    path = tmp_path / "lanes.yaml"
     hold_flag = " --hold" if hold else ""
-    path.write_text(textwrap.dedent(f"""
-        name: lanes
-        devices: {devices}
-        device_mode: each
-        listeners: nvml
-        child_listeners: top
-        interval: 0.2
+    path = sweep_spec(tmp_path / "lanes.yaml", "lanes", f"""
         workloads:
           meet: {{command: "{sys.executable} {RENDEZVOUS} --dir {marks} --round {{round}} --lanes 0,1{hold_flag}",
                  params: {{round: a}}}}
         grid: {{round: [a, b]}}
-    """))
+    """, devices=devices, device_mode="each")
     return path, marks
 
-
-def parents(uri):
-    client = MlflowClient(uri)
-    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
-    return [r for r in runs if "mlflow.parentRunId" not in r.data.tags and r.data.tags.get("sweep.role") != "report"]
 
 
 def test_variants_on_two_gpus_run_at_the_same_time(tmp_path, two_gpus):
@@ -64,7 +49,7 @@ def test_variants_on_two_gpus_run_at_the_same_time(tmp_path, two_gpus):
     outcomes = sweep.run(variants)
     assert [o.status for o in outcomes] == ["FINISHED"] * 4  # each rendezvous met the other lane's workload
     assert [o.variant.index for o in outcomes] == [0, 1, 2, 3]  # the results table keeps plan order
-    runs = {(r.data.tags["collocation.gpu"], r.data.tags["sweep.param.round"]): r for r in parents(two_gpus)}
+    runs = {(r.data.tags["collocation.gpu"], r.data.tags["sweep.param.round"]): r for r in parent_runs(two_gpus)}
     assert sorted(runs) == [("0", "a"), ("0", "b"), ("1", "a"), ("1", "b")]
     for rnd in ("a", "b"):
         a, b = runs[("0", rnd)].info, runs[("1", rnd)].info
@@ -76,22 +61,14 @@ def test_variants_on_two_gpus_run_at_the_same_time(tmp_path, two_gpus):
 
 
 def spec_two_lanes(tmp_path):
-    path = tmp_path / "toy.yaml"
-    path.write_text(textwrap.dedent(f"""
-        name: toy
-        devices: ["0", "1"]
-        device_mode: each
-        listeners: nvml
-        child_listeners: top
-        interval: 0.2
+    return sweep_spec(tmp_path / "toy.yaml", "toy", f"""
         workloads:
           toy: {{command: "{sys.executable} {WORKLOAD} --seconds 0.3 --batch-size {{bs}}", params: {{bs: 8}}}}
         groups:
           - {{workloads: [toy], modes: [exclusive]}}
           - {{workloads: [toy, toy], modes: [naive]}}
         grid: {{bs: [8]}}
-    """))
-    return path
+    """, device_mode="each")
 
 
 def test_resume_by_hash_stays_exact_with_lanes(tmp_path, two_gpus):
@@ -103,31 +80,20 @@ def test_resume_by_hash_stays_exact_with_lanes(tmp_path, two_gpus):
     # the collocated variant of each lane found its own lane's exclusive baseline
     assert all(o.summary["avg_slowdown_ratio"] > 0 for o in first[2:])
     again = sweep.run(sweep.plan(path))
-    assert [o.status for o in again] == ["SKIPPED"] * 4 and len(parents(two_gpus)) == 4
+    assert [o.status for o in again] == ["SKIPPED"] * 4 and len(parent_runs(two_gpus)) == 4
     MlflowClient(two_gpus).set_terminated(first[3].run_id, "KILLED")
     third = sweep.run(sweep.plan(path))
     assert [o.status for o in third] == ["SKIPPED", "SKIPPED", "SKIPPED", "FINISHED"]
-    hashes = [r.data.tags["sweep.hash"] for r in parents(two_gpus)]
+    hashes = [r.data.tags["sweep.hash"] for r in parent_runs(two_gpus)]
     assert len(hashes) == 5 and hashes.count(first[3].variant.hash) == 2 and len(set(hashes)) == 4
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_stops_every_lane_and_leaves_the_sweep_resumable(tmp_path, two_gpus, sig):
     path, marks = rendezvous_spec(tmp_path, hold=True)
-    proc = subprocess.Popen([sys.executable, "-m", "radt_ext.cli", "sweep", str(path)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while not all((marks / f"a-{lane}").exists() for lane in "01"):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.1)
-        proc.send_signal(sig)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 128 + sig, err
-    runs = parents(two_gpus)
+    code, err = signalled_sweep(path, [marks / f"a-{lane}" for lane in "01"], sig)
+    assert code == 128 + sig, err
+    runs = parent_runs(two_gpus)
     assert sorted((r.data.tags["collocation.gpu"], r.info.status) for r in runs) == [("0", "KILLED"), ("1", "KILLED")]
     for lane in "01":  # both lanes' workloads were stopped
         pid = int((marks / f"a-{lane}").read_text().split()[0])

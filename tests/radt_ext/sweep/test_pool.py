@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import textwrap
 import threading
-import time
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -17,17 +15,12 @@ from listeners import nvml_backend
 from radt_ext import sweep
 from radt_ext.sweep.pool import DevicePool
 from tests.radt_ext.collocation.support import WORKLOAD
-from tests.radt_ext.helpers import radt
+from tests.radt_ext.helpers import parent_runs, radt, signalled_sweep, sweep_spec
 from tests.traces import NO_DRIVER, TWO_GPUS, gpu_name
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RENDEZVOUS = os.path.join(HERE, "rendezvous.py")
 
-
-def parents(uri):
-    client = MlflowClient(uri)
-    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
-    return [r for r in runs if "mlflow.parentRunId" not in r.data.tags and r.data.tags.get("sweep.role") != "report"]
 
 
 def write(tmp_path, body: str, name="pool.yaml"):
@@ -40,17 +33,12 @@ def meet_spec(tmp_path, devices='["0", "1"]', hold: bool = False):
     marks = tmp_path / "marks"
     marks.mkdir(exist_ok=True)
     hold_flag = " --hold" if hold else ""
-    return write(tmp_path, f"""
-        name: pooled
-        devices: {devices}
-        listeners: nvml
-        child_listeners: top
-        interval: 0.2
+    return sweep_spec(tmp_path / "pool.yaml", "pooled", f"""
         workloads:
           meet: {{command: "{sys.executable} {RENDEZVOUS} --dir {marks} --round r --lanes 0,1 --name {{n}}{hold_flag}",
                  params: {{n: p}}}}
         grid: {{n: [p, q]}}
-    """), marks
+    """, devices=devices), marks
 
 
 def test_each_variant_runs_once_on_the_next_free_device(tmp_path, two_gpus):
@@ -63,7 +51,7 @@ def test_each_variant_runs_once_on_the_next_free_device(tmp_path, two_gpus):
     seen = {(marks / f"devices-{n}").read_text() for n in "pq"}
     assert seen == {"0", "1"}
     assert sorted(o.device for o in outcomes) == ["0", "1"]
-    runs = parents(two_gpus)
+    runs = parent_runs(two_gpus)
     assert sorted(r.data.tags["sweep.device"] for r in runs) == ["0", "1"]
     assert {r.data.tags["sweep.place"] for r in runs} == {"pool"}
     # the results table has the device column
@@ -77,20 +65,9 @@ def test_each_variant_runs_once_on_the_next_free_device(tmp_path, two_gpus):
 
 def test_a_signal_stops_the_pooled_variants_and_leaves_them_to_resume(tmp_path, two_gpus):
     path, marks = meet_spec(tmp_path, hold=True)
-    proc = subprocess.Popen([sys.executable, "-m", "radt_ext.cli", "sweep", str(path)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while not all((marks / f"r-{gpu}").exists() for gpu in "01"):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.1)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 128 + signal.SIGTERM, err
-    assert sorted((r.data.tags["sweep.device"], r.info.status) for r in parents(two_gpus)) == [
+    code, err = signalled_sweep(path, [marks / f"r-{gpu}" for gpu in "01"], signal.SIGTERM)
+    assert code == 128 + signal.SIGTERM, err
+    assert sorted((r.data.tags["sweep.device"], r.info.status) for r in parent_runs(two_gpus)) == [
         ("0", "KILLED"), ("1", "KILLED")]
     assert "2 variants, 2 to run, 0 done" in radt("sweep", str(path), "--dry-run").stdout
 
@@ -180,7 +157,7 @@ def test_bad_pool_settings_are_one_line_before_anything_runs(tmp_path, two_gpus,
     assert done.returncode == 2, done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and says in lines[0], done.stderr
-    assert parents(two_gpus) == []
+    assert parent_runs(two_gpus) == []
 
 
 def test_collocate_on_a_gpu_the_host_lacks_is_one_line(two_gpus):
@@ -189,7 +166,7 @@ def test_collocate_on_a_gpu_the_host_lacks_is_one_line(two_gpus):
     assert done.returncode == 2, done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "device '7'" in lines[0] and "no GPU with index 7" in lines[0], done.stderr
-    assert not os.path.exists(two_gpus[len("sqlite:///"):]) or parents(two_gpus) == []
+    assert not os.path.exists(two_gpus[len("sqlite:///"):]) or parent_runs(two_gpus) == []
 
 
 def test_a_gpu_on_a_machine_without_gpus_is_one_line(tracking_uri, tmp_path):

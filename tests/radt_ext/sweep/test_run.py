@@ -12,7 +12,7 @@ from mlflow.tracking import MlflowClient
 
 from radt_ext import sweep
 from tests.radt_ext.collocation.support import WORKLOAD
-from tests.radt_ext.helpers import radt
+from tests.radt_ext.helpers import parent_runs, radt
 
 
 def spec(tmp_path, sizes, name="s.yaml"):
@@ -31,11 +31,6 @@ def spec(tmp_path, sizes, name="s.yaml"):
     """))
     return path
 
-
-def parents(uri):
-    client = MlflowClient(uri)
-    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
-    return [r for r in runs if "mlflow.parentRunId" not in r.data.tags and r.data.tags.get("sweep.role") != "report"]
 
 
 def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path, tracking_uri):
@@ -60,7 +55,7 @@ def test_run_then_resume_skips_finished_variants(tmp_path, tracking_uri):
     again = sweep.run(sweep.plan(spec(tmp_path, [8, 16])))
     assert [o.status for o in again] == ["SKIPPED", "FINISHED", "SKIPPED", "FINISHED"]
     assert again[0].run_id == first[0].run_id
-    assert len(parents(tracking_uri)) == 4
+    assert len(parent_runs(tracking_uri)) == 4
     # a failed or killed variant is not FINISHED: it would run again
     client.set_terminated(first[1].run_id, "KILLED")
     dry = sweep.run(sweep.plan(spec(tmp_path, [8, 16])), dry_run=True)
@@ -70,7 +65,7 @@ def test_run_then_resume_skips_finished_variants(tmp_path, tracking_uri):
 def test_cli_runs_and_exits_zero(tmp_path, tracking_uri):
     done = radt("sweep", str(spec(tmp_path, [8])))
     assert done.returncode == 0, done.stderr
-    assert "sweep results" in done.stderr and len(parents(tracking_uri)) == 2
+    assert "sweep results" in done.stderr and len(parent_runs(tracking_uri)) == 2
 
 
 RADT_CSV = """Experiment,Workload,Status,Run,Devices,Collocation,    File,    Listeners,Params
