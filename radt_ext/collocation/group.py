@@ -238,7 +238,7 @@ class GroupRunner:
         return True
 
     def _wait_turn(self, before: ChildResult, offset: float) -> None:
-        """Until `offset` s after the workload before started, or it ended (or never started)."""
+        """Until `offset` s after `before` started, or it ended (or never started)."""
         while not self.stopping and before.status in ("SCHEDULED", "RUNNING") and before.ended is None:
             if before.started and time.time() >= before.started + offset:
                 return
@@ -350,6 +350,8 @@ class GroupRunner:
                     offset = g.workloads[k].start_offset_s
                     if offset is not None and k > 0:
                         self._wait_turn(self.results[k - 1], offset)
+                        if k > 1:  # a chain: never three at once, whatever ran late before it
+                            self._wait_turn(self.results[k - 2], float("inf"))
                     if self._start(s, r, t0):
                         threads.append(threading.Thread(target=self._wait_and_finish, args=(s, r), daemon=True))
                         threads[-1].start()
