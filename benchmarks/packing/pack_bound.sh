@@ -16,7 +16,7 @@
 # DRY=1: the same flow on the CPU (the queue's `cpu` arguments, NVML replayed from the derived 2-GPU trace,
 # the stand-in MPS daemon): it proves the commands and files, no GPU figure. WORK: the work folder (made
 # fresh, default /tmp/pack_bound_<NAME>), which holds the store and the private MPS directories. Changes no
-# GPU setting; uses both GPUs, so not beside another script that does.
+# GPU setting; uses both GPUs, so not beside another script that does. PACK_DEVICES='["0"]': one GPU only.
 set -u
 . benchmarks/gpu_lib.sh  # REPO, PYTHONPATH; gpu_* and say
 QUEUE=$(realpath "${QUEUE:-examples/pack_bound/queue.yaml}")
@@ -41,6 +41,7 @@ say "queue $NAME ($QUEUE); machine: $(sed -n 2,3p "$RESULTS/machine.txt" | tr '\
 for step in alone first second; do
   python3 -m benchmarks.packing.pack_bound spec --step $step --queue "$QUEUE" --name "$NAME" --out "$W/$step.yaml" \
     --modes "$MODES" --max-slowdown "$BOUND" "${SPEC[@]}" || exit 2
+  [ -n "${PACK_DEVICES:-}" ] && sed -i "s/^devices: .*/devices: $PACK_DEVICES/" "$W/$step.yaml"  # e.g. ["0"]
   cp "$W/$step.yaml" "$RESULTS/"
 done
 cd "$W"
