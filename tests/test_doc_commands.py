@@ -60,7 +60,7 @@ def test_the_scan_sees_the_documents_and_their_commands():
     found = [p for doc, text in _texts() for _, p, _ in _paths(doc, text)]
     modules = [m for doc, text in _texts() for _, m in _modules(doc, text)]
     assert len(found) > 300 and len(modules) > 100
-    assert "benchmarks/packing/pack_unmodified.sh" in found and "benchmarks.sampling.overhead" in modules
+    assert "benchmarks/packing/pack_bound.sh" in found and "benchmarks.sampling.overhead" in modules
 
 
 def test_every_path_the_documents_name_exists():

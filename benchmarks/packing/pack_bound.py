@@ -25,17 +25,80 @@ a row per job. summary.json: {"bound", "card", "queues": {NAME: {"first": ..., "
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 
+import yaml
+
 from benchmarks.packing.steps import cell, collect, planned
-from benchmarks.packing.pack_unmodified import decisions, instrumented, queue, sharing_groups, spec, spec_parser
+from benchmarks.packing.steps import as_float
 
 PASSES = ("first", "second")
 STEPS = {"alone": (1, 1, False), "first": (4, 2, True), "second": (4, 3, True)}  # max jobs per GPU, repeats, trials
 BOUND = 1.5
 TOLERANCE = 1.1  # no job's lived slowdown above 1.1 x the bound
 NAMES = {"pack_bound": "b"}  # a queue's default name, from its folder
+
+
+def queue(path: str) -> dict[str, dict]:
+    """A queue file: {job: {script, kind, gpu: its arguments, cpu: a tiny CPU version's}}, scripts beside it."""
+    with open(path) as fh:
+        return yaml.safe_load(fh)
+
+
+def instrumented(jobs: dict[str, dict], folder: str) -> list[str]:
+    """The jobs whose script imports radt-ext (radt_ext or radt); scripts in `folder` (the queue's)."""
+    out = []
+    for name, job in jobs.items():
+        with open(os.path.join(folder, job["script"])) as fh:
+            tree = ast.parse(fh.read())
+        modules = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        modules += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        if any(m.split(".")[0] in ("radt_ext", "radt") for m in modules):
+            out.append(name)
+    return out
+
+
+def spec(step: str, dry: bool, modes: str, bound: float, path: str, experiment_name: str,
+         python: str = "python3") -> str:
+    """The sweep spec of `step` (STEPS: max jobs per GPU, repeats, trials) over the queue in `path`."""
+    per_gpu, repeats, trials = STEPS[step]
+    jobs = queue(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    lines = [f"name: {experiment_name}", 'devices: ["0", "1"]',
+             "listeners: " + ("nvml:0.2,gpm:0.5" if dry else "nvml:0.1,gpm:0.2"),
+             "child_listeners: " + ("top:0.5" if dry else "top:0.5,gpu_procs:0.2"),
+             "schedule: pack", f"max_slowdown: {bound:g}", f"modes: [{modes}]",
+             f"pack: {{max_jobs_per_gpu: {per_gpu}, guard: true, trials: {str(trials).lower()}}}",
+             f"repeats: {repeats}", "workloads:"]
+    for name, job in jobs.items():
+        args = f"{job['cpu']} --device cpu --tiny" if dry else job["gpu"]
+        lines.append(f'  {name}: {{command: "{python} {os.path.join(folder, job["script"])} {args}"}}')
+    lines.append("groups: [" + ", ".join(f"[{n}]" for n in jobs) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def decisions(client, steps: dict, names, experiment_name: str) -> dict[str, list]:
+    """Each step's groups in the order they started: the decision, what it rests on, the guard's outcome."""
+    exp = client.get_experiment_by_name(experiment_name)
+    runs = client.search_runs([exp.experiment_id], "", max_results=10000) if exp else []
+    out = {}
+    for step in (n for n in names if n in steps):
+        t0, t1 = steps[step]
+        groups = [r for r in runs if t0 <= r.info.start_time / 1000.0 <= t1 and "mlflow.parentRunId" not in r.data.tags
+                  and "pack.decision" in r.data.tags]
+        out[step] = [{"decision": g.data.tags.get("pack.decision"), "basis": g.data.tags.get("pack.basis"),
+                      "outcome": g.data.tags.get("pack.outcome"), "lost_s": as_float(g.data.tags.get("pack.lost_s")),
+                      "predicted_makespan_s": as_float(g.data.tags.get("pack.predicted_makespan_s")),
+                      "status": g.info.status}
+                     for g in sorted(groups, key=lambda g: g.info.start_time)]
+    return out
+
+
+def sharing_groups(ds: list[dict]) -> list[dict]:
+    """The groups of several jobs (chains or shared groups)."""
+    return [d for d in ds if d["basis"] and d["basis"] != "alone" and (d["decision"] or "").split(":")[0] != "alone"]
 
 
 def experiment(name: str) -> str:
@@ -222,7 +285,12 @@ def summary_markdown(s: dict) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="what", required=True)
-    sp = spec_parser(sub, STEPS)
+    sp = sub.add_parser("spec")
+    sp.add_argument("--step", choices=list(STEPS), required=True)
+    sp.add_argument("--out", required=True)
+    sp.add_argument("--dry", action="store_true")
+    sp.add_argument("--modes", default="naive,mps")
+    sp.add_argument("--max-slowdown", type=float, default=BOUND)
     sp.add_argument("--queue", required=True)
     sp.add_argument("--name", help="the queue's name (default: from its folder)")
     an = sub.add_parser("analyse")
@@ -238,8 +306,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.what == "spec":
         with open(args.out, "w") as fh:
-            fh.write(spec(args.step, args.dry, args.modes, args.max_slowdown, path=args.queue, steps=STEPS,
-                          experiment=experiment(args.name or default_name(args.queue)), measured_only=()))
+            fh.write(spec(args.step, args.dry, args.modes, args.max_slowdown, args.queue,
+                          experiment(args.name or default_name(args.queue))))
     elif args.what == "analyse":
         from mlflow.tracking import MlflowClient
 

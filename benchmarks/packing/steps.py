@@ -1,7 +1,7 @@
 """A packing proof's steps read back from its store: each step's makespan (first group start to last group
 end), groups, jobs FINISHED, total GPU energy and what the guard did; per job and step its mode and GPU, its
 measured active phase, slowdown, wall time and attributed GPU energy beside the planner's predictions (the
-`pack.*` tags); the dry run's planned makespans. pack_unmodified.py and pack_heldout.py build their tables
+`pack.*` tags); the dry run's planned makespans. pack_bound.py and pack_heldout.py build their tables
 on these.
 
     collect(MlflowClient(uri), {"alone": [t0, t1], "packed": [t0, t1]}, experiment)

@@ -15,7 +15,6 @@ from mlflow.entities import Metric, RunTag
 from mlflow.tracking import MlflowClient
 
 from benchmarks.packing import pack_bound as pb
-from benchmarks.pack_unmodified import instrumented, queue
 from tests.conftest import REPO
 
 QUEUES = {"unmodified": os.path.join(REPO, "examples", "unmodified", "queue.yaml"),
@@ -29,16 +28,21 @@ def test_queue_b_is_users_scripts_of_kinds_the_unmodified_queue_lacks(tmp_path):
     from radt_ext.packing.queue import job_variants
     from radt_ext.sweep.spec import load
 
-    jobs, theirs = queue(QUEUES["b"]), queue(QUEUES["unmodified"])
+    jobs, theirs = pb.queue(QUEUES["b"]), pb.queue(QUEUES["unmodified"])
     new_kinds = {j["kind"] for j in jobs.values()} - {j["kind"] for j in theirs.values()}
     assert len(jobs) >= 8 and len(new_kinds) >= 4 and {"timed", "startup", "epochs"} <= new_kinds
     assert not {j["script"] for j in jobs.values()} & set(os.listdir(os.path.dirname(QUEUES["unmodified"])))
-    assert instrumented(jobs, os.path.dirname(QUEUES["b"])) == []
+    assert pb.instrumented(jobs, os.path.dirname(QUEUES["b"])) == []
+    assert pb.instrumented(theirs, os.path.dirname(QUEUES["unmodified"])) == []
+    (tmp_path / "mine.py").write_text("import torch\nfrom radt_ext import log_progress\n")
+    (tmp_path / "theirs.py").write_text("import os, radt_ext.workload_api\n")
+    (tmp_path / "clean.py").write_text("import os  # radt_ext is not imported here\n")
+    found = pb.instrumented({n: {"script": f"{n}.py"} for n in ("mine", "theirs", "clean")}, str(tmp_path))
+    assert found == ["mine", "theirs"]
     assert pb.default_name(QUEUES["b"]) == "b" and pb.default_name(QUEUES["unmodified"]) == "unmodified"
     for step, (per_gpu, repeats, trials) in pb.STEPS.items():
         path = tmp_path / f"{step}.yaml"
-        path.write_text(pb.spec(step, dry=True, path=QUEUES["b"], steps=pb.STEPS, experiment=pb.experiment("b"),
-                                measured_only=()))
+        path.write_text(pb.spec(step, True, "naive,mps", 1.5, QUEUES["b"], pb.experiment("b")))
         sweep = load(str(path))
         assert sweep.name == "pack-bound-b" and sweep.repeats == repeats
         assert (sweep.pack.max_jobs_per_gpu, sweep.pack.trials, sweep.pack.model) == (per_gpu, trials, True)
@@ -144,7 +148,7 @@ def test_lived_slowdown_is_wall_time_or_work_rate_packed_against_alone(tmp_path,
 def test_pack_bound_dry_flow_writes_each_pass_and_the_summary(tmp_path, name, picked):
     """The driver's DRY flow (CPU, NVML replay, stand-in MPS daemon) on three jobs of a queue: alone,
     first and second, the analysis and the summary; plumbing only."""
-    jobs = {n: j for n, j in queue(QUEUES[name]).items() if n in picked}
+    jobs = {n: j for n, j in pb.queue(QUEUES[name]).items() if n in picked}
     folder = tmp_path / "queue"
     folder.mkdir()
     for j in jobs.values():
