@@ -17,16 +17,13 @@
 # DRY=1: the same flow on the CPU (tiny sizes, NVML replayed from a recorded trace); WHEELS=<dir> holds
 # radt-ext's wheel instead of .whl/ (MLflow then comes from the environment), SITE=<dir> the target.
 set -u
-REPO=$PWD
+. benchmarks/gpu_lib.sh  # REPO; say, gpu_results, gpu_machine
 DRY=${DRY:-0}
 WHEELS=${WHEELS:-$REPO/.whl}
-RESULTS=${RESULTS:-/tmp/count-proof-results}
+gpu_results "$(realpath -m "${RESULTS:-/tmp/count-proof-results}")" log.txt
 W=$(mktemp -d /tmp/count-proof.XXXXXX)
 SITE=${SITE:-/tmp/site}
 [ "$DRY" = 1 ] && SITE=${SITE_DRY:-$W/site}
-mkdir -p "$RESULTS"
-: > "$RESULTS/log.txt"
-say() { echo "[$SECONDS s] $*" | tee -a "$RESULTS/log.txt"; }
 
 if ! ls "$WHEELS"/radt_ext-*.whl >/dev/null 2>&1; then
   say "no radt-ext wheel in $WHEELS; build it first: rm -rf build && python3 -m pip wheel --no-deps --no-build-isolation -w .whl ."
@@ -59,9 +56,7 @@ if [ "$DRY" = 1 ]; then
   CNN="--batch 8 --steps 10 --device cpu --tiny"
   CNN_BEFORE_S=${DRY_CNN_BEFORE_S:-600}
 fi
-{ nvidia-smi --query-gpu=index,name,memory.total,driver_version,mig.mode.current --format=csv 2>&1
-  nproc; python3 -c "import torch, mlflow; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(),
-'mlflow', mlflow.__version__)"; } > "$RESULTS/machine.txt" 2>&1
+gpu_machine "$RESULTS/machine.txt"
 say "machine: $(sed -n 2p "$RESULTS/machine.txt")"
 
 job() {  # job NAME SCRIPT ARGS...: the unmodified script under `radt-ext run` (every listener available)
