@@ -31,8 +31,8 @@ import os
 
 import yaml
 
-from benchmarks.packing.steps import cell, collect, planned
-from benchmarks.packing.steps import as_float
+from benchmarks.common import write_tables
+from benchmarks.packing.steps import as_float, cell, collect, planned
 
 PASSES = ("first", "second")
 STEPS = {"alone": (1, 1, False), "first": (4, 2, True), "second": (4, 3, True)}  # max jobs per GPU, repeats, trials
@@ -261,15 +261,6 @@ def summarise(outs: list[dict], card: str) -> dict:
     return {"bound": bound, "card": card, "queues": queues, "goals": goals}
 
 
-def _write(folder: str, stem: str, out: dict, text: str) -> None:
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, f"{stem}.json"), "w") as fh:
-        json.dump(out, fh, indent=1, default=str)
-    with open(os.path.join(folder, f"{stem}.md"), "w") as fh:
-        fh.write(text)
-    print(text)
-
-
 def summary_markdown(s: dict) -> str:
     lines = [f"Card: {s['card']}; bound {s['bound']:g}", "", "| queue | pass | " + " | ".join(FIGURES[3:10]) + " |",
              "|---|---|" + "---|" * 7]
@@ -315,14 +306,14 @@ def main() -> None:
             steps = json.load(fh)
         out = analyse(MlflowClient(args.store), steps, args.queue, args.name,
                       {"first": args.plan_first, "second": args.plan_second}, args.max_slowdown)
-        _write(args.out, args.name, out, markdown(out))
+        write_tables(args.out, args.name, out, markdown(out))
     else:
         outs = []
         for path in args.queues:
             with open(path) as fh:
                 outs.append(json.load(fh))
         out = summarise(outs, args.card)
-        _write(args.out, "summary", out, summary_markdown(out))
+        write_tables(args.out, "summary", out, summary_markdown(out))
 
 
 if __name__ == "__main__":
