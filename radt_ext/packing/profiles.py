@@ -1,6 +1,7 @@
-"""What the store knows about a queue's jobs: each job's exclusive profile, the groups already run
-together (with each member's measured slowdown and wall time, on the GPU model they ran on), what a
-group run costs of its own, and the jobs a packed group already FINISHED.
+"""What the store knows about a queue's jobs: each job's exclusive profile, the pairs already measured
+side by side (each one's slowdown beside the other over their overlap, the parent tag
+`collocation.pairs`, on the GPU model they ran on), what a group run costs of its own, and the jobs a
+packed group already FINISHED.
 
 One scan of the experiment's runs. A job is known by its workload hash (tag `sweep.workload_hash`,
 the key collocated variants find their exclusive baselines by; a pooled job's names the pool, not a
@@ -9,22 +10,18 @@ exclusive child run with that hash measured on the pool's GPU model (tag `sweep.
 latest of any, with the device-level figures of its parent when the parent ran that job alone.
 Active-phase summaries are read first, whole-run ones where a run has no others. A job's wall time is
 its time outside the active phase (the whole run less the active phase: start-up and wind-down; else
-`startup_s`) + its active phase: only the active phase is slowed by a GPU's other jobs. Where it uses
-the GPU at all, from its start: the active phase from `startup_s`, and the span the GPU was busy
-(`gpu_busy_from_s`, `gpu_busy_until_s`, read off the exclusive parent's GPUs and moved to the job's own
-start); without them, the whole run (model.py lines these up against the other jobs').
+`startup_s`) + its active phase: only the active phase is slowed by a GPU's other jobs.
 """
 from __future__ import annotations
 
 import re
 import statistics
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from radt_ext.collocation import pairs
 from radt_ext.figures.summary_names import SUMMARY, upgrade
-from radt_ext.store import timelines
 
 JOB_TAG = "pack.job"  # a packed group's child: the hash of the sweep variant (job) it ran
 
@@ -47,9 +44,6 @@ NAMES = {
                    "throughput_steps_per_s", "e2e_throughput_steps_per_s"),
     "cpu_pct": ("proc_avg_cpu_pct", "e2e_proc_avg_cpu_pct"),
 }
-TRACE_BIN_S = 0.5
-_TRACES: dict[str, tuple[float, ...]] = {}  # exclusive child run id -> its busy trace (the executor replans often)
-_TRACE_KEYS = (re.compile(r"^system/gpu\d+_util_pct$"), re.compile(r"^system/gpu\d+_sm_active_pct$"))
 _GPU_MEMORY = re.compile(r"(?:^|\.)gpu\.\d+\.memory_total_mib$")
 _CORES = "machine.cpu_logical_cores"
 
@@ -76,15 +70,6 @@ class Profile:
     e2e_duration_s: float | None = None
     e2e_energy_j: float | None = None  # GPU energy over the whole run alone
     outside_s: float = 0.0  # outside the active phase: start-up and wind-down (0 for a whole-run profile)
-    busy_from_s: float | None = None  # from the job's start: the first and last moment the GPU was busy
-    busy_until_s: float | None = None
-    # SM active, DRAM active, utilization (%) in the busy span outside the active phase (warm-up epochs,
-    # evaluation, inference): the whole run's less the active phase's; None: not known
-    outside_figures: tuple[float, float, float] | None = None
-    # the GPU's utilization (%, the highest of its GPUs) in TRACE_BIN_S bins from the job's start, as
-    # the exclusive run recorded it; None: not read
-    busy_trace: tuple[float, ...] | None = None
-
     def wall_s(self, slowdown: float = 1.0) -> float | None:
         """Predicted wall time: the time outside the active phase as alone + the active phase x its slowdown."""
         return self.outside_s + self.duration_s * slowdown if self.duration_s else None
@@ -97,43 +82,6 @@ class Profile:
         if self.e2e_energy_j is not None and self.power_w is not None and self.duration_s:
             return max(0.0, (self.e2e_energy_j - self.power_w * self.duration_s) / self.outside_s)
         return idle_power_w
-
-    def active_window(self, slowdown: float = 1.0) -> tuple[float, float]:
-        """The active phase from the job's start (a whole-run profile: the whole run)."""
-        start = self.startup_s if self.phase == "active phase" and self.startup_s is not None else 0.0
-        return start, start + (self.duration_s or 0.0) * slowdown
-
-    def busy_window(self, slowdown: float = 1.0) -> tuple[float, float]:
-        """Where the job keeps the GPU busy, from its start, its active phase `slowdown` times longer
-        (unknown: the whole run)."""
-        a0, a1 = self.active_window(slowdown)
-        if self.busy_from_s is None or self.busy_until_s is None:
-            return 0.0, max(a1, self.wall_s(slowdown) or 0.0)
-        return min(self.busy_from_s, a0), max(self.busy_until_s + (a1 - a0) - (self.duration_s or 0.0), a1)
-
-    def outside(self) -> "Profile":
-        """This job as the GPU sees it in its busy span outside the active phase (the active phase's
-        figures where those are not known)."""
-        if self.outside_figures is None:
-            return self
-        sm, dram, util = self.outside_figures
-        return replace(self, sm_pct=sm, dram_pct=dram, busy_pct=util)
-
-    def outside_at(self, t: float, margin: float) -> "Profile | None":
-        """This job as the GPU sees it at second t of its own run outside its active phase: the busiest
-        the GPU was within `margin` of t, with SM and DRAM in proportion to the utilization; None: idle
-        then. Without a trace: its average outside the active phase."""
-        if self.busy_trace is None:
-            return self.outside()
-        lo, hi = max(0, int((t - margin) // TRACE_BIN_S)), int((t + margin) // TRACE_BIN_S) + 1
-        util = max(self.busy_trace[lo:hi], default=0.0)
-        if util <= 0.0:
-            return None
-        base = self.outside_figures if self.outside_figures and self.outside_figures[2] > 0 else \
-            (self.sm_pct or 0.0, self.dram_pct or 0.0, self.busy_pct or 0.0)
-        scale = util / base[2] if base[2] else 0.0
-        return replace(self, sm_pct=min(100.0, base[0] * scale) if scale else util,
-                       dram_pct=min(100.0, base[1] * scale), busy_pct=util)
 
     @property
     def usable(self) -> bool:
@@ -157,13 +105,12 @@ class Profile:
 
 @dataclass
 class MeasuredGroup:
+    """Jobs measured side by side (today a pair, from the parent's `collocation.pairs`)."""
     run_id: str  # the group's parent
     mode: str
-    slowdowns: dict[str, list[float]]  # workload hash -> each member's measured slowdown (a hash may repeat)
+    slowdowns: dict[str, list[float]]  # workload hash -> each member's slowdown beside the others (a hash may repeat)
     start_ms: int = 0
-    guarded: bool = False  # the guard paused a member: each slowdown is at least what the guard read live
     gpu_model: str | None = None  # the GPU model it was measured on, where its runs say
-    walls: dict[str, list[float | None]] = field(default_factory=dict)  # each member's wall time there (s)
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -208,8 +155,6 @@ def profile_of(child, parent=None) -> Profile:
         elif p.startup_s:
             p.outside_s = p.startup_s
     # else a whole-run profile: its duration is the wall time already
-    _busy_span(p, child, parent, sources)
-    _outside_figures(p, sources)
     for run in (child, parent):
         for k, v in (run.data.tags.items() if run is not None else ()):
             if _GPU_MEMORY.search(k) or k == _CORES:
@@ -218,70 +163,6 @@ def profile_of(child, parent=None) -> Profile:
                 except ValueError:
                     pass
     return p
-
-
-def _busy_span(p: Profile, child, parent, sources: list[dict[str, float]]) -> None:
-    """The GPU's busy span from the job's own start: the child's where it has one, else its exclusive
-    parent's (whose listeners read the GPU), moved by how much later the child started."""
-    for n, s in enumerate(sources):
-        if "gpu_busy_from_s" in s and "gpu_busy_until_s" in s:
-            shift = 0.0
-            if n and child.info.start_time and parent.info.start_time:
-                shift = (child.info.start_time - parent.info.start_time) / 1000.0
-            p.busy_from_s = max(0.0, s["gpu_busy_from_s"] - shift)
-            p.busy_until_s = max(p.busy_from_s, s["gpu_busy_until_s"] - shift)
-            return
-
-
-def _outside_figures(p: Profile, sources: list[dict[str, float]]) -> None:
-    """Average SM active, DRAM active, utilization over the busy span outside the active phase: the
-    whole run's time integral less the active phase's, over that span (outside the busy span the GPU
-    was below the busy level: counted as idle)."""
-    if p.phase != "active phase" or p.busy_from_s is None or not p.duration_s or not p.e2e_duration_s:
-        return
-    span = max(1.0, p.busy_until_s - p.busy_from_s - p.duration_s)
-    out = []
-    for attr, whole_name in (("sm_pct", "e2e_gpu_mean_avg_sm_active_pct"), ("dram_pct", "e2e_gpu_mean_avg_dram_active_pct"),
-                             ("busy_pct", "e2e_gpu_mean_avg_util_pct")):
-        whole, active = next((s[whole_name] for s in sources if whole_name in s), None), getattr(p, attr)
-        if whole is None or active is None:
-            out.append(active if active is not None else 0.0)
-            continue
-        out.append(min(100.0, max(0.0, (whole * p.e2e_duration_s - active * p.duration_s) / span)))
-    p.outside_figures = (out[0], out[1], out[2])
-
-
-def _busy_trace(client, p: Profile, child, parent) -> None:
-    """The exclusive parent's GPU utilization series, binned from the child's start (each bin the
-    highest reading in it; a bin without one keeps the one before)."""
-    if parent is None or p.phase != "active phase" or not child.info.start_time:
-        return
-    for pattern in _TRACE_KEYS:
-        keys = [k for k in parent.data.metrics if pattern.match(k)]
-        if keys:
-            break
-    else:
-        return
-    known = _TRACES.get(child.info.run_id)
-    if known is not None:  # a finished run's series does not change: read once per process
-        p.busy_trace = known
-        return
-    t0, bins = child.info.start_time / 1000.0, {}
-    try:
-        for key, history in timelines.history(client, parent.info.run_id, keys).items():  # at the full rate
-            for m in history:
-                b = int((m.timestamp / 1000.0 - t0) // TRACE_BIN_S)
-                if b >= 0:
-                    bins[b] = max(bins.get(b, 0.0), float(m.value))
-    except Exception:  # the trace refines the prediction; without it the averages serve
-        return
-    if not bins:
-        return
-    trace, last = [], 0.0
-    for b in range(max(bins) + 1):
-        last = bins.get(b, last)
-        trace.append(last)
-    p.busy_trace = _TRACES[child.info.run_id] = tuple(trace)
 
 
 def read(client, experiment: str, model: str | None = None) -> Knowledge:
@@ -310,8 +191,6 @@ def read(client, experiment: str, model: str | None = None) -> Knowledge:
         if known is None or (model and known.gpu_model != model and tags.get("sweep.gpu_model") == model):
             parent = by_id.get(tags.get(MLFLOW_PARENT_RUN_ID, ""))
             p = profile_of(r, parent)
-            if parent is not None and parent.data.tags.get("collocation.size", "1") == "1":
-                _busy_trace(client, p, r, parent)
             k.profiles[p.key] = p
     if k.profiles:
         k.gpu_memory_mib = next((p.gpu_memory_mib for p in k.profiles.values() if p.gpu_memory_mib), None)
@@ -334,7 +213,7 @@ def read(client, experiment: str, model: str | None = None) -> Knowledge:
             slowdowns: dict[str, list[float]] = {}
             for key, value in ((a, pair["slowdowns"][0]), (b, pair["slowdowns"][1])):
                 slowdowns.setdefault(key, []).append(float(value))
-            k.groups.append(MeasuredGroup(parent_id, mode, slowdowns, parent.info.start_time or 0, False, gpu_model))
+            k.groups.append(MeasuredGroup(parent_id, mode, slowdowns, parent.info.start_time or 0, gpu_model))
     k.groups.sort(key=lambda g: -g.start_ms)
     return k
 

@@ -87,17 +87,15 @@ def test_a_jobs_phases_are_its_logged_startup_its_active_phase_and_the_rest_and_
     assert "pack.start_offset_s" not in explain.job_tags(d, 0)
 
 
-def test_a_profile_says_where_the_job_used_the_gpu_from_its_own_start(tracking_uri):
+def test_a_profile_splits_the_wall_time_into_start_up_active_phase_and_wind_down(tracking_uri):
     late = dict(figures=(60.0, 70.0, 90.0, 30000.0, 400.0, 4.0), whole=(10.0, 12.0, 15.0, 30000.0, 150.0, 36.0),
                 startup_s=24.0, busy=(20.0, 34.0))
     log_profile(tracking_uri, EXP, "late", child_later_s=0.5, **late)
-    p = profiles.read(MlflowClient(tracking_uri), EXP).profiles["late"]
-    assert (p.busy_from_s, p.busy_until_s) == pytest.approx((19.5, 33.5))  # the parent's span, from the child's start
-    assert p.active_window() == (24.0, 28.0) and p.active_window(1.5) == (24.0, 30.0)
-    assert p.busy_window(1.5) == pytest.approx((19.5, 35.5))  # what comes after the active phase comes later
-    log_profile(tracking_uri, EXP, "old", (60.0, 70.0, 90.0, 30000.0, 400.0, 4.0))  # no span: the whole run
-    old = profiles.read(MlflowClient(tracking_uri), EXP).profiles["old"]
-    assert old.busy_window() == (0.0, 4.0) and old.active_window() == (0.0, 4.0)
+    ph = chains.phases(profiles.read(MlflowClient(tracking_uri), EXP).profiles["late"])
+    assert (ph.startup, ph.active, ph.tail) == pytest.approx((24.0, 4.0, 8.0))  # 36 s in all
+    log_profile(tracking_uri, EXP, "old", (60.0, 70.0, 90.0, 30000.0, 400.0, 4.0))  # no active phase: the whole run
+    old = chains.phases(profiles.read(MlflowClient(tracking_uri), EXP).profiles["old"])
+    assert (old.startup, old.active, old.tail) == (0.0, 4.0, 0.0)
 
 
 def slow_starters(uri: str, n: int = 4) -> list[Job]:
@@ -209,8 +207,9 @@ def recorded_queue(which: str):
         data = json.load(f)
     k = Knowledge(gpu_memory_mib=data["gpu_memory_mib"])
     jobs = []
+    known = set(Profile.__dataclass_fields__)  # the recording also holds the GPU's busy spans and traces
     for name, fields in data[which].items():
-        p = Profile(**{key: tuple(v) if isinstance(v, list) else v for key, v in fields.items()})
+        p = Profile(**{key: tuple(v) if isinstance(v, list) else v for key, v in fields.items() if key in known})
         k.profiles[p.key] = p
         jobs.append(Job(name, p.key))
     return k, jobs
