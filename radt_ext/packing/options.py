@@ -1,16 +1,16 @@
 """What a packed sweep may do: `schedule: pack`, `max_slowdown` and the `pack:` block of the spec.
 
     schedule: pack             # or `radt-ext sweep FILE --executor pack`
-    max_slowdown: 1.5          # no job predicted slower than this (collocated time / time alone)
+    max_slowdown: 1.5          # no job slower than this as it lives it (its wall time in the queue / alone)
     modes: [naive, mps]        # the ways jobs may share a GPU (exclusive, alone, is always allowed)
     pack:
-      max_jobs_per_gpu: 4
+      max_jobs_per_gpu: 4      # 1: one job per GPU at a time; more: one chain per GPU (planner.py)
       memory_headroom_pct: 10  # kept free of the GPU's memory beside the jobs' peaks
       gpu_memory_mib: 81559    # default: read from the store's runs, else from the GPU
-      mps_thread_percentage: auto   # auto (a share when the SMs are oversubscribed), none, or 1..100
-      guard: true              # while a group runs, a job beyond max_slowdown has the others paused
-      trials: true             # jobs nothing measured together share on trial under the guard
-      model: true              # unmeasured groups the contention model admits may share (false: measured only)
+      mps_thread_percentage: auto   # accepted for older specs; chains set no MPS thread caps
+      guard: true              # while a group runs, the guard keeps each job within max_slowdown
+      trials: true             # pairs nothing measured side by side overlap on trial where that is safe
+      model: true              # accepted for older specs; no group rests on the contention model alone
       cpu_sets: true           # jobs sharing a GPU get disjoint CPU sets of its part of the host
 
 Each problem is one line naming the field, raised before anything runs.
@@ -34,13 +34,13 @@ class PackOptions:
     max_jobs_per_gpu: int = 4
     memory_headroom_pct: float = 10.0
     gpu_memory_mib: float | None = None
-    mps_thread_percentage: str = "auto"  # "auto", "none" or a whole number 1..100 as text
+    mps_thread_percentage: str = "auto"  # accepted for older specs: chains set no MPS thread caps
     scheduled: bool = False  # the spec says schedule: pack (else only --executor pack packs it)
     guard: bool = True  # a guard beside each shared group keeps every job within max_slowdown (collocation/guard.py)
-    # jobs that nothing measured together, and that the guard can watch, share on trial where the model
-    # would keep them apart: the guard splits the group if one falls beyond the bound (planner.py)
+    # pairs nothing measured side by side, both watched by the guard, overlap on trial where a split
+    # still keeps both within the bound (chains.py)
     trials: bool = True
-    model: bool = True  # unmeasured groups may rest on the contention model (False: only on measurements, trials)
+    model: bool = True  # accepted for older specs: no group rests on the contention model alone
     cpu_sets: bool = True  # jobs sharing a GPU get disjoint CPU sets (cpusets.py)
 
 
