@@ -1,16 +1,18 @@
-"""Packing a queue of jobs onto a node's GPUs: which jobs share a GPU, in which mode, from the store's
-exclusive profiles and measured group slowdowns, measurements before the model, trials under the guard
-where nothing was measured (docs/collocation.md, "Packing a queue").
+"""Packing a queue of jobs onto a node's GPUs so that every job keeps a promise as it lives it (its wall
+time in the queue over its wall time alone within max_slowdown): one chain per GPU, each job's start-up
+beside the active phase before it, two active phases side by side only where measured or on a trial a
+split keeps safe (docs/collocation.md, "Packing a queue").
 
     options.py   schedule: pack, max_slowdown and the pack: block of a sweep spec
-    profiles.py  what the store knows: profiles, measured groups, jobs done in packed groups
-    model.py     the contention model: predicted slowdown, MPS thread percentage, energy
-    planner.py   the queue → groups per GPU, each with its reason
+    profiles.py  what the store knows: profiles, pairs measured side by side, jobs done in packed groups
+    model.py     the contention model: a trial's expected slowdowns
+    chains.py    a GPU's jobs one after another: each link's overlap, start times, the play that predicts them
+    planner.py   the queue → a chain per GPU (or jobs alone), each with its reason
     explain.py   the dry run's plan table and the tags of each group run
     queue.py     a sweep spec as a queue of jobs
     cpusets.py   disjoint CPU sets for the jobs that share a GPU
     executor.py  runs the plan, replanning whenever a device of the pool frees; says what became of each
-                 shared group (kept, or split by the guard, and the seconds a split lost)
+                 chain (as planned, or split by the guard, and the seconds a split lost)
     run.py       the sweep command's entry (dry run or run)
     scheduler.py what the sweep calls: the spec's packing keys, the jobs, the run
 
