@@ -85,7 +85,8 @@ def _prediction_table(runs: list[data.RunData]) -> str | None:
                      _float(r.tags.get("pack.predicted_wall_s")), s.get("e2e_duration_s"),
                      _float(r.tags.get("pack.predicted_energy_j")), energy, r.tags.get("pack.reason"),
                      r.tags.get("collocation.guard")])
-    header = ["job", "mode", "gpu", "basis (measured, model, trial)", "CPUs", "predicted slowdown (active)", "measured slowdown (active, paused s left out)",
+    header = ["job", "mode", "gpu", "basis (measured, trial, start-up, alone)", "CPUs",
+              "predicted slowdown (wall here / alone)", "measured slowdown (wall here / alone, pauses in)",
               "guard: highest live slowdown", "guard: paused s", "predicted wall s", "measured wall s",
               "predicted energy J (whole run)", "measured energy J (whole run, attributed)", "why", "guard"]
     return "<h2>Packing: predicted against measured</h2>" + table(header, rows)
