@@ -12,7 +12,7 @@ from mlflow.tracking import MlflowClient
 from tests.radt_ext.helpers import only_run, radt
 
 pytest.importorskip("torch")
-SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "..", "benchmarks", "unmodified", "loader_train.py")
+SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "..", "benchmarks", "progress", "unmodified", "loader_train.py")
 ARGS = ["--device", "cpu", "--epochs", "3", "--samples", "96", "--batch", "16", "--workers", "0", "--work", "0"]
 
 
