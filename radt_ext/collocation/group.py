@@ -464,9 +464,8 @@ class GroupRunner:
             alone = {}
         lived, basis = None, ""
         wall = r.summary.get("e2e_duration_s") or ((r.ended - r.started) if r.ended and r.started else None)
-        wall_alone = alone.get("summary/e2e_duration_s") or base[1]
-        if wall and wall_alone and wall_alone > 0:
-            lived, basis = wall / wall_alone, "wall"
+        if wall and base[1] > 0:  # base[1]: its wall time alone (the exclusive run's e2e_duration_s)
+            lived, basis = wall / base[1], "wall"
             for unit in WORK_UNITS:
                 thr, here = alone.get(f"summary/e2e_throughput_{unit}_per_s"), r.summary.get(f"e2e_throughput_{unit}_per_s")
                 if thr and here:

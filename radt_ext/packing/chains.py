@@ -230,13 +230,11 @@ class ChainPlanner:
             played = self._play(jobs, ph, links)
             slow = [(e - s) / h.wall if h.wall else 1.0 for s, e, h in zip(played.starts, played.ends, ph)]
             over = [k for k, x in enumerate(slow) if x > PLAN_SHARE * self.bound + 1e-6]
-            busy = [k for k in over for k2 in (k, k + 1) if 0 < k2 < len(jobs) and links[k2].overlap_s > 0]
-            if not busy:
+            sharing = {k2 for k in over for k2 in (k, k + 1) if 0 < k2 < len(jobs) and links[k2].overlap_s > 0}
+            if not sharing:
                 break
-            for k in over:
-                for k2 in (k, k + 1):
-                    if 0 < k2 < len(jobs) and links[k2].overlap_s > 0:
-                        links[k2] = Link("start-up", 0.0, links[k2].slowdowns)
+            for k2 in sharing:  # the links of a job beyond the plan's share: its start-up beside, no more
+                links[k2] = Link("start-up", 0.0, links[k2].slowdowns)
         walls = [e - s for s, e in zip(played.starts, played.ends)]
         return Chain(list(jobs), links, played.starts, walls, slow)
 
