@@ -45,6 +45,7 @@ from mlflow.projects.utils import (
 )
 
 from radt_ext.errors import UsageError
+from radt_ext.run.signals import wait_child
 
 _logger = logging.getLogger("mlflow.projects.radt_ext")  # MLflow's projects log, as its own backends write
 SYNCHRONOUS = "synchronous"
@@ -121,7 +122,7 @@ class RadtSubmittedRun(SubmittedRun):
     def exit_code(self) -> int:
         """Wait for the job; its exit code (radt-ext's: the workload's, 128 + N after signal N)."""
         try:
-            return self.proc.wait()
+            return wait_child(self.proc)
         finally:
             self._restore()
 

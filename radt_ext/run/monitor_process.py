@@ -20,7 +20,7 @@ from mlflow.tracking import MlflowClient
 from listeners.base import Target
 from radt_ext.workload_api.progress import read_marks
 from radt_ext.sampling.recorder import Recorder, select_listeners
-from radt_ext.run.signals import SignalRelay
+from radt_ext.run.signals import SignalRelay, wait_event
 from radt_ext.run.streams import say, tolerate
 
 
@@ -49,7 +49,7 @@ def main(argv=None) -> int:
     with SignalRelay(lambda _: done.set(), signals=(signal.SIGTERM,)):
         say(json.dumps({"ready": True, "listeners": [lst.name for lst in listeners], "skipped": skipped}),
             err=False)
-        done.wait()
+        wait_event(done)
         _end(recorder, client, args, listeners, skipped)
     return 0
 

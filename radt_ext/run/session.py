@@ -48,7 +48,7 @@ from radt_ext.sampling.selection import check_input, choose, select_listeners
 from radt_ext.run.progress_env import progress_env, progress_tags, rate_timeline
 from radt_ext.workload_api.autoprogress import hook_missing
 from radt_ext.workload_api.progress_sources import counting_off
-from radt_ext.run.signals import STOP_SIGNALS, SignalRelay
+from radt_ext.run.signals import STOP_SIGNALS, SignalRelay, wait_child
 from radt_ext.run.spills import spill_root
 from radt_ext.run.watchdog import Watchdog
 
@@ -57,6 +57,7 @@ STORE_READ_TIMEOUT_S = 60.0  # a run's report or its own metrics, read back at i
 WORKLOAD_RUNS_TIMEOUT_S = 300.0  # the runs a workload opened: ended, their last points and summaries written
 ENV_ACTIVE = ENV_MONITOR_RUN  # set for the workload: the run id already being monitored
 KILL_GRACE_S = 2.0  # SIGTERM → SIGKILL of the workload's tree: all of a stop fits in ~5 s on a loaded host
+LEFT_RUNS_TIMEOUT_S = 20.0  # after a stop, past its budget: the workload's runs left RUNNING ended all the same
 STOP_BUDGET_S = 3.0  # from a stop signal to the end of radt-ext's store work (then spooled)
 STOP_STATUS_S = 1.0  # of that budget, kept for the run's summaries and status
 RUN_SIGNALS = (*STOP_SIGNALS, signal.SIGHUP)  # a closed terminal stops the workload too
@@ -157,6 +158,7 @@ class WorkloadSession:
         self.fresh_store = False  # a SQLite store still to be made: made alongside the workload
         self.experiment_name: str | None = None  # an experiment still to be made: the workload gets its name
         self.stopped_at: float | None = None  # time.monotonic() of the first stop signal
+        self.workload_runs_left: str | None = None  # why the workload's runs were not closed in time
         self.abandoned = False  # stopped before the store was set up: the run went to the spool
         self._opener: threading.Thread | None = None
         self._open_lock = threading.Lock()
@@ -527,7 +529,7 @@ class WorkloadSession:
         return self.recorder.writer.spool_path if self.recorder is not None else None
 
     def wait(self) -> int:
-        self.returncode = self.proc.wait()
+        self.returncode = wait_child(self.proc)
         self.timings["workload_ended"] = time.time()
         self._reap_group()
         self.timings["workload_reaped"] = time.time()
@@ -608,6 +610,8 @@ class WorkloadSession:
             stored = self.recorder.writer.end_run(
                 metrics, tags, status, timeout=None if self.stopped_at is None else max(0.5, self._stop_left()))
             self.timings["summaries_logged"] = time.time()
+            if self.workload_runs_left is not None and not self.spooled:
+                self._end_left_runs(status)
             if stored and self.stopped_at is None:
                 self._log_report()
                 self.timings["report_logged"] = time.time()
@@ -701,8 +705,31 @@ class WorkloadSession:
         try:
             self._within_store_deadline(lambda: self.workload_runs.close(status), WORKLOAD_RUNS_TIMEOUT_S)
         except TimeoutError as exc:
-            log.warning("radt-ext: the runs the workload opened (%s) were not closed (%s); radt-ext's run %s "
-                        "is recorded", ", ".join(self.workload_runs.runs) or "none found yet", exc, self.run_id)
+            self.workload_runs_left = str(exc)
+            if self.stopped_at is None:
+                log.warning("radt-ext: the runs the workload opened (%s) were not closed (%s); radt-ext's run %s "
+                            "is recorded", ", ".join(self.workload_runs.runs) or "none found yet", exc, self.run_id)
+
+    def _end_left_runs(self, status: str) -> None:
+        """After a stop whose budget ran out before the workload's runs were closed (a workload that swallowed
+        the signal and was killed takes the grace period): those it left RUNNING still end with the status,
+        past the budget. It is a search and two writes a run; until it is done the watchdog still guards them."""
+        from radt_ext.run.watchdog import end_workload_runs
+
+        sig = signal.Signals(self.killed_by).name if self.killed_by else "a stop"
+        reason = f"stopped by {sig}; the workload left it RUNNING and radt-ext ended it, without summaries (no time left)"
+        try:
+            ended = self.recorder.writer.call(
+                lambda: end_workload_runs(self.client, self.run_id, status, reason), LEFT_RUNS_TIMEOUT_S)
+        except Exception as exc:
+            from radt_ext.store.writer import first_line
+
+            log.warning("radt-ext: the runs the workload opened were not ended (%s; %s); those still RUNNING are to be "
+                        "ended in MLflow", self.workload_runs_left, first_line(exc))
+            return
+        if ended:
+            log.warning("radt-ext: ended %s as %s (the workload left it RUNNING; no summaries: %s)",
+                        ", ".join(ended), status, self.workload_runs_left)
 
     def _within_store_deadline(self, fn, timeout: float = STORE_READ_TIMEOUT_S):
         """fn(), which reads the store through MLflow's client, within the writer's deadline (MetricWriter.call);

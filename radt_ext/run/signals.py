@@ -4,17 +4,43 @@ A Python signal handler runs in the main thread between any two bytecodes, perha
 holds a lock (a process tree's, threading's own while it starts a thread, an Event's). A handler that
 then takes the same lock never returns. So the handler only writes the signal number into a pipe (a
 system call, no lock) and a relay thread, started before the handlers are installed, does the work.
+
+The kernel hands a process's signal to any of its threads. When it is not the main one, CPython only
+sets a flag that the main thread reads when it next runs bytecode: a main thread blocked for good in
+waitpid() or on a lock never does, and the signal is lost. So a main thread waiting under the handlers
+waits in short ticks (`wait_child`, `wait_event`, `join`).
 """
 from __future__ import annotations
 
 import logging
 import os
 import signal
+import subprocess
 import threading
 from collections.abc import Callable
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+TICK_S = 0.5  # a wait wakes this often, at most (Popen.wait polls at 20 Hz within it)
 log = logging.getLogger(__name__)
+
+
+def wait_child(proc: subprocess.Popen) -> int:
+    """proc.wait(), waking in ticks: a stop signal handed to another thread is still handled."""
+    while True:
+        try:
+            return proc.wait(timeout=TICK_S)
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def wait_event(event: threading.Event) -> None:
+    while not event.wait(TICK_S):
+        pass
+
+
+def join(thread: threading.Thread) -> None:
+    while thread.is_alive():
+        thread.join(TICK_S)
 
 
 class SignalRelay:

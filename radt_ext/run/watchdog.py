@@ -181,19 +181,28 @@ def _search(client, query: str):
     return found
 
 
-def end_killed(client, run_id: str, reason: str) -> list[str]:
-    """End radt-ext's run and the workload's runs still RUNNING as KILLED; returns the runs ended."""
+def _end_running(client, runs: list[str], status: str, reason: str) -> list[str]:
     now = int(time.time() * 1000)
-    runs = [run_id] + [r.info.run_id for r in _search(
-        client, f"tags.`{TAG_MONITOR_RUN}` = '{run_id}' and attributes.status = 'RUNNING'")]
     ended = []
     for rid in runs:
         if _retry(lambda: client.get_run(rid)).info.status != "RUNNING":
             continue
         _retry(lambda: client.set_tag(rid, TAG_ENDED_BY, reason[:4000]))
-        _retry(lambda: client.set_terminated(rid, "KILLED", now))
+        _retry(lambda: client.set_terminated(rid, status, now))
         ended.append(rid)
     return ended
+
+
+def end_workload_runs(client, run_id: str, status: str, reason: str) -> list[str]:
+    """The runs the workload of radt-ext's run `run_id` started and left RUNNING, ended with `status`."""
+    runs = [r.info.run_id for r in _search(
+        client, f"tags.`{TAG_MONITOR_RUN}` = '{run_id}' and attributes.status = 'RUNNING'")]
+    return _end_running(client, runs, status, reason)
+
+
+def end_killed(client, run_id: str, reason: str) -> list[str]:
+    """End radt-ext's run and the workload's runs still RUNNING as KILLED; returns the runs ended."""
+    return _end_running(client, [run_id], "KILLED", reason) + end_workload_runs(client, run_id, "KILLED", reason)
 
 
 def end_orphans(client) -> list[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 
-from radt_ext.run.signals import SignalRelay
+from radt_ext.run.signals import SignalRelay, join
 from radt_ext.sweep import console as out
 from radt_ext.sweep.plan import CPU, Variant
 from radt_ext.sweep.pool import DevicePool
@@ -130,7 +130,7 @@ class LocalExecutor:
                     t.start()
                     threads.append(t)
                 for t in threads:
-                    t.join()
+                    join(t)
                 if halted():
                     break
             progress.update(task, description=f"pool: {'stopped' if self.stopping else 'done'}")

@@ -239,6 +239,73 @@ def test_a_run_whose_radt_ext_and_watchdog_were_killed_is_ended_by_the_next_run(
     assert any("ended by a later radt-ext run" in r.data.tags.get(TAG_ENDED_BY, "") for r in orphans)
 
 
+# a workload that takes no notice of SIGINT and SIGTERM, with a run of its own open: only SIGKILL ends it
+DEAF = textwrap.dedent("""
+    import signal, sys, time, mlflow
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+    mlflow.set_experiment("work")
+    mlflow.start_run(run_name="work")
+    open(sys.argv[1], "w").write("x")
+    time.sleep(300)
+""")
+
+
+def test_a_workload_that_ignores_the_stop_is_killed_and_its_run_still_ends(tmp_path, tracking_uri):
+    """The grace period before SIGKILL uses up the stop's budget: the run the workload left RUNNING is
+    ended all the same, after radt-ext's own."""
+    mark, pidfile = uuid.uuid4().hex, tmp_path / "pid"
+    proc = subprocess.Popen([sys.executable, "-m", "radt_ext.cli", "run", "-l", "top", "-i", "0.1", "--",
+                             sys.executable, "-c", DEAF, str(pidfile)], env=_env(tracking_uri, mark),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lambda: pidfile.exists() or proc.poll() is not None, 180, "the workload to start")
+        _wait_for(lambda: len(_all_runs(tracking_uri)) == 2, 60, "the workload's own run")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=180)
+        left = [p.pid for p in _marked(mark)]
+    finally:
+        for p in _marked(mark):
+            p.kill()
+    assert proc.returncode == 128 + signal.SIGKILL, err[-3000:]
+    assert not left
+    runs = {r.info.run_name: r for r in _all_runs(tracking_uri)}
+    assert {r.info.status for r in runs.values()} == {"KILLED"}, err[-3000:]
+    assert "the workload left it RUNNING" in runs["work"].data.tags[TAG_ENDED_BY]
+    assert "ended " + runs["work"].info.run_id in err
+
+
+def _threads_but_main(pid: int) -> list[int]:
+    return [t.id for t in psutil.Process(pid).threads() if t.id != pid]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="tgkill (a signal to one thread) is Linux's")
+def test_a_stop_signal_the_kernel_hands_to_another_thread_still_stops_the_run(tmp_path, tracking_uri):
+    """A signal sent to the process may land on any of its threads; radt-ext's main thread, waiting for
+    the workload, must still act on it."""
+    import ctypes
+
+    proc, mark = _running_workload(tmp_path, tracking_uri)
+    try:
+        thread = _threads_but_main(proc.pid)[-1]
+        libc = ctypes.CDLL(None, use_errno=True)
+        assert libc.syscall(TGKILL.get(os.uname().machine, 234), proc.pid, thread, signal.SIGINT) == 0
+        try:
+            _, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            pytest.fail("radt-ext did not act on a SIGINT handed to one of its other threads")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for p in _marked(mark):
+            p.kill()
+    assert proc.returncode == 128 + signal.SIGINT, err[-3000:]
+    assert {r.info.status for r in _all_runs(tracking_uri)} <= ENDED
+
+
+TGKILL = {"x86_64": 234, "aarch64": 131}  # the tgkill system call's number
+
+
 # the workload notes that it started, then waits to be stopped
 STARTED_THEN_WAITS = "import sys, time\nopen(sys.argv[1], 'w').write('x')\ntime.sleep(300)\n"
 
