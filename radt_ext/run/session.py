@@ -705,10 +705,11 @@ class WorkloadSession:
         try:
             self._within_store_deadline(lambda: self.workload_runs.close(status), WORKLOAD_RUNS_TIMEOUT_S)
         except TimeoutError as exc:
-            self.workload_runs_left = str(exc)
-            if self.stopped_at is None:
-                log.warning("radt-ext: the runs the workload opened (%s) were not closed (%s); radt-ext's run %s "
-                            "is recorded", ", ".join(self.workload_runs.runs) or "none found yet", exc, self.run_id)
+            if self.stopped_at is not None:  # ended past the stop's budget, after radt-ext's own run
+                self.workload_runs_left = str(exc)
+                return
+            log.warning("radt-ext: the runs the workload opened (%s) were not closed (%s); radt-ext's run %s "
+                        "is recorded", ", ".join(self.workload_runs.runs) or "none found yet", exc, self.run_id)
 
     def _end_left_runs(self, status: str) -> None:
         """After a stop whose budget ran out before the workload's runs were closed (a workload that swallowed
