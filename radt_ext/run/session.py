@@ -717,8 +717,8 @@ class WorkloadSession:
         past the budget. It is a search and two writes a run; until it is done the watchdog still guards them."""
         from radt_ext.run.watchdog import end_workload_runs
 
-        sig = signal.Signals(self.killed_by).name if self.killed_by else "a stop"
-        reason = f"stopped by {sig}; the workload left it RUNNING and radt-ext ended it, without summaries (no time left)"
+        reason = (f"stopped by {signal.Signals(self.killed_by).name}; the workload left it RUNNING and radt-ext "
+                  "ended it, without summaries (no time left)")
         try:
             ended = self.recorder.writer.call(
                 lambda: end_workload_runs(self.client, self.run_id, status, reason), LEFT_RUNS_TIMEOUT_S)
