@@ -97,16 +97,19 @@ def smi_gpu_indices() -> list[str]:
     import shutil
     import subprocess
 
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
+    from listeners import smi
+
+    tool = shutil.which("nvidia-smi")
+    if tool is None:
         return []
     try:
-        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=15)
+        out = smi._run([tool, "-L"])
     except (OSError, subprocess.SubprocessError):
         return []
     if out.returncode != 0:
         return []
-    return [line.split(":", 1)[0][len("GPU "):].strip() for line in out.stdout.splitlines() if line.startswith("GPU ")]
+    gpus, _ = smi.parse_gpu_list(out.stdout)
+    return [str(i) for i in sorted(gpus.values())]
 
 
 def check_target(target: Target, require_gpu: bool = False) -> None:

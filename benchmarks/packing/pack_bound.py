@@ -32,7 +32,7 @@ import os
 import yaml
 
 from benchmarks.common import write_tables
-from benchmarks.packing.steps import as_float, cell, collect, planned
+from benchmarks.packing.steps import analysis_args, as_float, cell, collect, planned, read_steps
 
 PASSES = ("first", "second")
 STEPS = {"alone": (1, 1, False), "first": (4, 2, True), "second": (4, 3, True)}  # max jobs per GPU, repeats, trials
@@ -285,11 +285,11 @@ def main() -> None:
     sp.add_argument("--queue", required=True)
     sp.add_argument("--name", help="the queue's name (default: from its folder)")
     an = sub.add_parser("analyse")
-    for flag in ("--store", "--steps", "--queue", "--name", "--out"):
+    analysis_args(an)
+    for flag in ("--queue", "--name"):
         an.add_argument(flag, required=True)
     an.add_argument("--plan-first")
     an.add_argument("--plan-second")
-    an.add_argument("--max-slowdown", type=float, default=BOUND)
     su = sub.add_parser("summarise")
     su.add_argument("--out", required=True)
     su.add_argument("--card", required=True)
@@ -302,9 +302,7 @@ def main() -> None:
     elif args.what == "analyse":
         from mlflow.tracking import MlflowClient
 
-        with open(args.steps) as fh:
-            steps = json.load(fh)
-        out = analyse(MlflowClient(args.store), steps, args.queue, args.name,
+        out = analyse(MlflowClient(args.store), read_steps(args), args.queue, args.name,
                       {"first": args.plan_first, "second": args.plan_second}, args.max_slowdown)
         write_tables(args.out, args.name, out, markdown(out))
     else:

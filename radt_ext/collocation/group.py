@@ -34,7 +34,7 @@ from radt_ext.store import timelines
 from radt_ext.store.client import connect, experiment_id_for, tracking_uri
 from radt_ext.store.run_points import full_rate_default
 from radt_ext.store.shaper import shape
-from radt_ext.run.signals import SignalRelay
+from radt_ext.run.signals import SignalRelay, join
 from radt_ext.figures.summaries import E2E, counts_per_s
 from radt_ext.run.watchdog import owner_tags
 from radt_ext import view
@@ -356,8 +356,7 @@ class GroupRunner:
                         threads.append(threading.Thread(target=self._wait_and_finish, args=(s, r), daemon=True))
                         threads[-1].start()
                 for t in threads:
-                    while t.is_alive():
-                        t.join(0.2)  # short joins keep signal handlers running
+                    join(t, 0.2)
         finally:
             if self.guard is not None:
                 self.guard.stop()  # nothing stays paused

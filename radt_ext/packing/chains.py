@@ -36,7 +36,6 @@ PLAN_SHARE = 0.93  # plan each job within this share of the bound: alone walls v
 MIN_TRIAL_S = 2.0  # an overlap shorter than this measures nothing
 STEADY_S = guard.SETTLE_S + guard.WINDOW_S  # what the guard needs before it judges a rate
 UNKNOWN_PAIR = 2.0  # the slowdown of two active phases that meet unplanned (a late job)
-LINKS = ("start-up", "measured", "trial", "after")
 
 
 @dataclass
@@ -62,13 +61,13 @@ def phases(p: Profile) -> Phases:
 def budget_s(ph: Phases, bound: float) -> float:
     """The seconds of sharing's cost a job can take within PLAN_SHARE of the bound (see the module)."""
     b = PLAN_SHARE * bound
-    return max(0.0, (1.0 - 1.0 / b) * ph.active) if b > 1.0 else 0.0
+    return (1.0 - 1.0 / b) * ph.active if b > 1.0 else 0.0
 
 
 @dataclass
 class Link:
     """How a job follows the one before it on its chain."""
-    basis: str  # one of LINKS
+    basis: str  # start-up, measured, trial or after
     overlap_s: float = 0.0  # r: the earlier job's active seconds (alone) left when the later one's begins
     slowdowns: tuple[float, float] = (UNKNOWN_PAIR, UNKNOWN_PAIR)  # (earlier, later) side by side
     evidence: str = ""  # the group run that measured them

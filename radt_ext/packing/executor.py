@@ -19,7 +19,7 @@ from radt_ext.packing.options import PackOptions
 from radt_ext.packing.planner import Decision, Planner
 from radt_ext.packing.queue import jobs_of
 from radt_ext.run.session import exit_code
-from radt_ext.run.signals import SignalRelay
+from radt_ext.run.signals import SignalRelay, join
 from radt_ext.sweep import console as out
 from radt_ext.sweep.lanes import pool_of
 from radt_ext.sweep.variant_run import Outcome, baseline, group_for, result_line
@@ -191,8 +191,7 @@ class PackExecutor:
                 threads.append(t)
                 t.start()
             for t in threads:
-                while t.is_alive():
-                    t.join(0.2)
+                join(t, 0.2)
         if self._error is not None:
             raise self._error
         return [outcomes[i] for i in sorted(outcomes)]

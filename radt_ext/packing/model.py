@@ -36,7 +36,7 @@ def busy(p: Profile) -> float:
 
 
 def pressure(p: Profile) -> float:
-    """The share of the resource the job uses most (SM or DRAM), for MPS and for the packing order."""
+    """The share of the resource the job uses most (SM or DRAM), for MPS."""
     return max(_frac(p.sm_pct), _frac(p.dram_pct))
 
 

@@ -34,13 +34,11 @@ class PackOptions:
     max_jobs_per_gpu: int = 4
     memory_headroom_pct: float = 10.0
     gpu_memory_mib: float | None = None
-    mps_thread_percentage: str = "auto"  # accepted for older specs: chains set no MPS thread caps
     scheduled: bool = False  # the spec says schedule: pack (else only --executor pack packs it)
     guard: bool = True  # a guard beside each shared group keeps every job within max_slowdown (collocation/guard.py)
     # pairs nothing measured side by side, both watched by the guard, overlap on trial where a split
     # still keeps both within the bound (chains.py)
     trials: bool = True
-    model: bool = True  # accepted for older specs: no group rests on the contention model alone
     cpu_sets: bool = True  # jobs sharing a GPU get disjoint CPU sets (cpusets.py)
 
 
@@ -99,13 +97,14 @@ def parse(data: dict, modes: list[str], source: str) -> PackOptions | None:
         elif key in ("guard", "trials", "model", "cpu_sets"):
             if not isinstance(value, bool):
                 raise UsageError(f"{where}: expected true or false, got {value!r}")
-            setattr(opts, key, value)
+            if key != "model":  # accepted for older specs, and checked: no group rests on the model alone
+                setattr(opts, key, value)
         elif key == "gpu_memory_mib":
             if not _number(value) or value <= 0:
                 raise UsageError(f"{where}: expected the GPU's memory in MiB (e.g. 81559), got {value!r}")
             opts.gpu_memory_mib = float(value)
-        else:
-            opts.mps_thread_percentage = thread_percentage(value, where)
+        else:  # mps_thread_percentage: accepted for older specs, and checked; chains set no MPS thread caps
+            thread_percentage(value, where)
     return opts
 
 

@@ -34,8 +34,8 @@ def log_report(client, run_id: str, artifact_file: str = ARTIFACT) -> str | None
 def tag_report_error(client, run_id: str, exc: BaseException, what: str = "") -> None:
     """Why a report (or `what` beside it) was not built: the run's `radt_ext.report_error` tag, the error's first
     line; never raises."""
-    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     try:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         client.set_tag(run_id, "radt_ext.report_error", f"{what}{type(exc).__name__}: {first}"[:4000])
     except Exception:
         pass

@@ -38,9 +38,9 @@ def wait_event(event: threading.Event) -> None:
         pass
 
 
-def join(thread: threading.Thread) -> None:
+def join(thread: threading.Thread, tick: float = TICK_S) -> None:
     while thread.is_alive():
-        thread.join(TICK_S)
+        thread.join(tick)
 
 
 class SignalRelay:

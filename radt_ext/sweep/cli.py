@@ -98,8 +98,8 @@ def sweep(file, dry_run, executor, status, cancel, output, no_progress, **slurm_
         return
     if slurm_flags["no_wait"]:
         queued = sum(o.status == "QUEUED" for o in outcomes)
-        click.echo(f"{queued} variants queued as Slurm jobs; follow them with: radt-ext sweep {file} --status",
-                   err=output != "table")
+        click.echo(f"{queued} variants queued as Slurm jobs; follow them with: "
+                   f"radt-ext sweep {file} --executor slurm --status", err=output != "table")
         return
     _exit(outcomes, len(variants))
 

@@ -76,8 +76,7 @@ class LocalExecutor:
             for t in threads:
                 t.start()
             for t in threads:
-                while t.is_alive():
-                    t.join(0.2)  # short joins keep the main thread free for signals
+                join(t, 0.2)
         if self._error is not None:
             raise self._error
         return [outcomes[i] for i in sorted(outcomes)]
@@ -130,7 +129,7 @@ class LocalExecutor:
                     t.start()
                     threads.append(t)
                 for t in threads:
-                    join(t)
+                    t.join()  # on the pool's own thread: the main thread waits in ticks below
                 if halted():
                     break
             progress.update(task, description=f"pool: {'stopped' if self.stopping else 'done'}")

@@ -1,6 +1,6 @@
 """Profiles and measured groups written into a real SQLite store through MLflow's client, as the
 collocation runs write them (an exclusive parent with its one child; a collocated parent with a child
-per workload and its measured slowdown). SM active, duration, average power (energy / makespan) and the
+per workload and the pair measured side by side). SM active, duration, average power (energy / makespan) and the
 measured slowdowns are those of the H200 collocation sweep (docs/validation/collocation/
 collocation_table.json: ResNet-18 32 px at batch 128, ResNet-50 224 px, the DLRM recipe); DRAM active,
 utilization, peak memory and idle power were not in that table and are set here."""
@@ -11,6 +11,8 @@ import time
 from mlflow.entities import Metric, RunTag
 from mlflow.tracking import MlflowClient
 
+from radt_ext.collocation import pairs
+
 GPU_MIB = 143771.0  # the H200's memory (machine tag of its runs)
 
 # name: (SM active %, DRAM active %, NVML util %, peak memory MiB, avg power W, duration s)
@@ -18,10 +20,6 @@ H200 = {
     "cnn": (2.8, 1.5, 9.0, 2100.0, 123.3, 23.0),
     "heavy": (17.9, 12.0, 41.0, 21500.0, 184.7, 32.8),
     "dlrm": (11.2, 22.0, 35.0, 61000.0, 161.5, 32.4),
-}
-MEASURED = {  # mode: each member's slowdown, measured on the H200
-    ("naive", "heavy", "heavy"): (2.08, 1.53), ("mps", "heavy", "heavy"): (1.57, 1.43),
-    ("naive", "cnn", "cnn"): (1.13, 1.03), ("mps", "heavy", "dlrm"): (1.10, 1.54),
 }
 IDLE_W = 75.0
 
@@ -84,17 +82,24 @@ def log_profile(uri: str, experiment: str, key: str, figures: tuple, gpu_mib: fl
     return child
 
 
-def log_group(uri: str, experiment: str, mode: str, measured: list[tuple[str, float]], model: str | None = None,
-              walls: list[float] | None = None) -> str:
-    """A collocated group run: (workload hash, measured slowdown) per member, measured on a GPU `model`
-    where given, each member's wall time `walls` where given; returns the parent id."""
+def log_pair(uri: str, experiment: str, mode: str, members: list[tuple[str, str, float]], model: str | None = None,
+             tag: str | None = None) -> str:
+    """A collocated group run as group.py leaves it: a child per (workload name, workload hash) and the
+    parent's `collocation.pairs` tag with the first two members' slowdowns side by side (`tag`: that
+    tag's text as given); measured on a GPU `model` where given. Returns the parent id."""
     client = MlflowClient(uri)
-    exp_id = client.get_experiment_by_name(experiment).experiment_id
+    exp = client.get_experiment_by_name(experiment)
+    exp_id = exp.experiment_id if exp else client.create_experiment(experiment)
     parent = client.create_run(exp_id).info.run_id
-    for n, (key, slowdown) in enumerate(measured):
+    for name, key, _ in members:
         child = client.create_run(exp_id, tags={"mlflow.parentRunId": parent}).info.run_id
-        _end(client, child, {"slowdown_ratio": slowdown, **({"e2e_duration_s": walls[n]} if walls else {})}, {"collocation.mode": mode, "sweep.workload_hash": key,
-                                                           **({"sweep.gpu_model": model} if model else {})})
-    _end(client, parent, {"avg_slowdown_ratio": sum(s for _, s in measured) / len(measured)},
-         {"collocation.mode": mode, "collocation.size": str(len(measured))})
+        client.log_batch(child, tags=[RunTag(k, v) for k, v in {
+            "collocation.mode": mode, "collocation.workload": name, "sweep.workload_hash": key,
+            **({"sweep.gpu_model": model} if model else {})}.items()])
+        client.set_terminated(child, "FINISHED")
+    (a, _, xa), (b, _, xb) = members[:2]
+    measured = pairs.text([{"a": a, "b": b, "slowdowns": [xa, xb], "span_s": 10.0}])
+    client.log_batch(parent, tags=[RunTag("collocation.mode", mode), RunTag("collocation.size", str(len(members))),
+                                   RunTag(pairs.TAG, measured if tag is None else tag)])
+    client.set_terminated(parent, "FINISHED")
     return parent

@@ -1,7 +1,7 @@
 """A GPU's jobs as a chain (packing/chains.py): the play of phases forward (start-ups beside active
 phases, active phases side by side, the guard's split), each job's budget under the bound, and how a job
 follows the one before it, on profiles read back from a real SQLite store (store.py) and pairs measured
-side by side as a group run tags them (test_measured_packing.log_pair)."""
+side by side as a group run tags them (store.log_pair)."""
 from __future__ import annotations
 
 import pytest
@@ -11,8 +11,7 @@ from radt_ext.collocation import guard
 from radt_ext.packing import chains, model, profiles
 from radt_ext.packing.chains import Phases
 from radt_ext.packing.planner import Job
-from tests.radt_ext.packing.store import log_profile
-from tests.radt_ext.packing.test_measured_packing import log_pair
+from tests.radt_ext.packing.store import log_pair, log_profile
 
 EXP = "queue"
 BOUND = 1.5

@@ -10,7 +10,7 @@ import os
 import sys
 
 import pytest
-from mlflow.entities import Metric, RunTag
+from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from radt_ext.collocation import pairs
@@ -19,34 +19,11 @@ from radt_ext.packing.options import PackOptions
 from radt_ext.packing.planner import Job, Planner
 from radt_ext.sweep.spec import load
 from tests.radt_ext.helpers import radt
-from tests.radt_ext.packing.store import log_profile
+from tests.radt_ext.packing.store import log_pair, log_profile
 from tests.radt_ext.packing.test_pack_sweep import spec
 
 EXP = "queue"
 H100 = "NVIDIA H100 80GB HBM3"
-
-
-def log_pair(uri: str, experiment: str, mode: str, members: list[tuple[str, str, float]], model: str | None = None,
-             tag: str | None = None) -> str:
-    """A collocated group run as group.py leaves it: a child per (workload name, workload hash) and the
-    parent's `collocation.pairs` tag with the first two members' slowdowns side by side (`tag`: that
-    tag's text as given); measured on a GPU `model` where given. Returns the parent id."""
-    client = MlflowClient(uri)
-    exp = client.get_experiment_by_name(experiment)
-    exp_id = exp.experiment_id if exp else client.create_experiment(experiment)
-    parent = client.create_run(exp_id).info.run_id
-    for name, key, _ in members:
-        child = client.create_run(exp_id, tags={"mlflow.parentRunId": parent}).info.run_id
-        client.log_batch(child, tags=[RunTag(k, v) for k, v in {
-            "collocation.mode": mode, "collocation.workload": name, "sweep.workload_hash": key,
-            **({"sweep.gpu_model": model} if model else {})}.items()])
-        client.set_terminated(child, "FINISHED")
-    (a, _, xa), (b, _, xb) = members[:2]
-    measured = pairs.text([{"a": a, "b": b, "slowdowns": [xa, xb], "span_s": 10.0}])
-    client.log_batch(parent, tags=[RunTag("collocation.mode", mode), RunTag("collocation.size", str(len(members))),
-                                   RunTag(pairs.TAG, measured if tag is None else tag)])
-    client.set_terminated(parent, "FINISHED")
-    return parent
 
 
 def long_job(uri: str, key: str, model: str | None = None) -> None:
