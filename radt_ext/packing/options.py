@@ -39,6 +39,7 @@ class PackOptions:
     # pairs nothing measured side by side, both watched by the guard, overlap on trial where a split
     # still keeps both within the bound (chains.py)
     trials: bool = True
+    model: bool = True  # accepted for older specs: no group rests on the contention model alone
     cpu_sets: bool = True  # jobs sharing a GPU get disjoint CPU sets (cpusets.py)
 
 
@@ -97,8 +98,7 @@ def parse(data: dict, modes: list[str], source: str) -> PackOptions | None:
         elif key in ("guard", "trials", "model", "cpu_sets"):
             if not isinstance(value, bool):
                 raise UsageError(f"{where}: expected true or false, got {value!r}")
-            if key != "model":  # accepted for older specs, and checked: no group rests on the model alone
-                setattr(opts, key, value)
+            setattr(opts, key, value)
         elif key == "gpu_memory_mib":
             if not _number(value) or value <= 0:
                 raise UsageError(f"{where}: expected the GPU's memory in MiB (e.g. 81559), got {value!r}")
