@@ -30,4 +30,4 @@ with torch.inference_mode():
         if step % 50 == 0:
             y.float().norm().item()
     y.float().norm().item()
-print(f"gemm_chain: {args.steps} x {args.layers} GEMMs of {args.size} in {time.time() - start:.1f} s")
+print(f"gemm_chain: {args.steps} x {args.layers} GEMMs of {args.size} in {time.time() - start:.3f} s")

@@ -43,4 +43,4 @@ for step in range(args.steps):
     loss.backward()
     opt.step()
     last = loss.item()
-print(f"gru_train: {args.steps} steps, {args.steps * args.batch} samples, loss {last:.3f}, {time.time() - start:.1f} s")
+print(f"gru_train: {args.steps} steps, {args.steps * args.batch} samples, loss {last:.3f}, {time.time() - start:.3f} s")

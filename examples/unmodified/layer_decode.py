@@ -53,4 +53,4 @@ with torch.inference_mode():
             made += args.batch
         token.cpu()
 print(f"layer_decode: {made} tokens ({args.sequences} sequences x {args.tokens} tokens x batch {args.batch}) "
-      f"in {time.time() - start:.1f} s")
+      f"in {time.time() - start:.3f} s")

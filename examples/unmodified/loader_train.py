@@ -56,7 +56,7 @@ def main():
         opt.step()
         seen += len(x)
     print(f"loader_train: {args.batches} batches, {seen} samples, {args.workers} workers, loss {loss.item():.3f}, "
-          f"{time.time() - start:.1f} s")
+          f"{time.time() - start:.3f} s")
 
 
 if __name__ == "__main__":

@@ -147,6 +147,10 @@ class GroupRunner:
         self.alone_rates: dict[str, tuple[float, str]] = {}  # workload -> its baseline's active-phase rate of work, unit (the guard's)
         self.alone_active: dict[str, float] = {}  # workload -> its baseline's active phase (s)
         self.on_parent = None  # called with the parent run's id once it exists (a sweep's host settings watchdog)
+        # called once every workload has ended and the device listeners are closed: the devices are free for
+        # the next group while this one writes its summaries and reports (a sweep's pool)
+        self.on_free = None
+        self._recorder_stopped = False
 
     # -- setting up ------------------------------------------------------------------
     def _mode_env(self, stack: contextlib.ExitStack) -> dict[str, tuple[dict[str, str], str]]:
@@ -274,14 +278,22 @@ class GroupRunner:
 
     def _wait_and_finish(self, s: _Session, result: ChildResult) -> None:
         try:
-            result.returncode = s.wait()
-            result.ended = time.time()
+            self._wait(s, result)
         finally:
-            result.status = s.status()
-            try:
-                s.finish()
-            finally:
-                result.summary = dict(s.summary)
+            self._finish(s, result)
+
+    @staticmethod
+    def _wait(s: _Session, result: ChildResult) -> None:
+        result.returncode = s.wait()
+        result.ended = time.time()
+
+    @staticmethod
+    def _finish(s: _Session, result: ChildResult) -> None:
+        result.status = s.status()
+        try:
+            s.finish()
+        finally:
+            result.summary = dict(s.summary)
 
     def run(self) -> GroupResult:
         g = self.group
@@ -335,11 +347,22 @@ class GroupRunner:
                             keep=energy_split.PARENT_SERIES).start()
         try:
             if g.mode == "exclusive":
-                for s, r in zip(self.sessions, self.results):
+                for k, (s, r) in enumerate(zip(self.sessions, self.results)):
                     if self.stopping:
                         break
-                    if self._start(s, r, t0):
+                    if not self._start(s, r, t0):
+                        continue
+                    if k < len(self.sessions) - 1:
                         self._wait_and_finish(s, r)
+                        continue
+                    try:  # the last one: its run's end after the devices are given back
+                        self._wait(s, r)
+                    finally:
+                        try:
+                            self._stop_recorder(recorder)
+                        finally:
+                            self._release()
+                            self._finish(s, r)
             else:
                 if g.guard_slowdown is not None and not self.stopping:
                     self.guard = guard_mod.Guard([self._member(s, r) for s, r in zip(self.sessions, self.results)],
@@ -361,10 +384,22 @@ class GroupRunner:
             if self.guard is not None:
                 self.guard.stop()  # nothing stays paused
             self._fail_unstarted("KILLED" if self.stopping else "FAILED")
-            recorder.stop()
+            self._stop_recorder(recorder)
             for daemon in self.daemons.values():
                 daemon.quit()  # before the parent's last tags, so they carry its answer
+            self._release()
         return self._close(recorder, t0)
+
+    def _stop_recorder(self, recorder: Recorder) -> None:
+        if not self._recorder_stopped:
+            self._recorder_stopped = True
+            recorder.stop()
+
+    def _release(self) -> None:
+        """The devices handed back (once), their listeners closed and any MPS daemon gone."""
+        on_free, self.on_free = self.on_free, None
+        if on_free is not None:
+            on_free()
 
     def _split_energy(self, recorder: Recorder, t0: float, summary: dict[str, float],
                       overlap: tuple[float, float] | None = None) -> str | None:

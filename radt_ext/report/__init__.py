@@ -16,10 +16,14 @@ ARTIFACT = "radt_ext_report.html"
 ENV_DISABLE = "RADT_EXT_REPORT"  # "0" turns the per-run report off
 
 
+def reports_on() -> bool:
+    return os.environ.get(ENV_DISABLE, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
 def log_report(client, run_id: str, artifact_file: str = ARTIFACT) -> str | None:
     """Build the run's report and log it as an artifact; returns the artifact path, or None
     when reports are off or building one failed (the reason goes to a run tag)."""
-    if os.environ.get(ENV_DISABLE, "1").strip().lower() in ("0", "false", "no", "off"):
+    if not reports_on():
         return None
     try:
         from radt_ext.report.build import run_html

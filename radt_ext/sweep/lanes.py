@@ -91,14 +91,22 @@ class LocalExecutor:
             return bool(self.stopping or self._error is not None)
 
         def run_one(v: Variant, devices: list[str]) -> None:
-            key = f"pool:{','.join(devices)}"
+            key = f"pool:{v.index}:{','.join(devices)}"  # its own: the next variant may start before it ends
+            released = threading.Event()
+
+            def release() -> None:
+                if not released.is_set():
+                    released.set()
+                    pool.release(devices)
 
             def start(runner) -> bool:
                 with self._lock:
                     if halted():
                         return False
                     self._active[key] = runner
-                    return True
+                if not v.system:  # the next variant may start while this one's runs are closed; host
+                    runner.on_free = release  # settings are restored only once the group has ended
+                return True
 
             try:
                 outcome = self._variant(v, ctx, echo, start, devices=devices, model=pool.model(devices))
@@ -111,7 +119,7 @@ class LocalExecutor:
             finally:
                 with self._lock:
                     self._active.pop(key, None)
-                pool.release(devices)
+                release()
 
         try:
             phases = [[v for v in variants if v.mode == "exclusive"], [v for v in variants if v.mode != "exclusive"]]

@@ -1,0 +1,375 @@
+"""radt-ext's cost against the plain run: unmodified scripts of four kinds of job (a launch-bound decoder, a
+host-bound RNN trainer, a DataLoader-fed trainer, a GPU-bound GEMM chain), each run plain (`python script`),
+under `radt-ext run` at its defaults, as the one job of a sweep at the sweep's defaults, and under each
+listener alone at the rates asked for, interleaved in shuffled rounds in one call. Every job runs through
+`stamp.py` (the same wrapper in every configuration), which records the job's start, end and last line: the
+script's own compute time (the seconds it prints), its wall time and what radt-ext adds around it.
+
+    python -m benchmarks.sampling.overhead_plain jobs --out DIR --repeats 3 --seconds 2
+    python -m benchmarks.sampling.overhead_plain alone --out DIR --seconds 8 --repeats 1
+    python -m benchmarks.sampling.overhead_plain analyse --out DIR [--summary docs/validation/overhead_plain/summary.json]
+
+`jobs` first runs each kind once plain with a small amount of work (its warm-up) and sizes it to about
+`--seconds` of its own compute time. `alone` runs the same four jobs as a queue: plain, one job per GPU at a
+time in a lane per GPU, then through `radt-ext sweep` (exclusive, one job per GPU), `--repeats` times in
+turn. `--dry` runs the CPU versions of the scripts (`--device cpu --tiny`): plumbing only.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.common import environment, fmt, gpu_name, table
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPTS = REPO / "examples" / "unmodified"
+STAMP = Path(__file__).resolve().parent / "stamp.py"
+EXPERIMENT = "overhead-plain"
+OWN_S = re.compile(r"([0-9]+\.[0-9]+) s$")
+
+
+@dataclass(frozen=True)
+class Kind:
+    bound: str  # launch | host | loader | gpu
+    script: str
+    args: tuple[str, ...]
+    work: str  # the argument that sets the amount of work
+    first: int  # the warm-up's amount, from which the job is sized
+    cpu_args: tuple[str, ...] = ()
+
+
+KINDS = {
+    "decoder": Kind("launch", "layer_decode.py", ("--batch", "4", "--tokens", "128"), "--sequences", 3,
+                    ("--batch", "2", "--tokens", "16")),
+    "gru": Kind("host", "gru_train.py", ("--batch", "32"), "--steps", 100, ("--batch", "8")),
+    "loader": Kind("loader", "loader_train.py", ("--workers", "2"), "--batches", 40, ("--workers", "1", "--batch", "16")),
+    "gemm": Kind("gpu", "gemm_chain.py", ("--size", "4096"), "--steps", 300, ("--size", "64")),
+}
+# the listeners' defaults, and the rates the docs' sweep examples use
+LISTENER_CONFIGS = ("nvml:0.1", "nvml:0.2", "gpm:0.5", "gpm:0.2", "smi:0.5", "top:1", "top:0.5",
+                    "gpu_procs:0.2", "gpu_procs:0.5")
+CONFIGS = ("plain", "run", "sweep", *LISTENER_CONFIGS)
+
+
+def radt_ext() -> list[str]:
+    exe = shutil.which("radt-ext")
+    return [exe] if exe else [sys.executable, "-m", "radt_ext.cli"]
+
+
+def script_cmd(kind: str, amount: int, dry: bool) -> list[str]:
+    k = KINDS[kind]
+    args = [*k.cpu_args, "--device", "cpu", "--tiny"] if dry else list(k.args)
+    return [sys.executable, str(SCRIPTS / k.script), *args, k.work, str(amount)]
+
+
+def stamped(path: Path, cmd: list[str]) -> list[str]:
+    return [sys.executable, str(STAMP), str(path), "--", *cmd]
+
+
+def command(config: str, job: list[str], stamp: Path, name: str, work: Path) -> list[str]:
+    """The command line of one job in one configuration."""
+    inner = stamped(stamp, job)
+    if config == "plain":
+        return inner
+    if config == "sweep":
+        spec = work / "specs" / f"{name}.yaml"
+        spec.parent.mkdir(parents=True, exist_ok=True)
+        spec.write_text(sweep_spec(name, {"job": inner}, devices=None))
+        return [*radt_ext(), "sweep", str(spec)]
+    base = [*radt_ext(), "run", "--experiment-name", EXPERIMENT, "--run-name", name, "--tag", f"overhead.config={config}"]
+    if config == "run":
+        return [*base, "--", *inner]
+    if config == "run-np":
+        return [*base, "--no-progress", "--", *inner]
+    return [*base, "-l", config, "--no-progress", "--", *inner]  # a listener alone: its cost without counting's
+
+
+def sweep_spec(name: str, commands: dict[str, list[str]], devices: list[str] | None) -> str:
+    """A sweep at its defaults: each job exclusive, on its own (a list of arguments, quoted for the shell)."""
+    import shlex
+
+    lines = [f"name: {name}", f"experiment: {EXPERIMENT}-sweep", "modes: [exclusive]"]
+    if devices:
+        lines.append(f"devices: {json.dumps(devices)}")
+    lines.append("workloads:")
+    for job, cmd in commands.items():
+        lines.append(f"  {job}: {{command: {json.dumps(shlex.join(cmd))}}}")
+    return "\n".join(lines) + "\n"
+
+
+def run_one(cmd: list[str], stamp: Path, log: Path, env: dict | None = None) -> dict:
+    """One job: the launcher's wall, and what the stamp saw."""
+    launched = time.time()
+    with open(log, "w") as fh:
+        rc = subprocess.call(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
+    exited = time.time()
+    rec = {"launched": launched, "exited": exited, "rc": rc, "wall_s": exited - launched}
+    try:
+        s = json.loads(stamp.read_text())
+    except (OSError, ValueError):
+        return {**rec, "error": f"no stamp ({log.name})"}
+    m = OWN_S.search(s["last"])
+    rec.update(job_started=s["started"], job_ended=s["ended"], job_rc=s["rc"], job_wall_s=s["ended"] - s["started"],
+               own_s=float(m.group(1)) if m else None, before_s=s["started"] - launched, after_s=exited - s["ended"])
+    if m is None:
+        rec["error"] = f"no own time in {s['last']!r}"
+    return rec
+
+
+def sized(out: Path, kinds: list[str], seconds: float, dry: bool) -> dict[str, int]:
+    """Each kind's amount of work for about `seconds` of its own time, from a warm-up run plain."""
+    amounts = {}
+    for kind in kinds:
+        k = KINDS[kind]
+        stamp = out / "logs" / f"warmup-{kind}.json"
+        rec = run_one(stamped(stamp, script_cmd(kind, k.first, dry)), stamp, stamp.with_suffix(".log"))
+        own = rec.get("own_s") or 0.0
+        amounts[kind] = k.first if dry or own <= 0 else max(1, round(k.first * seconds / own))
+        print(f"warm-up {kind}: {k.work} {k.first} took {own:.3f} s -> {amounts[kind]}", flush=True)
+    return amounts
+
+
+def jobs(args) -> None:
+    out = Path(args.out)
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    kinds, configs = args.kinds.split(","), args.configs.split(",")
+    if "plain" not in configs:
+        raise SystemExit("--configs must hold plain: every cost is taken against it")
+    for c in configs:
+        if c not in CONFIGS and c != "run-np" and ":" not in c:
+            raise SystemExit(f"unknown configuration {c!r}; use plain, run, run-np, sweep or LISTENER:RATE")
+    deadline = time.time() + args.budget_s
+    amounts = sized(out, kinds, args.seconds, args.dry)
+    (out / "amounts.json").write_text(json.dumps({"seconds": args.seconds, "amounts": amounts}))
+    rng = random.Random(args.seed)
+    records = out / "jobs.jsonl"
+    round_s = 0.0
+    for r in range(args.repeats):
+        if r and time.time() + round_s > deadline:
+            print(f"round {r}: skipped, {deadline - time.time():.0f} s left of the budget", flush=True)
+            break
+        t0 = time.time()
+        order = [(k, c) for k in kinds for c in configs]
+        rng.shuffle(order)
+        for kind, config in order:
+            name = f"{kind}-{config.replace(':', '_')}-{r}"
+            stamp = out / "logs" / f"{name}.json"
+            env = {**os.environ, "RADT_EXT_TIMINGS": str(out / "logs" / f"{name}.timings.json")}
+            rec = run_one(command(config, script_cmd(kind, amounts[kind], args.dry), stamp, name, out),
+                          stamp, stamp.with_suffix(".log"), env)
+            rec.update(kind=kind, config=config, round=r, amount=amounts[kind])
+            with open(records, "a") as fh:
+                fh.write(json.dumps(rec) + "\n")
+            print(f"round {r} {kind:8s} {config:14s} own {fmt(rec.get('own_s'), 3)} s, wall {rec['wall_s']:.2f} s, "
+                  f"rc {rec['rc']}{' ' + rec['error'] if 'error' in rec else ''}", flush=True)
+        round_s = time.time() - t0
+
+
+def lanes(cmds: list[tuple[str, list[str], Path]], devices: list[str], out: Path) -> dict:
+    """The queue plain: one lane per GPU, each taking the next job when its last one ended."""
+    todo = list(cmds)
+    lock = threading.Lock()
+    recs = {}
+
+    def lane(device: str):
+        while True:
+            with lock:
+                if not todo:
+                    return
+                name, cmd, stamp = todo.pop(0)
+            env = {**os.environ}
+            if device != "cpu":
+                env["CUDA_VISIBLE_DEVICES"] = device
+            recs[name] = {**run_one(cmd, stamp, stamp.with_suffix(".log"), env), "device": device}
+
+    t0 = time.time()
+    threads = [threading.Thread(target=lane, args=(d,)) for d in devices]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {"makespan_s": time.time() - t0, "jobs": recs}
+
+
+def alone(args) -> None:
+    out = Path(args.out)
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    kinds = args.kinds.split(",")
+    try:  # sized by `jobs` already: scaled from there, no second warm-up
+        known = json.loads((out / "amounts.json").read_text())
+        amounts = {k: max(1, round(known["amounts"][k] * args.seconds / known["seconds"])) for k in kinds}
+    except (OSError, ValueError, KeyError):
+        amounts = sized(out, kinds, args.seconds, args.dry)
+    devices = ["cpu"] if args.dry else [str(i) for i in range(gpu_count())]
+    passes = []
+    for r in range(args.repeats):
+        for how in ("plain", "sweep"):
+            stamps = {k: out / "logs" / f"alone-{how}-{k}-{r}.json" for k in kinds}
+            if how == "plain":
+                res = lanes([(k, stamped(stamps[k], script_cmd(k, amounts[k], args.dry)), stamps[k]) for k in kinds],
+                            devices, out)
+            else:
+                spec = out / "specs" / f"alone-{r}.yaml"
+                spec.parent.mkdir(parents=True, exist_ok=True)
+                spec.write_text(sweep_spec(f"alone-{r}", {k: stamped(stamps[k], script_cmd(k, amounts[k], args.dry))
+                                                          for k in kinds}, None if not args.dry else ["cpu"]))
+                t0 = time.time()
+                with open(out / "logs" / f"alone-sweep-{r}.log", "w") as fh:
+                    rc = subprocess.call([*radt_ext(), "sweep", str(spec)], stdout=fh, stderr=subprocess.STDOUT)
+                res = {"makespan_s": time.time() - t0, "rc": rc, "jobs": {}}
+                for k in kinds:
+                    try:
+                        s = json.loads(stamps[k].read_text())
+                        m = OWN_S.search(s["last"])
+                        res["jobs"][k] = {"job_wall_s": s["ended"] - s["started"], "rc": s["rc"],
+                                          "own_s": float(m.group(1)) if m else None}
+                    except (OSError, ValueError):
+                        res["jobs"][k] = {"error": "no stamp"}
+            res.update(how=how, round=r)
+            passes.append(res)
+            print(f"alone pass {r} {how}: makespan {res['makespan_s']:.1f} s; " + ", ".join(
+                f"{k} {fmt(j.get('job_wall_s'), 2)} s" for k, j in res["jobs"].items()), flush=True)
+    (out / "alone.json").write_text(json.dumps({"devices": devices, "amounts": amounts, "passes": passes}, indent=1))
+
+
+def gpu_count() -> int:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return max(1, pynvml.nvmlDeviceGetCount())
+    except Exception:  # noqa: BLE001 - no driver: one lane
+        return 1
+
+
+def interval(ratios: list[float]) -> tuple[float, float, float]:
+    """Mean of per-round ratios as a cost in %, with a t-based 95 % interval."""
+    n = len(ratios)
+    mean = statistics.fmean(ratios)
+    if n < 2:
+        return (mean - 1) * 100, float("nan"), float("nan")
+    t = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}.get(n - 1, 1.96)
+    half = t * statistics.stdev(ratios) / math.sqrt(n)
+    return (mean - 1) * 100, (mean - half - 1) * 100, (mean + half - 1) * 100
+
+
+def analyse(args) -> None:
+    out = Path(args.out)
+    recs = [json.loads(line) for line in open(out / "jobs.jsonl")] if (out / "jobs.jsonl").exists() else []
+    good = [r for r in recs if r.get("own_s") is not None and r["rc"] == 0]
+    by = {}
+    for r in good:
+        by.setdefault((r["kind"], r["config"]), {})[r["round"]] = r
+    kinds = [k for k in KINDS if (k, "plain") in by]
+    configs = sorted({c for _, c in by}, key=lambda c: (CONFIGS.index(c) if c in CONFIGS else 3, c))
+    rows, summary_kinds, listeners = [], {}, {}
+    cost = {}
+    for kind in kinds:
+        plain = by[(kind, "plain")]
+        extra_plain = statistics.median(p["before_s"] + p["after_s"] for p in plain.values())
+        entry = {"bound": KINDS[kind].bound, "plain_s": [plain[r]["own_s"] for r in sorted(plain)]}
+        for config in configs:
+            mine = by.get((kind, config), {})
+            rounds = sorted(set(mine) & set(plain))
+            if not rounds:
+                continue
+            own = interval([mine[r]["own_s"] / plain[r]["own_s"] for r in rounds])
+            wall = interval([mine[r]["job_wall_s"] / plain[r]["job_wall_s"] for r in rounds])
+            extra = statistics.median(mine[r]["before_s"] + mine[r]["after_s"] for r in rounds) - extra_plain
+            before = statistics.median(mine[r]["before_s"] for r in rounds)
+            after = statistics.median(mine[r]["after_s"] for r in rounds)
+            cost[(kind, config)] = {"own_pct": own, "wall_pct": wall, "extra_s": extra}
+            rows.append([kind, config, len(rounds), fmt(statistics.median(mine[r]["own_s"] for r in rounds), 3),
+                         f"{own[0]:+.2f} ({own[1]:+.2f} .. {own[2]:+.2f})" if config != "plain" else "",
+                         f"{wall[0]:+.2f} ({wall[1]:+.2f} .. {wall[2]:+.2f})" if config != "plain" else "",
+                         fmt(before, 2), fmt(after, 2), fmt(extra, 2) if config != "plain" else ""])
+            if config in ("run", "sweep"):
+                entry[f"{config}_s"] = [mine[r]["own_s"] for r in rounds]
+                entry[f"{config}_cost_pct"] = [round(x, 3) for x in own]
+                entry[f"{config}_wall_cost_pct"] = [round(x, 3) for x in wall]
+            if config == "run":
+                entry["wall_extra_s"] = round(extra, 3)
+            if config == "sweep":
+                entry["sweep_wall_extra_s"] = round(extra, 3)
+            if config not in ("plain", "run", "run-np", "sweep"):
+                listeners.setdefault(config, {})[kind] = round(own[0], 3)
+        summary_kinds[kind] = entry
+    md = ["### radt-ext's cost against the plain run, each kind of job", "",
+          "Own compute time (the script's), its wall time, and radt-ext's own time around it (its start before the "
+          "job's, its end after; beyond plain's). Cost: the mean of per-round ratios to the plain run, in %, "
+          "with a 95 % interval.", "",
+          table(["kind", "config", "rounds", "own s (median)", "own cost %", "wall cost %", "before s", "after s",
+                 "extra s"], rows)]
+    alone_summary = None
+    if (out / "alone.json").exists():
+        a = json.loads((out / "alone.json").read_text())
+        plain = [p for p in a["passes"] if p["how"] == "plain"]
+        sweep = [p for p in a["passes"] if p["how"] == "sweep"]
+        arows = []
+        for p in a["passes"]:
+            arows.append([p["round"], p["how"], fmt(p["makespan_s"], 1),
+                          *[fmt(p["jobs"].get(k, {}).get("job_wall_s"), 2) for k in a["amounts"]]])
+        worst = []
+        for s in sweep:
+            base = next((p for p in plain if p["round"] == s["round"]), plain[0] if plain else None)
+            for k, j in s["jobs"].items():
+                pw = base["jobs"].get(k, {}).get("job_wall_s") if base else None
+                if pw and j.get("job_wall_s"):
+                    worst.append({"job": k, "round": s["round"], "plain_wall_s": round(pw, 3),
+                                  "radt_wall_s": round(j["job_wall_s"], 3),
+                                  "within": j["job_wall_s"] <= 1.05 * pw + 0.5})
+        alone_summary = {"devices": a["devices"],
+                         "plain_makespan_s": round(statistics.median(p["makespan_s"] for p in plain), 3) if plain else None,
+                         "radt_makespan_s": round(statistics.median(p["makespan_s"] for p in sweep), 3) if sweep else None,
+                         "jobs": worst}
+        md += ["", f"### The queue plain (one job per GPU at a time, {len(a['devices'])} lane(s)) and as a sweep's "
+               "alone pass", "", table(["round", "how", "makespan s", *[f"{k} wall s" for k in a["amounts"]]], arows)]
+    result = {"card": args.card or gpu_name() or "cpu", "repeats": max((len(v) for v in by.values()), default=0),
+              "kinds": summary_kinds, "listeners": listeners, "alone_pass": alone_summary,
+              "amounts": json.loads((out / "amounts.json").read_text())["amounts"] if (out / "amounts.json").exists() else {},
+              "failed": [{k: r.get(k) for k in ("kind", "config", "round", "rc", "error")}
+                         for r in recs if r not in good]}
+    text = "\n".join(md) + "\n"
+    (out / "overhead_plain.md").write_text(text)
+    (out / "overhead_plain.json").write_text(json.dumps({**result, "environment": environment(), "command": sys.argv},
+                                                        indent=1))
+    if args.summary:
+        Path(args.summary).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.summary).write_text(json.dumps(result, indent=1) + "\n")
+    print(text)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="what", required=True)
+    for name in ("jobs", "alone", "analyse"):
+        p = sub.add_parser(name)
+        p.add_argument("--out", required=True)
+        if name != "analyse":
+            p.add_argument("--kinds", default=",".join(KINDS))
+            p.add_argument("--seconds", type=float, default=2.0, help="each job's own compute time, about")
+            p.add_argument("--repeats", type=int, default=3)
+            p.add_argument("--dry", action="store_true", help="the scripts' CPU versions: plumbing only")
+    sub.choices["jobs"].add_argument("--configs", default=",".join(CONFIGS))
+    sub.choices["jobs"].add_argument("--budget-s", type=float, default=3600.0, help="no round started past it")
+    sub.choices["jobs"].add_argument("--seed", type=int, default=0)
+    sub.choices["analyse"].add_argument("--summary", help="also write the summary JSON here")
+    sub.choices["analyse"].add_argument("--card", help="the GPU's name (default: NVML's)")
+    args = ap.parse_args(argv)
+    {"jobs": jobs, "alone": alone, "analyse": analyse}[args.what](args)
+
+
+if __name__ == "__main__":
+    main()
