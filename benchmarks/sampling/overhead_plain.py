@@ -254,20 +254,35 @@ def gpu_count() -> int:
         return 1
 
 
-def interval(ratios: list[float]) -> tuple[float, float, float]:
-    """Mean of per-round ratios as a cost in %, with a t-based 95 % interval."""
-    n = len(ratios)
-    mean = statistics.fmean(ratios)
-    if n < 2:
-        return (mean - 1) * 100, float("nan"), float("nan")
-    t = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}.get(n - 1, 1.96)
-    half = t * statistics.stdev(ratios) / math.sqrt(n)
-    return (mean - 1) * 100, (mean - half - 1) * 100, (mean + half - 1) * 100
+T975 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23, 15: 2.13, 20: 2.09}
+
+
+def interval(mine: list[float], plain: list[float]) -> tuple[float, float, float]:
+    """The cost of `mine` against `plain` in % of plain's mean, with a Welch 95 % interval (nan with one run)."""
+    m1, m0 = statistics.fmean(mine), statistics.fmean(plain)
+    cost = (m1 / m0 - 1) * 100
+    if len(mine) < 2 or len(plain) < 2:
+        return cost, float("nan"), float("nan")
+    a, b = statistics.variance(mine) / len(mine), statistics.variance(plain) / len(plain)
+    se = math.sqrt(a + b)
+    df = (a + b) ** 2 / ((a * a / (len(mine) - 1) + b * b / (len(plain) - 1)) or 1e-300)
+    t = T975[max(k for k in T975 if k <= max(1, int(df)))] if df < 30 else 1.96
+    return cost, cost - t * se / m0 * 100, cost + t * se / m0 * 100
+
+
+def _call(round_id) -> str:
+    """The call a round belongs to: analyse's first folder, or the i of `i:round` for the others."""
+    return str(round_id).split(":")[0] if ":" in str(round_id) else "0"
 
 
 def analyse(args) -> None:
     out = Path(args.out)
-    recs = [json.loads(line) for line in open(out / "jobs.jsonl")] if (out / "jobs.jsonl").exists() else []
+    recs = []
+    for i, d in enumerate([out, *map(Path, args.also or [])]):  # each call's rounds apart: plain pairs within its call
+        if (d / "jobs.jsonl").exists():
+            for line in open(d / "jobs.jsonl"):
+                r = json.loads(line)
+                recs.append({**r, "round": f"{i}:{r['round']}" if i else r["round"]})
     good = [r for r in recs if r.get("own_s") is not None and r["rc"] == 0]
     by = {}
     for r in good:
@@ -279,14 +294,16 @@ def analyse(args) -> None:
     for kind in kinds:
         plain = by[(kind, "plain")]
         extra_plain = statistics.median(p["before_s"] + p["after_s"] for p in plain.values())
-        entry = {"bound": KINDS[kind].bound, "plain_s": [plain[r]["own_s"] for r in sorted(plain)]}
+        entry = {"bound": KINDS[kind].bound, "plain_s": [plain[r]["own_s"] for r in sorted(plain, key=str)]}
         for config in configs:
             mine = by.get((kind, config), {})
-            rounds = sorted(set(mine) & set(plain))
+            rounds = sorted(set(mine) & set(plain), key=str)
             if not rounds:
                 continue
-            own = interval([mine[r]["own_s"] / plain[r]["own_s"] for r in rounds])
-            wall = interval([mine[r]["job_wall_s"] / plain[r]["job_wall_s"] for r in rounds])
+            # against the plain runs of the same call(s): the rounds' pairing keeps it to one host
+            base = [plain[r] for r in sorted(plain, key=str) if _call(r) in {_call(x) for x in rounds}]
+            own = interval([mine[r]["own_s"] for r in rounds], [p["own_s"] for p in base])
+            wall = interval([mine[r]["job_wall_s"] for r in rounds], [p["job_wall_s"] for p in base])
             extra = statistics.median(mine[r]["before_s"] + mine[r]["after_s"] for r in rounds) - extra_plain
             before = statistics.median(mine[r]["before_s"] for r in rounds)
             after = statistics.median(mine[r]["after_s"] for r in rounds)
@@ -308,8 +325,8 @@ def analyse(args) -> None:
         summary_kinds[kind] = entry
     md = ["### radt-ext's cost against the plain run, each kind of job", "",
           "Own compute time (the script's), its wall time, and radt-ext's own time around it (its start before the "
-          "job's, its end after; beyond plain's). Cost: the mean of per-round ratios to the plain run, in %, "
-          "with a 95 % interval.", "",
+          "job's, its end after; beyond plain's). Cost: the mean against the mean of the plain runs of the same "
+          "call, in %, with a Welch 95 % interval.", "",
           table(["kind", "config", "rounds", "own s (median)", "own cost %", "wall cost %", "before s", "after s",
                  "extra s"], rows)]
     alone_summary = None
@@ -366,6 +383,8 @@ def main(argv=None) -> None:
     sub.choices["jobs"].add_argument("--budget-s", type=float, default=3600.0, help="no round started past it")
     sub.choices["jobs"].add_argument("--seed", type=int, default=0)
     sub.choices["analyse"].add_argument("--summary", help="also write the summary JSON here")
+    sub.choices["analyse"].add_argument("--also", action="append", help="another call's results folder (its jobs "
+                                        "paired with its own plain runs)")
     sub.choices["analyse"].add_argument("--card", help="the GPU's name (default: NVML's)")
     args = ap.parse_args(argv)
     {"jobs": jobs, "alone": alone, "analyse": analyse}[args.what](args)

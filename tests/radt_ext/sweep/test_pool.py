@@ -7,6 +7,7 @@ import signal
 import sys
 import textwrap
 import threading
+import time
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -213,3 +214,33 @@ def test_a_slurm_job_runs_a_pooled_variant_on_the_gpus_slurm_gave_it():
     assert pooled_devices(v, "3,5,6") == ["3", "5"] and pooled_devices(v, None) == ["0", "1"]
     (c,) = sweep.plan_from_dict({"devices": ["cpu"], "workloads": {"t": {"command": "true"}}})
     assert pooled_devices(c, "0") == ["cpu"]
+
+
+def test_the_next_variant_starts_while_the_last_group_closes_its_runs(tmp_path, two_gpus, monkeypatch):
+    """One GPU, two exclusive variants: the second workload starts once the first one ended and its device
+    listeners closed, not after the first group's summaries and reports (held back here by 2 s)."""
+    from radt_ext.collocation import group as group_mod
+
+    close = group_mod.GroupRunner._close
+
+    def slow_close(self, recorder, t0):
+        time.sleep(2.0)
+        return close(self, recorder, t0)
+
+    monkeypatch.setattr(group_mod.GroupRunner, "_close", slow_close)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    path = sweep_spec(tmp_path / "pool.yaml", "early", f"""
+        workloads:
+          stamp: {{command: "{sys.executable} -c 'import time, sys; open(sys.argv[1], \\"w\\").write(repr(time.time()))' {marks}/{{n}}",
+                  params: {{n: a}}}}
+        grid: {{n: [a, b]}}
+    """, devices='["0"]')
+    outcomes = sweep.run(sweep.plan(path))
+    assert [o.status for o in outcomes] == ["FINISHED", "FINISHED"]
+    groups = [r for r in parent_runs(two_gpus) if "sweep.device" in r.data.tags]
+    assert len(groups) == 2 and all(r.info.status == "FINISHED" for r in groups)
+    first_end = min(r.info.end_time for r in groups) / 1000
+    started = sorted(float((marks / n).read_text()) for n in "ab")
+    # the second workload ran before the first group had ended: its close was still sleeping
+    assert started[1] < first_end, (started, first_end)

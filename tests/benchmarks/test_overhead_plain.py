@@ -1,0 +1,50 @@
+"""The plain-run overhead benchmark's plumbing (benchmarks/sampling/overhead_plain.py) on the CPU versions of
+the unmodified scripts and the NVML replay: every configuration of every round stamped, the own compute time
+read from the script's own last line, the alone pass and the summary's shape. No timing is asserted."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+TRACE = os.path.join(REPO, "listeners", "traces", "h200_matmul.json")
+pytestmark = pytest.mark.slow
+
+
+def bench(what: str, out, uri: str, *args: str) -> None:
+    env = dict(os.environ, RADT_EXT_NVML_REPLAY=TRACE, MLFLOW_TRACKING_URI=uri,
+               PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.sampling.overhead_plain", what, "--out", str(out), *args],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def test_each_job_is_stamped_in_every_configuration_and_summarised(tmp_path, tracking_uri):
+    out = tmp_path / "res"
+    bench("jobs", out, tracking_uri, "--dry", "--kinds", "decoder", "--configs", "plain,run,top:0.5",
+          "--repeats", "1")
+    bench("alone", out, tracking_uri, "--dry", "--kinds", "decoder,gemm", "--repeats", "1")
+    bench("analyse", out, tracking_uri, "--summary", str(tmp_path / "summary.json"), "--card", "cpu")
+    jobs = [json.loads(line) for line in (out / "jobs.jsonl").read_text().splitlines()]
+    assert sorted(j["config"] for j in jobs) == ["plain", "run", "top:0.5"]
+    for j in jobs:  # the script's own line read back; radt-ext's time around it measured
+        assert j["rc"] == 0 and j["own_s"] > 0 and j["job_wall_s"] <= j["wall_s"] and j["before_s"] >= 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["card"] == "cpu" and summary["kinds"]["decoder"]["bound"] == "launch"
+    assert len(summary["kinds"]["decoder"]["plain_s"]) == 1 and len(summary["kinds"]["decoder"]["run_s"]) == 1
+    assert "wall_extra_s" in summary["kinds"]["decoder"] and "decoder" in summary["listeners"]["top:0.5"]
+    alone = summary["alone_pass"]
+    assert alone["plain_makespan_s"] > 0 and alone["radt_makespan_s"] > 0
+    assert sorted(j["job"] for j in alone["jobs"]) == ["decoder", "gemm"]
+
+
+def test_a_configuration_list_without_plain_is_refused(tmp_path, tracking_uri):
+    env = dict(os.environ, PYTHONPATH=REPO)
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.sampling.overhead_plain", "jobs", "--out",
+                           str(tmp_path), "--configs", "run"], cwd=REPO, env=env, capture_output=True, text=True)
+    assert proc.returncode != 0 and "must hold plain" in proc.stderr
