@@ -22,6 +22,7 @@ import math
 import os
 import random
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.common import environment, fmt, gpu_name, table
+from listeners.devices import gpu_indices
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "examples" / "unmodified"
@@ -98,8 +100,6 @@ def command(config: str, job: list[str], stamp: Path, name: str, work: Path) -> 
 
 def sweep_spec(name: str, commands: dict[str, list[str]], devices: list[str] | None) -> str:
     """A sweep at its defaults: each job exclusive, on its own (a list of arguments, quoted for the shell)."""
-    import shlex
-
     lines = [f"name: {name}", f"experiment: {EXPERIMENT}-sweep", "modes: [exclusive]"]
     if devices:
         lines.append(f"devices: {json.dumps(devices)}")
@@ -107,6 +107,18 @@ def sweep_spec(name: str, commands: dict[str, list[str]], devices: list[str] | N
     for job, cmd in commands.items():
         lines.append(f"  {job}: {{command: {json.dumps(shlex.join(cmd))}}}")
     return "\n".join(lines) + "\n"
+
+
+def read_stamp(stamp: Path) -> dict:
+    """What the stamp saw of one job: its start, end, wall, exit code and own compute time (None: not printed);
+    OSError/ValueError where it wrote nothing."""
+    s = json.loads(stamp.read_text())
+    m = OWN_S.search(s["last"])
+    rec = {"job_started": s["started"], "job_ended": s["ended"], "job_rc": s["rc"],
+           "job_wall_s": s["ended"] - s["started"], "own_s": float(m.group(1)) if m else None}
+    if m is None:
+        rec["error"] = f"no own time in {s['last']!r}"
+    return rec
 
 
 def run_one(cmd: list[str], stamp: Path, log: Path, env: dict | None = None) -> dict:
@@ -117,15 +129,10 @@ def run_one(cmd: list[str], stamp: Path, log: Path, env: dict | None = None) -> 
     exited = time.time()
     rec = {"launched": launched, "exited": exited, "rc": rc, "wall_s": exited - launched}
     try:
-        s = json.loads(stamp.read_text())
+        job = read_stamp(stamp)
     except (OSError, ValueError):
         return {**rec, "error": f"no stamp ({log.name})"}
-    m = OWN_S.search(s["last"])
-    rec.update(job_started=s["started"], job_ended=s["ended"], job_rc=s["rc"], job_wall_s=s["ended"] - s["started"],
-               own_s=float(m.group(1)) if m else None, before_s=s["started"] - launched, after_s=exited - s["ended"])
-    if m is None:
-        rec["error"] = f"no own time in {s['last']!r}"
-    return rec
+    return {**rec, **job, "before_s": job["job_started"] - launched, "after_s": exited - job["job_ended"]}
 
 
 def sized(out: Path, kinds: list[str], seconds: float, dry: bool) -> dict[str, int]:
@@ -177,7 +184,7 @@ def jobs(args) -> None:
         round_s = time.time() - t0
 
 
-def lanes(cmds: list[tuple[str, list[str], Path]], devices: list[str], out: Path) -> dict:
+def lanes(cmds: list[tuple[str, list[str], Path]], devices: list[str]) -> dict:
     """The queue plain: one lane per GPU, each taking the next job when its last one ended."""
     todo = list(cmds)
     lock = threading.Lock()
@@ -212,14 +219,14 @@ def alone(args) -> None:
         amounts = {k: max(1, round(known["amounts"][k] * args.seconds / known["seconds"])) for k in kinds}
     except (OSError, ValueError, KeyError):
         amounts = sized(out, kinds, args.seconds, args.dry)
-    devices = ["cpu"] if args.dry else [str(i) for i in range(gpu_count())]
+    devices = ["cpu"] if args.dry else gpu_indices()  # the sweep's own default devices
     passes = []
     for r in range(args.repeats):
         for how in ("plain", "sweep"):
             stamps = {k: out / "logs" / f"alone-{how}-{k}-{r}.json" for k in kinds}
             if how == "plain":
                 res = lanes([(k, stamped(stamps[k], script_cmd(k, amounts[k], args.dry)), stamps[k]) for k in kinds],
-                            devices, out)
+                            devices)
             else:
                 spec = out / "specs" / f"alone-{r}.yaml"
                 spec.parent.mkdir(parents=True, exist_ok=True)
@@ -231,10 +238,7 @@ def alone(args) -> None:
                 res = {"makespan_s": time.time() - t0, "rc": rc, "jobs": {}}
                 for k in kinds:
                     try:
-                        s = json.loads(stamps[k].read_text())
-                        m = OWN_S.search(s["last"])
-                        res["jobs"][k] = {"job_wall_s": s["ended"] - s["started"], "rc": s["rc"],
-                                          "own_s": float(m.group(1)) if m else None}
+                        res["jobs"][k] = read_stamp(stamps[k])
                     except (OSError, ValueError):
                         res["jobs"][k] = {"error": "no stamp"}
             res.update(how=how, round=r)
@@ -242,16 +246,6 @@ def alone(args) -> None:
             print(f"alone pass {r} {how}: makespan {res['makespan_s']:.1f} s; " + ", ".join(
                 f"{k} {fmt(j.get('job_wall_s'), 2)} s" for k, j in res["jobs"].items()), flush=True)
     (out / "alone.json").write_text(json.dumps({"devices": devices, "amounts": amounts, "passes": passes}, indent=1))
-
-
-def gpu_count() -> int:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        return max(1, pynvml.nvmlDeviceGetCount())
-    except Exception:  # noqa: BLE001 - no driver: one lane
-        return 1
 
 
 T975 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23, 15: 2.13, 20: 2.09}
@@ -290,7 +284,6 @@ def analyse(args) -> None:
     kinds = [k for k in KINDS if (k, "plain") in by]
     configs = sorted({c for _, c in by}, key=lambda c: (CONFIGS.index(c) if c in CONFIGS else 3, c))
     rows, summary_kinds, listeners = [], {}, {}
-    cost = {}
     for kind in kinds:
         plain = by[(kind, "plain")]
         extra_plain = statistics.median(p["before_s"] + p["after_s"] for p in plain.values())
@@ -307,7 +300,6 @@ def analyse(args) -> None:
             extra = statistics.median(mine[r]["before_s"] + mine[r]["after_s"] for r in rounds) - extra_plain
             before = statistics.median(mine[r]["before_s"] for r in rounds)
             after = statistics.median(mine[r]["after_s"] for r in rounds)
-            cost[(kind, config)] = {"own_pct": own, "wall_pct": wall, "extra_s": extra}
             rows.append([kind, config, len(rounds), fmt(statistics.median(mine[r]["own_s"] for r in rounds), 3),
                          f"{own[0]:+.2f} ({own[1]:+.2f} .. {own[2]:+.2f})" if config != "plain" else "",
                          f"{wall[0]:+.2f} ({wall[1]:+.2f} .. {wall[2]:+.2f})" if config != "plain" else "",

@@ -150,7 +150,7 @@ class GroupRunner:
         # called once every workload has ended and the device listeners are closed: the devices are free for
         # the next group while this one writes its summaries and reports (a sweep's pool)
         self.on_free = None
-        self._recorder_stopped = False
+        self._freed = False
 
     # -- setting up ------------------------------------------------------------------
     def _mode_env(self, stack: contextlib.ExitStack) -> dict[str, tuple[dict[str, str], str]]:
@@ -276,24 +276,21 @@ class GroupRunner:
                                 alone_active_s=self.alone_active.get(r.name),
                                 started=lambda: r.started or None)
 
-    def _wait_and_finish(self, s: _Session, result: ChildResult) -> None:
+    def _wait_and_finish(self, s: _Session, result: ChildResult, between=None) -> None:
+        """Wait for the workload, then (`between`, e.g. the devices handed back) end its run."""
         try:
-            self._wait(s, result)
+            result.returncode = s.wait()
+            result.ended = time.time()
         finally:
-            self._finish(s, result)
-
-    @staticmethod
-    def _wait(s: _Session, result: ChildResult) -> None:
-        result.returncode = s.wait()
-        result.ended = time.time()
-
-    @staticmethod
-    def _finish(s: _Session, result: ChildResult) -> None:
-        result.status = s.status()
-        try:
-            s.finish()
-        finally:
-            result.summary = dict(s.summary)
+            result.status = s.status()
+            try:
+                if between is not None:
+                    between()
+            finally:
+                try:
+                    s.finish()
+                finally:
+                    result.summary = dict(s.summary)
 
     def run(self) -> GroupResult:
         g = self.group
@@ -347,22 +344,12 @@ class GroupRunner:
                             keep=energy_split.PARENT_SERIES).start()
         try:
             if g.mode == "exclusive":
+                last = len(self.sessions) - 1
                 for k, (s, r) in enumerate(zip(self.sessions, self.results)):
                     if self.stopping:
                         break
-                    if not self._start(s, r, t0):
-                        continue
-                    if k < len(self.sessions) - 1:
-                        self._wait_and_finish(s, r)
-                        continue
-                    try:  # the last one: its run's end after the devices are given back
-                        self._wait(s, r)
-                    finally:
-                        try:
-                            self._stop_recorder(recorder)
-                        finally:
-                            self._release()
-                            self._finish(s, r)
+                    if self._start(s, r, t0):  # the last one's run ends after the devices are given back
+                        self._wait_and_finish(s, r, (lambda: self._free(recorder)) if k == last else None)
             else:
                 if g.guard_slowdown is not None and not self.stopping:
                     self.guard = guard_mod.Guard([self._member(s, r) for s, r in zip(self.sessions, self.results)],
@@ -384,22 +371,21 @@ class GroupRunner:
             if self.guard is not None:
                 self.guard.stop()  # nothing stays paused
             self._fail_unstarted("KILLED" if self.stopping else "FAILED")
-            self._stop_recorder(recorder)
-            for daemon in self.daemons.values():
-                daemon.quit()  # before the parent's last tags, so they carry its answer
-            self._release()
+            self._free(recorder)
         return self._close(recorder, t0)
 
-    def _stop_recorder(self, recorder: Recorder) -> None:
-        if not self._recorder_stopped:
-            self._recorder_stopped = True
+    def _free(self, recorder: Recorder) -> None:
+        """The device listeners closed, any MPS daemon gone, then the devices handed back (`on_free`); once."""
+        if self._freed:
+            return
+        self._freed = True
+        try:
             recorder.stop()
-
-    def _release(self) -> None:
-        """The devices handed back (once), their listeners closed and any MPS daemon gone."""
-        on_free, self.on_free = self.on_free, None
-        if on_free is not None:
-            on_free()
+            for daemon in self.daemons.values():
+                daemon.quit()  # before the parent's last tags, so they carry its answer
+        finally:
+            if self.on_free is not None:
+                self.on_free()
 
     def _split_energy(self, recorder: Recorder, t0: float, summary: dict[str, float],
                       overlap: tuple[float, float] | None = None) -> str | None:

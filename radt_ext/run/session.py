@@ -342,12 +342,6 @@ class WorkloadSession:
         return self.spec.progress if self.spec.progress is not None else not counting_off(os.environ)
 
     # -- running ----------------------------------------------------------------------
-    @property
-    def report_on(self) -> bool:
-        from radt_ext.report import reports_on
-
-        return reports_on()
-
     def start(self) -> "WorkloadSession":
         """Start the workload and the listeners; with no run yet (`run()`), their points wait for it."""
         self.marker = self.marker or self.run_id
@@ -454,7 +448,9 @@ class WorkloadSession:
                 raise
             self.timings["run_created"] = time.time()
             _import_for_threads()
-            if self.report_on:
+            from radt_ext.report import reports_on
+
+            if reports_on():
                 _import_for_the_end()  # before the threads below start: no two threads import at once
                 self.timings["end_imported"] = time.time()
             write_run_id(self.run_id_path, self.run_id)
