@@ -7,19 +7,22 @@ active-phase rate: live slowdown = alone rate / rate over its latest WINDOW_S of
 its active phase has run SETTLE_S (its first steps are no steady rate), never for a workload whose active
 phase alone is shorter than SETTLE_S + WINDOW_S (its rate says nothing; its wall time is what counts).
 
-A workload beyond the bound while another is in its active phase beside it is *over*. Before acting the
-guard counts what each way out costs as the jobs live it: pausing the companions (each one's wall time
-grows by the over job's remaining active phase), pausing the over job instead (its wall time grows by the
-companions' remaining active phases), or letting both run on at their live rates. Each is projected to
-each job's end: (seconds since it started + seconds added + its remaining work at its alone rate) / its
-wall time alone. The guard takes the way whose worst projected slowdown is lowest; a pause that would
-push the paused job past the bound is not taken where another way keeps everyone within it. A paused
-workload (SIGSTOP to its whole process tree) resumes (SIGCONT) when the protected one's active phase ends
-(its process exits, its phases close, or it reports no progress for IDLE_S), or when a whole WINDOW_S
-with the others paused still finds it beyond the bound (what slows it is not in this group). A process
-is never left stopped holding a lock on the files given (a SQLite store's; any file where none are
-given): the guard looks in /proc/locks after stopping it and, where it holds one, lets it run on and
-tries again shortly.
+A workload beyond the bound while another runs beside it (in its active phase, or still starting up:
+imports, a CUDA context and autotuning slow a neighbour too) is *over*. Before acting the guard counts
+what each way out costs as the jobs live it: pausing the companions (each one's wall time grows by the
+over job's remaining active phase), pausing the over job instead (its wall time grows by the companions'
+remaining active phases), or letting both run on at their live rates. Each is projected to each job's
+end: (seconds since it started + seconds added + its remaining work at its alone rate) / its wall time
+alone. A job that has not begun its active phase, or has no rate alone, pays a pause in wall time only:
+(its wall time alone, or its time so far where longer, + the pause) / its wall time alone, never a
+division by a rate it does not have. The guard takes the way whose worst projected slowdown is lowest; a
+pause that would push the paused job past the bound is not taken where another way keeps everyone within
+it. A paused workload (SIGSTOP to its whole process tree) resumes (SIGCONT) when the protected one's
+active phase ends (its process exits, its phases close, or it reports no progress for IDLE_S), or when a
+whole WINDOW_S with the others paused still finds it beyond the bound (what slows it is not in this
+group). A process is never left stopped holding a lock on the files given (a SQLite store's; any file
+where none are given): the guard looks in /proc/locks after stopping it and, where it holds one, lets it
+run on and tries again shortly.
 
 A workload that reports no progress cannot be watched: it is never protected, only paused for others
 (where what that costs it can be projected). Every decision is an Event (time, action, workload, live
@@ -244,21 +247,44 @@ class Guard:
             return 0.0
         return max(0.0, m.alone_active_s - st.done / m.alone_rate)
 
+    def _starting(self, name: str) -> bool:
+        """Whether it runs, unpaused, and has not begun its active phase (its start-up)."""
+        m, st = self.members[name], self.state[name]
+        return m.running() and st.active_since is None and st.paused_since is None
+
+    def left_s(self, name: str, now: float) -> float:
+        """The seconds until its active phase ends at its rates alone: what is left of its active phase,
+        or for a job still starting up or without a rate alone (its active phase cannot be followed), what
+        is left of its wall time alone (0 where not known)."""
+        m = self.members[name]
+        if m.alone_rate and not self._starting(name):
+            return self.remaining_s(name)
+        started = m.started()
+        return max(0.0, (m.alone_wall_s or 0.0) - (now - started)) if started is not None else 0.0
+
     def projected(self, name: str, now: float, added_s: float, live: float = 1.0) -> float | None:
         """Its slowdown at its end, as it would live it: (seconds since it started + `added_s` + its
         remaining active phase at `live` times its rate alone) / its wall time alone, or, where `added_s`
         would be taken from a job that stops on time, its active phase over what is left of it: the larger,
-        since which kind a job is cannot be told from one run (None: not known)."""
-        m = self.members[name]
+        since which kind a job is cannot be told from one run (None: not known). A job that has not begun
+        its active phase, or has no rate alone, loses no work to a pause: (its wall time alone, or its
+        time so far where longer, + `added_s`) / its wall time alone."""
+        m, st = self.members[name], self.state[name]
         started = m.started()
         if not m.alone_wall_s or started is None:
             return None
-        by_wall = (now - started + added_s + self.remaining_s(name) * live) / m.alone_wall_s
+        elapsed = now - started
+        if not m.alone_rate or st.active_since is None:
+            return (max(elapsed, m.alone_wall_s) + added_s) / m.alone_wall_s
+        by_wall = (elapsed + added_s + self.remaining_s(name) * live) / m.alone_wall_s
         active = m.alone_active_s or 0.0
-        if added_s <= 0 or active <= 0:
+        # a job that stops on time keeps its wall time and loses the work of the seconds taken from what
+        # is left of its active phase: its rate falls by as much
+        ran = max(0.0, now - st.active_since - self.paused_s(name, st.active_since, now))
+        lost = min(added_s, max(0.0, active - ran))
+        if lost <= 0 or active <= 0:
             return by_wall
-        # a job that stops on time keeps its wall time and loses the work: its rate falls by as much
-        return max(by_wall, active / max(active - added_s, 1e-3))
+        return max(by_wall, active / max(active - lost, 1e-3))
 
     def tick(self, now: float) -> None:
         marks = {n: read_marks(m.progress_path) if m.progress_path else None for n, m in self.members.items()}
@@ -295,7 +321,7 @@ class Guard:
                 continue
             if now - st.kept_at < self.window_s:
                 continue
-            others = [o for o in self.members if o != n and self._in_active(o)]
+            others = [o for o in self.members if o != n and (self._in_active(o) or self._starting(o))]
             if others:
                 over.append((st.live, n, others))
         if not over:
@@ -306,7 +332,7 @@ class Guard:
     def _decide(self, name: str, live: float, others: list[str], now: float, marks) -> None:
         """Pause the companions, pause the over job, or let them run on: the way whose worst projected
         slowdown (each job's, as it lives it) is lowest."""
-        rest = {o: self.remaining_s(o) for o in others}
+        rest = {o: self.left_s(o, now) for o in others}
         shared = min([self.remaining_s(name) * live] + [rest[o] * (self.state[o].live or 1.0) for o in others])
         ways = {
             "pause the others": {name: self.projected(name, now, 0.0),

@@ -359,3 +359,52 @@ def test_pausing_the_others_stops_every_companion_at_once(tmp_path):
     over, pause_b, pause_c = g.events[:3]
     assert pause_b.t - over.t < g.tick_s and pause_c.t - over.t < g.tick_s  # in the same look, not a window apart
     assert over.lost_s is not None and over.lost_s >= 0 and "s lost" in g.log_text()
+
+
+def _timed_and_next(now, tmp_path, next_rate):
+    """A job that stops on time, `timed` (14 s alone, 10 s active at 10 samples/s), started 8 s ago and
+    4 s into its active phase at 5/s (live 2.0, 8 s of work to go), and the next job of its chain, `next`
+    (25 s alone, a 1 s active phase), started 3 s ago and still starting up (no progress yet)."""
+    timed = tmp_path / "timed.jsonl"
+    write_progress(timed, now - 4.0, now, 5.0)
+    return timed, dict(alone_wall_s=25.0, alone_active_s=1.0, started=lambda: now - 3.0), next_rate
+
+
+@pytest.mark.parametrize("next_rate", [10.0, None], ids=["starting-up", "no-rate-alone"])
+def test_a_neighbour_starting_up_or_without_a_rate_is_paused_at_the_cost_of_its_pause_alone(tmp_path, next_rate):
+    # the neighbour's start-up slows the job that stops on time beside it: pausing the neighbour adds the
+    # timed job's 8 s left to the neighbour's 25 s alone, (25 + 8) / 25; never its 1 s active phase
+    # over what a pause would leave of it (a division by a rate it does not have: 1000x and more)
+    now = time.time()
+    timed, alone, rate = _timed_and_next(now, tmp_path, next_rate)
+    with sleepers(2) as (t, n):
+        g = guard_mod.Guard([
+            member("timed", t, str(timed), 10.0, alone_wall_s=14.0, alone_active_s=10.0, started=lambda: now - 8.0),
+            member("next", n, None, rate, **alone)], 1.5)
+        g.tick(now)
+        assert [(e.action, e.name) for e in g.events] == [("over", "timed"), ("pause", "next")], g.log_text()
+        assert g.remaining_s("timed") == pytest.approx(8.0)
+        assert g.projected("next", now, 8.0) == pytest.approx((25.0 + 8.0) / 25.0)
+        ways = projections(g.events[0].why)
+        assert ways["pause the others"] == round((25.0 + 8.0) / 25.0, 2)
+        # pausing the timed job instead would cost it the neighbour's 22 s left: beyond the bound
+        assert ways["pause timed"] > 1.5 and ways["run on"] > 1.5
+        assert stopped(n) and status(t) != psutil.STATUS_STOPPED and g.protecting == "timed"
+        t.kill()  # the timed job's active phase ends with it: its neighbour runs on
+        t.wait()
+        g.tick(time.time())
+        assert running(n) and g.events[-1].why == "timed's active phase ended"
+
+
+def test_a_pause_costs_a_job_that_stops_on_time_only_what_is_left_of_its_active_phase(tmp_path):
+    now = time.time()
+    path = tmp_path / "a.jsonl"
+    write_progress(path, now - 4.0, now, 10.0)  # 4 s into its 10 s active phase, at its rate alone
+    with sleepers(1) as (a,):
+        g = guard_mod.Guard([member("a", a, str(path), 10.0, alone_wall_s=14.0, alone_active_s=10.0,
+                                    started=lambda: now - 8.0)], 1.5)
+        g.tick(now)
+        # 3 s taken from its 6 s left: 10 / 7 of its work lost at worst; 30 s: all 6 s left, never more
+        assert g.projected("a", now, 3.0) == pytest.approx(max((8.0 + 3.0 + 6.0) / 14.0, 10.0 / 7.0), rel=1e-3)
+        assert g.projected("a", now, 30.0) == pytest.approx(max((8.0 + 30.0 + 6.0) / 14.0, 10.0 / 4.0), rel=1e-3)
+        assert g.projected("a", now, 0.0) == pytest.approx((8.0 + 6.0) / 14.0, rel=1e-3)
