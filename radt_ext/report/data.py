@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
 from radt_ext.figures.summary_names import upgrade
-from radt_ext.store import timelines
+from radt_ext.store import timelines as _timelines
 
 SYSTEM = "system/"
 PROGRESS = "progress/"  # radt-ext's timeline of the workload's counted work (samples/s)
@@ -49,13 +49,15 @@ def run_name(run) -> str:
     return run.data.tags.get(MLFLOW_RUN_NAME) or run.info.run_name or run.info.run_id[:8]
 
 
-def load_run(client, run_id: str, origin_s: float | None = None, run=None) -> RunData:
+def load_run(client, run_id: str, origin_s: float | None = None, run=None, timelines: dict | None = None) -> RunData:
     """A run with its system timelines and epoch/phase markers, times relative to origin_s
-    (default: the first point of the run)."""
+    (default: the first point of the run). `timelines`: the run's timeline file already read
+    (store.timelines.read_file), so it is not fetched back from the artifact store."""
     run = run or client.get_run(run_id)
     # system timelines at their full rate from the run's timeline artifact where it has one (the store
     # holds their bounded shape), the workload's own metrics from the store
-    histories = timelines.history(client, run_id, [key for key in run.data.metrics if not key.startswith(SUMMARY)])
+    histories = _timelines.history(client, run_id, [key for key in run.data.metrics if not key.startswith(SUMMARY)],
+                                   timelines)
     if origin_s is None:
         stamps = [m.timestamp for hist in histories.values() for m in hist]
         origin_s = min(stamps + [run.info.start_time]) / 1000.0

@@ -111,7 +111,8 @@ def _import_for_threads() -> None:
 END_OF_RUN_MODULES = ("pyarrow.parquet", "radt_ext.report.build", "mlflow.utils.search_logged_model_utils")
 
 
-def _import_for_the_end() -> None:
+def _import_for_the_end(warm: bool = True) -> None:
+    """`warm`: also draw a small report once (the workload still runs: its end would pay for it otherwise)."""
     import importlib
 
     for name in END_OF_RUN_MODULES:
@@ -119,6 +120,14 @@ def _import_for_the_end() -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the end imports it again and says what is wrong there
             pass
+    if not warm:
+        return
+    try:
+        from radt_ext.report.build import warm as draw_once
+
+        draw_once()
+    except Exception:  # noqa: BLE001 - the report itself says what is wrong, at the end
+        pass
 
 
 def _runnable(program: str, cwd: str | None) -> bool:
@@ -451,7 +460,8 @@ class WorkloadSession:
             from radt_ext.report import reports_on
 
             if reports_on():
-                _import_for_the_end()  # before the threads below start: no two threads import at once
+                # before the threads below start: no two threads import at once
+                _import_for_the_end(warm=self.proc is not None and self.proc.poll() is None)
                 self.timings["end_imported"] = time.time()
             write_run_id(self.run_id_path, self.run_id)
             if self.watchdog is not None:
@@ -637,6 +647,7 @@ class WorkloadSession:
                 self.timings["report_logged"] = time.time()
                 self._refresh_view()
                 self.timings["view_refreshed"] = time.time()
+            self.recorder.drop_logged_timelines()
         if self.watchdog is not None:
             self.watchdog.release(timeout=10.0 if self.stopped_at is None else 0.5)
         if self.returncode is None:
@@ -654,8 +665,12 @@ class WorkloadSession:
                 raise TimeoutError("the store was away at the run's end")
             return self._within_store_deadline(fn)
 
+        from radt_ext.report import reports_on
+
+        keep = self.stopped_at is None and reports_on()  # the report reads the file from here, not the store
+
         def log():
-            self.recorder.log_timelines(self.client, self.run_id, call=call)
+            self.recorder.log_timelines(self.client, self.run_id, call=call, keep=keep)
         no_time = ("stopped: no time left after the signal to write the full-rate timeline (the store holds "
                    "its shape)")
         try:
@@ -703,8 +718,13 @@ class WorkloadSession:
         """The run's report; skipped with one line when the server stops answering meanwhile."""
         from radt_ext.report import log_report
 
+        try:
+            timelines = self.recorder.logged_timelines()
+        except Exception as exc:  # noqa: BLE001 - the report then reads the artifact back from the store
+            log.debug("radt-ext: the kept timeline file: %s", exc)
+            timelines = None
         try:  # log_report never raises: a failed report is a run tag
-            self._within_store_deadline(lambda: log_report(self.client, self.run_id))
+            self._within_store_deadline(lambda: log_report(self.client, self.run_id, timelines=timelines))
         except TimeoutError as exc:
             log.warning("radt-ext: no report for run %s (%s); the run itself is recorded", self.run_id, exc)
 

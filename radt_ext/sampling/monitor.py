@@ -112,8 +112,21 @@ class Monitor:
             for thread in openers:  # one still opening at stop: closed once it is open
                 thread.join(max(0.0, deadline - time.monotonic()))
             live += self._take_opened(opened)
+            self._finish_all(live)
+
+    def _finish_all(self, live: list[ListenerState]) -> None:
+        """Each listener's last readings and close side by side: the run's end waits for the slowest
+        (a tool's process to exit, an NVML shutdown), not for their sum."""
+        if len(live) < 2:
             for state in live:
                 self._finish(state)
+            return
+        closers = [threading.Thread(target=self._finish, args=(state,), name=f"radt-close-{state.listener.name}",
+                                    daemon=True) for state in live]
+        for thread in closers:
+            thread.start()
+        for thread in closers:
+            thread.join()
 
     def _open(self, state: ListenerState, opened: queue.SimpleQueue) -> None:
         try:

@@ -88,11 +88,19 @@ class Recorder:
 
     timelines_error = None  # why the timeline artifact was not stored (log_timelines)
 
-    def log_timelines(self, client, run_id: str, call=None) -> str | None:
+    def log_timelines(self, client, run_id: str, call=None, keep: bool = False) -> str | None:
         """After stop(): the run's full-rate timelines as its artifact (timelines/system.parquet); None when
-        stored, else the one-line reason (also the run's tag `radt_ext.timelines_error`)."""
-        self.timelines_error = self.points.log_artifact(client, run_id, call, self.writer.tracking_uri)
+        stored, else the one-line reason (also the run's tag `radt_ext.timelines_error`). `keep`: the file
+        stays for `logged_timelines` (the run's report)."""
+        self.timelines_error = self.points.log_artifact(client, run_id, call, self.writer.tracking_uri, keep)
         return self.timelines_error
+
+    def logged_timelines(self) -> dict | None:
+        """The timeline file log_timelines(keep=True) logged, read back from the local disk (then removed)."""
+        return self.points.read_kept()
+
+    def drop_logged_timelines(self) -> None:
+        self.points.drop_kept()
 
     def summary(self, marks=None, logged=None, window=None) -> dict[str, float]:
         """The run's summaries over its active phase (found from the workload's marks, else its logged

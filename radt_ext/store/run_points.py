@@ -62,12 +62,16 @@ class RunPoints:
                 "radt_ext.metrics_full_rate": str(self.timeline.points),
                 "radt_ext.store_shape": shape_tag(self.full_rate)}
 
-    def log_artifact(self, client, run_id: str, call=None, tracking_uri: str | None = None) -> str | None:
+    kept: str | None = None  # the logged timeline file's folder, kept for the run's report (read_kept)
+
+    def log_artifact(self, client, run_id: str, call=None, tracking_uri: str | None = None,
+                     keep: bool = False) -> str | None:
         """Write the timeline file and log it as the run's artifact; None when done (or nothing to log),
         else the one-line reason it was not: the file then waits in the spool directory, named in the
         reason, and `radt-ext sync` logs it once the store (`tracking_uri`) answers. `call(fn)`: how to
         reach the store (the writer's deadline on a server). The file is made in a temporary folder (the
-        spill file's), so a run whose store takes it leaves nothing in the spool."""
+        spill file's), so a run whose store takes it leaves nothing in the spool; `keep`: the file stays
+        there for `read_kept` (the report reads it instead of fetching it back)."""
         if not self.timeline.points:
             return None
         try:
@@ -84,8 +88,29 @@ class RunPoints:
         except Exception as exc:
             why = f"timeline artifact not stored ({type(exc).__name__}: {exc})".splitlines()[0]
             return f"{why}; the file is {_to_spool(made, run_id, tracking_uri, why)}"
-        shutil.rmtree(made, ignore_errors=True)
+        if keep:
+            self.kept = made
+        else:
+            shutil.rmtree(made, ignore_errors=True)
         return None
+
+    def drop_kept(self) -> None:
+        made, self.kept = self.kept, None
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+
+    def read_kept(self) -> dict | None:
+        """The logged timeline file kept by `log_artifact(keep=True)`, read ({key: [(ms, step, value)]}) and
+        removed; None where none was kept."""
+        made, self.kept = self.kept, None
+        if made is None:
+            return None
+        try:
+            from radt_ext.store.timelines import read_file
+
+            return read_file(os.path.join(made, SYSTEM_FILE))
+        finally:
+            shutil.rmtree(made, ignore_errors=True)
 
 
 def _to_spool(made: str, run_id: str, tracking_uri: str | None, why: str) -> str:

@@ -35,6 +35,7 @@ class Store:
     baseline: str
     amp: str
     parent: str
+    baseline_stderr: str = ""  # what `radt-ext run` printed for the baseline run
 
     def env(self) -> dict[str, str]:
         return {"MLFLOW_TRACKING_URI": self.uri}
@@ -50,7 +51,9 @@ def _check(proc, pattern) -> str:
 def build(root: Path) -> Store:
     root.mkdir(parents=True, exist_ok=True)
     uri = f"sqlite:///{root / 'mlflow.db'}"
+    (root / "tmp").mkdir(exist_ok=True)
     env = {"MLFLOW_TRACKING_URI": uri, "RADT_EXT_NVML_REPLAY": TRACE, "RADT_EXT_SPOOL_DIR": str(root / "spool"),
+           "TMPDIR": str(root / "tmp"),  # the runs' working folders, where the files they keep lie
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
     for var in ("MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME", "RADT_EXT_ACTIVE"):
@@ -62,15 +65,15 @@ def build(root: Path) -> Store:
     def cli(*args):
         return _radt(clean, env, root, *args)
 
-    baseline = _check(cli(*common, "--run-name", "baseline", "--tag", "variant=baseline", "--",
-                          *WORKLOAD_ARGS, "--seconds", "0.6"), RUN_ID)
+    made = cli(*common, "--run-name", "baseline", "--tag", "variant=baseline", "--", *WORKLOAD_ARGS, "--seconds", "0.6")
+    baseline = _check(made, RUN_ID)
     amp = _check(cli(*common, "--run-name", "amp", "--tag", "variant=amp", "--tag", f"baseline_run_id={baseline}",
                      "--", *WORKLOAD_ARGS, "--seconds", "0.3", "--batch", "64"), RUN_ID)
     workload = " ".join(WORKLOAD_ARGS)
     parent = _check(cli("collocate", "--mode", "naive", "--device", "cpu", "--experiment-name", "collocation",
                         "--name", "small", "--name", "large",
                         "-w", f"{workload} --seconds 0.3", "-w", f"{workload} --seconds 0.5"), GROUP_ID)
-    return Store(root, uri, baseline, amp, parent)
+    return Store(root, uri, baseline, amp, parent, made.stderr)
 
 
 def _radt(clean_env, env, cwd, *args):

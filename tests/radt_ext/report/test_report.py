@@ -55,6 +55,14 @@ def test_run_timelines_come_from_the_full_rate_timeline_artifact(store):
     assert energy.v[0] == 0 and energy.v[-1] > 0
 
 
+def test_the_runs_end_draws_its_report_from_its_own_timeline_file_not_fetched_back(store):
+    client = MlflowClient(store.uri)
+    (fig,) = shown.figures(_artifact_text(client, store.baseline))
+    assert "Power (W)" in shown.titles(fig)
+    assert "Downloading artifacts" not in store.baseline_stderr  # MLflow's progress bars of a read-back
+    assert not list(store.root.rglob("radt-parquet-*"))  # the kept file is gone once the report is drawn
+
+
 def test_collocation_parent_report_stacks_the_children(store):
     client = MlflowClient(store.uri)
     page = run_html(client, store.parent)

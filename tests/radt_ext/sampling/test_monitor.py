@@ -223,3 +223,28 @@ def test_doorbell_keeps_a_ring_until_heard_and_otherwise_waits_its_timeout():
     t = time.monotonic()
     bell.wait(None)  # no timeout: until rung from another thread
     assert time.monotonic() - t >= 0.05
+
+
+class SlowClose(Clock):
+    """A listener whose close takes a while (a tool's process that exits slowly): when it ran is kept."""
+
+    def __init__(self, name, seconds):
+        super().__init__(interval=0.05)
+        self.name, self.seconds, self.closed_span = name, seconds, None
+
+    def close(self):
+        began = time.monotonic()
+        time.sleep(self.seconds)
+        self.closed_span = (began, time.monotonic())
+
+
+def test_listeners_close_side_by_side_so_the_end_waits_for_the_slowest_not_the_sum():
+    a, b = SlowClose("a", 0.4), SlowClose("b", 0.4)
+    readings = []
+    monitor = Monitor([a, b], lambda name, r: readings.append(name))
+    monitor.start()
+    time.sleep(0.2)
+    monitor.stop()
+    (a0, a1), (b0, b1) = a.closed_span, b.closed_span
+    assert a0 < b1 and b0 < a1  # the two closes overlapped
+    assert readings.count("a") >= 2 and readings.count("b") >= 2  # each still got its last reading
