@@ -2,8 +2,11 @@
 
 Every session is prepared first (runs created, listeners checked), then all start
 together from one time origin (the barrier); for `exclusive` they run one after
-another. The parent gets makespan, aggregate throughput, energy and, where the
-caller supplies exclusive baselines, each child's slowdown.
+another. A workload that waits its turn (one after another, or a chain's start
+offset) gets its run when its process starts, so that the run's start and end in
+MLflow are its process's; the seconds it waited after the group started are its
+`summary/wait_s`. The parent gets makespan, aggregate throughput, energy and, where
+the caller supplies exclusive baselines, each child's slowdown.
 """
 from __future__ import annotations
 
@@ -226,9 +229,29 @@ class GroupRunner:
             if s.proc is not None:
                 s.terminate(signum)
 
+    def _waits(self, index: int) -> bool:
+        """Whether the workload starts after the group did (one after another, or at a chain's offset)."""
+        g = self.group
+        return index > 0 and (g.mode == "exclusive" or g.workloads[index].start_offset_s is not None)
+
+    def _open(self, s: _Session, experiment_id: str) -> None:
+        """Its run created (listeners checked, the run described)."""
+        s.prepare()
+        if s.experiment_id != experiment_id:
+            raise UsageError(f"workload {s.spec.run_name}: its run went to experiment {s.experiment_id}, "
+                             f"not the group's {experiment_id}; unset MLFLOW_RUN_ID")
+
     def _start(self, s: _Session, result: ChildResult, t0: float) -> bool:
         if self.stopping:  # a signal came before this one started: it never runs
             return False
+        if s.run_id is None:  # its turn came: its run starts now, with its process
+            try:
+                self._open(s, self.experiment_id)
+            except Exception as exc:  # noqa: BLE001 - the others still run
+                self.echo(f"radt-ext: workload {result.name}: no run for it: {exc}")
+                result.status, result.returncode, result.ended = "FAILED", 1, time.time()
+                return False
+            result.run_id = s.run_id
         s.spec.t0 = t0
         result.started = time.time()
         try:
@@ -291,6 +314,19 @@ class GroupRunner:
                     s.finish()
                 finally:
                     result.summary = dict(s.summary)
+                    self._own_span(s, result)
+
+    def _own_span(self, s: _Session, result: ChildResult) -> None:
+        """Its run ends when its process ended (not when its figures were written), and says how long it
+        waited after the group started (`summary/wait_s`)."""
+        if not result.started:
+            return
+        wait = max(0.0, result.started - s.spec.t0) if s.spec.t0 else 0.0
+        result.summary["wait_s"] = wait
+        with contextlib.suppress(Exception):  # a store away: its spooled end says when finish() ran
+            self.client.log_batch(s.run_id, metrics=[Metric("summary/wait_s", wait, int(time.time() * 1000), 0)])
+            if result.ended:
+                self.client.set_terminated(s.run_id, result.status, end_time=int(result.ended * 1000))
 
     def run(self) -> GroupResult:
         g = self.group
@@ -326,10 +362,8 @@ class GroupRunner:
             for i, w in enumerate(g.workloads):
                 env, dev = mode_env[w.name]
                 session = self._session(w, i, env, dev)
-                session.prepare()  # every child run exists before any workload starts
-                if session.experiment_id != experiment_id:
-                    raise UsageError(f"workload {w.name}: its run went to experiment {session.experiment_id}, "
-                                     f"not the group's {experiment_id}; unset MLFLOW_RUN_ID")
+                if not self._waits(i):  # the others' runs are made when their turn comes
+                    self._open(session, experiment_id)
                 self.sessions.append(session)
                 self.results.append(ChildResult(w.name, session.run_id, w.device, 0.0))
             if g.baselines and g.mode != "exclusive":
@@ -523,10 +557,14 @@ class GroupRunner:
         summary["guard_actions"] = float(sum(e.action in ("pause", "resume") for e in self.guard.events))
 
     def _fail_unstarted(self, status: str) -> None:
+        """The workloads that never started end `status`, each with a run (made now where its turn never came)."""
         for s, r in zip(self.sessions, self.results):
             if s.proc is None and r.status == "SCHEDULED":
                 r.status = status
                 with contextlib.suppress(Exception):
+                    if s.run_id is None:
+                        s.prepare()
+                        r.run_id = s.run_id
                     self.client.set_terminated(s.run_id, status)
 
     # -- after -----------------------------------------------------------------------
