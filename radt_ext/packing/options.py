@@ -7,13 +7,12 @@
       max_jobs_per_gpu: 4      # 1: one job per GPU at a time; more: one chain per GPU (planner.py)
       memory_headroom_pct: 10  # kept free of the GPU's memory beside the jobs' peaks
       gpu_memory_mib: 81559    # default: read from the store's runs, else from the GPU
-      mps_thread_percentage: auto   # accepted for older specs; chains set no MPS thread caps
       guard: true              # while a group runs, the guard keeps each job within max_slowdown
       trials: true             # pairs nothing measured side by side overlap on trial where that is safe
-      model: true              # accepted for older specs; no group rests on the contention model alone
       cpu_sets: true           # jobs sharing a GPU get disjoint CPU sets of its part of the host
 
-Each problem is one line naming the field, raised before anything runs.
+Each problem is one line naming the field, raised before anything runs; so are the fields that once were
+options and changed nothing (`REPLACED`: what took their place).
 """
 from __future__ import annotations
 
@@ -23,8 +22,12 @@ from radt_ext.errors import UsageError
 
 SHARING_MODES = ("naive", "mps")  # the modes the planner chooses among for a shared GPU
 SCHEDULES = ("pack",)
-KEYS = ("max_jobs_per_gpu", "memory_headroom_pct", "gpu_memory_mib", "mps_thread_percentage", "guard", "trials",
-        "model", "cpu_sets")
+KEYS = ("max_jobs_per_gpu", "memory_headroom_pct", "gpu_memory_mib", "guard", "trials", "cpu_sets")
+REPLACED = {
+    "mps_thread_percentage": "chains set no MPS thread cap; give a workload its own mps: {thread_percentage: N}",
+    "model": "no group rests on the contention model alone: pairs are measured side by side, or tried under "
+             "the guard (pack.trials)",
+}
 
 
 @dataclass
@@ -39,7 +42,6 @@ class PackOptions:
     # pairs nothing measured side by side, both watched by the guard, overlap on trial where a split
     # still keeps both within the bound (chains.py)
     trials: bool = True
-    model: bool = True  # accepted for older specs: no group rests on the contention model alone
     cpu_sets: bool = True  # jobs sharing a GPU get disjoint CPU sets (cpusets.py)
 
 
@@ -85,6 +87,8 @@ def parse(data: dict, modes: list[str], source: str) -> PackOptions | None:
         raise UsageError(f"{source}: pack: expected a mapping such as {{max_jobs_per_gpu: 4}}")
     for key, value in block.items():
         where = f"{source}: pack.{key}"
+        if key in REPLACED:
+            raise UsageError(f"{where}: no longer an option ({REPLACED[key]}); remove it")
         if key not in KEYS:
             raise UsageError(f"{where}: unknown field; use one of {', '.join(KEYS)}")
         if key == "max_jobs_per_gpu":
@@ -95,22 +99,12 @@ def parse(data: dict, modes: list[str], source: str) -> PackOptions | None:
             if not _number(value) or not 0 <= value < 100:
                 raise UsageError(f"{where}: expected a percentage 0..99, got {value!r}")
             opts.memory_headroom_pct = float(value)
-        elif key in ("guard", "trials", "model", "cpu_sets"):
+        elif key in ("guard", "trials", "cpu_sets"):
             if not isinstance(value, bool):
                 raise UsageError(f"{where}: expected true or false, got {value!r}")
             setattr(opts, key, value)
-        elif key == "gpu_memory_mib":
+        else:  # gpu_memory_mib
             if not _number(value) or value <= 0:
                 raise UsageError(f"{where}: expected the GPU's memory in MiB (e.g. 81559), got {value!r}")
             opts.gpu_memory_mib = float(value)
-        else:  # mps_thread_percentage: accepted for older specs, and checked; chains set no MPS thread caps
-            thread_percentage(value, where)
     return opts
-
-
-def thread_percentage(value, where: str) -> str:
-    if value in ("auto", "none"):
-        return value
-    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 100:
-        return str(value)
-    raise UsageError(f"{where}: expected auto, none or a whole number 1..100, got {value!r}")

@@ -45,7 +45,7 @@ def test_queue_b_is_users_scripts_of_kinds_the_unmodified_queue_lacks(tmp_path):
         path.write_text(pb.spec(step, True, "naive,mps", 1.5, QUEUES["b"], pb.experiment("b")))
         sweep = load(str(path))
         assert sweep.name == "pack-bound-b" and sweep.repeats == repeats
-        assert (sweep.pack.max_jobs_per_gpu, sweep.pack.trials, sweep.pack.model) == (per_gpu, trials, True)
+        assert (sweep.pack.max_jobs_per_gpu, sweep.pack.trials) == (per_gpu, trials)
         assert len(job_variants(sweep)) == len(jobs) * repeats
 
 

@@ -189,7 +189,7 @@ def test_an_mps_chain_runs_under_one_daemon_without_thread_caps(tmp_path, tracki
 @pytest.mark.parametrize("extra, schedule, message", [
     ("max_slowdown: 0.9\n", "pack", "queue.yaml: max_slowdown: 0.9 is not a bound on slowdown; give a number >= 1"),
     ("", "packed", "queue.yaml: schedule: 'packed' is not a schedule; use one of pack"),
-    ("pack: {mps_thread_percentage: 150}\n", "pack", "pack.mps_thread_percentage: expected auto, none or a whole"),
+    ("pack: {mps_thread_percentage: 50}\n", "pack", "pack.mps_thread_percentage: no longer an option (chains set"),
     ("pack: {max_gpus: 2}\n", "pack", "pack.max_gpus: unknown field; use one of max_jobs_per_gpu"),
     ("pack: {guard: maybe}\n", "pack", "pack.guard: expected true or false, got 'maybe'"),
 ])
