@@ -1,7 +1,6 @@
 """`radt-ext sweep FILE`: a YAML sweep spec or a radT CSV file."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
@@ -143,9 +142,11 @@ def _shown(outcomes, planned: int, what: str, dry_run: bool, console, output: st
 
 def _exit(outcomes, expected: int) -> None:
     """A stopped sweep exits as the signal says (130 where none did); else 1 when anything did not finish."""
+    from radt_ext.run.streams import leave
+
     if len(outcomes) < expected or any(o.status == "KILLED" for o in outcomes):
-        sys.exit(next((o.exit_code for o in outcomes if o.status == "KILLED"), 130) or 130)
-    sys.exit(1 if any(o.status not in ("FINISHED", "SKIPPED") for o in outcomes) else 0)
+        leave(next((o.exit_code for o in outcomes if o.status == "KILLED"), 130) or 130)
+    leave(1 if any(o.status not in ("FINISHED", "SKIPPED") for o in outcomes) else 0)
 
 
 def _packed(file: str, spec, executor: str):
