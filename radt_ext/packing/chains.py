@@ -15,17 +15,30 @@ job's active phase (alone) still to go when the later one's begins:
 - *start-up*: the later job's active phase begins where the earlier one's ends (its start-up beside it).
 - *after*: the two do not fit the GPU's memory together: the later job starts when the earlier ends.
 
+A start-up is not free: its imports, CUDA context and autotuning slow the active phase beside it by the
+link's `boot` (measured where the store has the pair, tag `collocation.startup_pairs`, else
+model.boot_slowdown), and only as much of it lies beside that active phase as the earlier job's budget
+pays for; none where `boot` is beyond the bound. A pair measured beyond the bound, side by side or as a
+start-up, is never repeated: its later job's active phase (or its start-up) begins where the earlier
+one's active phase ends.
+
 A job's budget is what the bound leaves it, planned at PLAN_SHARE of the bound (b): (1 - 1/b) x its
 active phase, the seconds a job that stops on time can lose of its work and keep its rate within b (a job
-that stops on work could lose (b - 1) x its wall, never less); half of it for each end of the job.
+that stops on work could lose (b - 1) x its wall, never less). A measured pair within the bound may spend
+all of both jobs' budgets, so that two whose slowdowns are small run side by side for their whole
+length; a trial spends half of each (one for each end of the job); where the play puts a job beyond
+PLAN_SHARE of the bound its links step down: whole budget, half, its start-up beside only, nothing beside.
 
 `simulate` plays a chain forward from the jobs' phases alone (start-up, active phase, wind-down), the
-pair slowdowns and the guard's splits; the planner predicts with it, and tests replay measured queues
+pair slowdowns, the start-ups' cost and the guard's splits; with `chain=True` it starts the jobs as the
+group runner does (collocation/group.py): job k at its offset after job k-1's actual start (or when k-1
+ends, if sooner), and never before job k-2 has ended, so at most two of a chain's jobs live at once. The
+planner predicts with it, and tests and benchmarks/packing/simulate_long.py replay measured queues
 through it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from radt_ext.collocation import guard
@@ -58,6 +71,17 @@ def phases(p: Profile) -> Phases:
     return Phases(startup, active, max(0.0, wall - startup - active))
 
 
+def lived(played: "Played", ph: list[Phases]) -> list[float]:
+    """Each job's slowdown as it would live it whichever way it stops: on work (its wall time over its wall
+    alone) or on time (its active phase's stretch, each second of which is work lost), the larger."""
+    out = []
+    for s, e, a0, a1, h in zip(played.starts, played.ends, played.active_from, played.active_to, ph):
+        wall = (e - s) / h.wall if h.wall else 1.0
+        stretch = (a1 - a0) / h.active if h.active and a0 is not None and a1 is not None else 1.0
+        out.append(max(wall, stretch))
+    return out
+
+
 def budget_s(ph: Phases, bound: float) -> float:
     """The seconds of sharing's cost a job can take within PLAN_SHARE of the bound (see the module)."""
     b = PLAN_SHARE * bound
@@ -72,16 +96,32 @@ class Link:
     slowdowns: tuple[float, float] = (UNKNOWN_PAIR, UNKNOWN_PAIR)  # (earlier, later) side by side
     evidence: str = ""  # the group run that measured them
     split: bool = False  # a trial the guard is expected to split (the model puts a job beyond the bound)
+    boot: float = 1.0  # the earlier job's slowdown while the later one starts up beside its active phase
+    boot_s: float | None = None  # seconds of the later job's start-up beside that active phase (None: all of it)
+    boot_evidence: str = ""  # the group run that measured `boot`
+    share: float = 1.0  # the share of each job's budget a measured overlap may spend
+    why: str = ""  # why the link is no closer than it is
+
+    def boot_text(self) -> str:
+        """How much of the later job's start-up lies beside the earlier one's active phase, at what cost."""
+        if self.boot_s == 0.0:
+            return "its start-up after the active phase of the job before"
+        part = "its start-up" if self.boot_s is None else f"{self.boot_s:.1f} s of its start-up"
+        cost = "" if self.boot == 1.0 else \
+            f" at {self.boot:.2f} ({f'run {self.boot_evidence[:8]}' if self.boot_evidence else 'model'})"
+        return f"{part} beside the job before{cost}"
 
     def text(self) -> str:
+        why = f" ({self.why})" if self.why else ""
         if self.basis == "measured":
             return (f"measured (run {self.evidence[:8]}: {self.slowdowns[0]:.2f}/{self.slowdowns[1]:.2f}), "
-                    f"{self.overlap_s:.1f} s side by side")
+                    f"{self.overlap_s:.1f} s side by side; {self.boot_text()}")
         if self.basis == "trial":
             return (f"trial, {self.overlap_s:.1f} s side by side under the guard (model "
-                    f"{self.slowdowns[0]:.2f}/{self.slowdowns[1]:.2f})")
-        return {"start-up": "its start-up beside the job before", "after": "after the job before (memory)"}.get(
-            self.basis, self.basis)
+                    f"{self.slowdowns[0]:.2f}/{self.slowdowns[1]:.2f}); {self.boot_text()}")
+        if self.basis == "after":
+            return f"after the job before ({self.why or 'memory'})"
+        return self.boot_text() + why
 
 
 @dataclass
@@ -94,20 +134,37 @@ class Played:
 
 
 def simulate(ph: list[Phases], starts: list[float], pair: Callable[[int, int], float],
-             splits: dict[int, int] | None = None) -> Played:
+             splits: dict[int, int] | None = None, boot: Callable[[int, int], float] | None = None,
+             chain: bool = False) -> Played:
     """Play jobs forward from their start times: start-up and wind-down at their own pace, active phases
-    slowed by each other active phase beside them (pair(k, other): k's slowdown beside other), a job in
-    `splits` (later -> earlier) paused once it has been active beside the earlier one for STEADY_S, until
-    the earlier one's active phase ends."""
+    slowed by each other active phase beside them (pair(k, other): k's slowdown beside other) and by each
+    start-up beside them (boot(k, other): k's slowdown while other starts up), a job in `splits`
+    (later -> earlier) paused once it has been active beside the earlier one for STEADY_S, until the
+    earlier one's active phase ends. chain: `starts` are the plan, each job started as the group runner
+    starts a chain's jobs (see the module)."""
     n, splits = len(ph), splits or {}
     phase, left = ["wait"] * n, [0.0] * n
-    a0, a1, ends = [None] * n, [None] * n, [0.0] * n
+    a0, a1, ends, began = [None] * n, [None] * n, [0.0] * n, [None] * n
     beside, paused, paused_s = [0.0] * n, [False] * n, [0.0] * n
+
+    def due(k: int) -> float | None:
+        """When job k may start (None: not known yet)."""
+        if not chain or k == 0:
+            return starts[k]
+        if k >= 2 and phase[k - 2] != "done":
+            return None
+        if phase[k - 1] == "done":
+            return t
+        if began[k - 1] is None:
+            return None
+        return began[k - 1] + starts[k] - starts[k - 1]
+
     t = 0.0
     for _ in range(100 * n + 100):
         for k in range(n):  # phases that begin or end now
-            if phase[k] == "wait" and t >= starts[k] - 1e-9:
-                phase[k], left[k] = "startup", ph[k].startup
+            when = due(k) if phase[k] == "wait" else None
+            if when is not None and t >= when - 1e-9:
+                phase[k], left[k], began[k] = "startup", ph[k].startup, t
             while phase[k] in ("startup", "active", "tail") and left[k] <= 1e-9:
                 if phase[k] == "startup":
                     phase[k], left[k], a0[k] = "active", ph[k].active, t
@@ -123,6 +180,7 @@ def simulate(ph: list[Phases], starts: list[float], pair: Callable[[int, int], f
         if all(p == "done" for p in phase):
             break
         active = [k for k in range(n) if phase[k] == "active" and not paused[k]]
+        booting = [k for k in range(n) if phase[k] == "startup"]
         rate = [0.0] * n
         for k in range(n):
             if paused[k] or phase[k] in ("wait", "done"):
@@ -132,9 +190,12 @@ def simulate(ph: list[Phases], starts: list[float], pair: Callable[[int, int], f
                 for o in active:
                     if o != k:
                         x *= pair(k, o)
+                if boot is not None:
+                    for o in booting:
+                        x *= boot(k, o)
             rate[k] = 1.0 / x
         steps = [left[k] / rate[k] for k in range(n) if rate[k] > 0]
-        steps += [starts[k] - t for k in range(n) if phase[k] == "wait"]
+        steps += [w - t for w in (due(k) for k in range(n) if phase[k] == "wait") if w is not None]
         steps += [STEADY_S - beside[j] for j, i in splits.items()
                   if phase[j] == "active" and phase[i] == "active" and not paused[j] and beside[j] < STEADY_S]
         if not steps:
@@ -147,7 +208,7 @@ def simulate(ph: list[Phases], starts: list[float], pair: Callable[[int, int], f
             if phase[j] == "active" and phase[i] == "active" and not paused[j]:
                 beside[j] += dt
         t += dt
-    return Played(list(starts), a0, a1, ends, paused_s)
+    return Played([b if b is not None else s for b, s in zip(began, starts)], a0, a1, ends, paused_s)
 
 
 @dataclass
@@ -184,34 +245,84 @@ class ChainPlanner:
             return g.slowdowns[a.key][0], g.slowdowns[b.key][0], g.run_id
         return None
 
+    def boot(self, active: Profile, starting: Profile) -> tuple[float, str]:
+        """`active`'s slowdown while `starting` starts up beside it in this mode: the newest measured, else
+        the model's (run id, or "" for the model)."""
+        for m in self.k.boots:  # newest first
+            if m.mode == self.mode and m.active_key == active.key and m.starting_key == starting.key:
+                return m.slowdown, m.run_id
+        return model.boot_slowdown(active, self.mode), ""
+
     def link(self, i, j) -> Link:
         key = (i.name, j.name)
         if key not in self._links:
             self._links[key] = self._link(i.profile, j.profile)
         return self._links[key]
 
-    def _link(self, pi: Profile, pj: Profile) -> Link:
+    def _link(self, pi: Profile, pj: Profile, share: float = 1.0) -> Link:
+        """share: the part of each job's budget the link may spend (a trial: half, whatever `share`)."""
         if self.room is not None and (pi.mem_mib is None or pj.mem_mib is None or pi.mem_mib + pj.mem_mib > self.room):
-            return Link("after")
+            return Link("after", why="memory")
         hi, hj = phases(pi), phases(pj)
-        gi, gj = budget_s(hi, self.bound) / 2, budget_s(hj, self.bound) / 2
+        bi, bj = budget_s(hi, self.bound), budget_s(hj, self.bound)
+        start_up, boot_cost = self._start_up(pi, pj, share)
+        if start_up.boot_s is not None:  # a start-up not wholly beside: no active phases side by side either
+            return start_up
+        boot = dict(boot=start_up.boot, boot_evidence=start_up.boot_evidence)
         found = self.measured(pi, pj)
         if found is not None:
             xi, xj, run = found
+            if max(xi, xj) > self.bound:
+                start_up.why = f"measured beyond the bound side by side (run {run[:8]}: {xi:.2f}/{xj:.2f})"
+                return start_up
             if 1.0 + xi / xj - xi <= 0.05:  # side by side they do no more than one after the other
-                return Link("start-up", 0.0, (xi, xj), run)
+                return start_up
+            gi, gj = share * bi - boot_cost, share * bj
             r = hi.active
             if xi > 1.0:
                 r = min(r, gi / (xi - 1.0))
             if xj > 1.0:
                 r = min(r, gj / (xi * (1.0 - 1.0 / xj)))
-            return Link("measured", max(0.0, r), (xi, xj), run)
-        xi, xj = model.slowdowns([pi, pj], self.mode)
+            return Link("measured", max(0.0, r), (xi, xj), run, share=share, **boot)
+        xi, xj = start_up.slowdowns
+        gi, gj = bi / 2 - boot_cost, bj / 2
         if self.trials and pi.throughput and pj.throughput and gi >= STEADY_S:
             r = min(hi.active - STEADY_S, gj - STEADY_S)
             if r >= MIN_TRIAL_S:
-                return Link("trial", r, (xi, xj), split=max(xi, xj) > self.bound)
-        return Link("start-up", 0.0, (xi, xj))
+                return Link("trial", r, (xi, xj), split=max(xi, xj) > self.bound, share=0.5, **boot)
+        return start_up
+
+    def _start_up(self, pi: Profile, pj: Profile, share: float) -> tuple[Link, float]:
+        """The later job's start-up beside the earlier one's active phase, as much of it as `share` of the
+        earlier one's budget pays for (none where it costs beyond the bound), and what it costs."""
+        hi, hj = phases(pi), phases(pj)
+        x, run = self.boot(pi, pj)
+        found = self.measured(pi, pj)
+        link = Link("start-up", 0.0, found[:2] if found else tuple(model.slowdowns([pi, pj], self.mode)),
+                    found[2] if found else "", boot=x, boot_evidence=run, share=share)
+        # o s of the later one's start-up beside cost the earlier o (1 - 1/x) of wall; o at most its active phase at x
+        cost = min(hj.startup, hi.active * x) * (1.0 - 1.0 / x) if x > 1.0 else 0.0
+        budget = share * budget_s(hi, self.bound)
+        if x > self.bound:
+            link.boot_s, link.why = 0.0, f"its start-up {'measured' if run else 'modelled'} at {x:.2f} beside it"
+            return link, 0.0
+        if cost > budget:
+            link.boot_s, link.why = budget / (1.0 - 1.0 / x), "the rest of its start-up after: the budget"
+            return link, budget
+        return link, cost
+
+    def _weaker(self, link: Link, pi: Profile, pj: Profile) -> Link | None:
+        """The next link closer to one after the other: a measured overlap or a start-up on half the
+        budgets, then the start-up beside only, then nothing beside; None where nothing is beside already."""
+        if link.basis == "after" or (link.basis == "start-up" and link.boot_s == 0.0):
+            return None
+        if link.share > 0.5 and link.basis in ("measured", "start-up"):
+            return self._link(pi, pj, share=0.5)
+        if link.basis in ("measured", "trial"):
+            weaker, _ = self._start_up(pi, pj, 0.5)
+            weaker.why = "its sharing beyond its budget in the plan"
+            return weaker
+        return replace(link, boot_s=0.0, why="its start-up beside beyond the budget in the plan")
 
     def chain(self, jobs: list) -> Chain:
         key = tuple(j.name for j in jobs)
@@ -220,36 +331,49 @@ class ChainPlanner:
         return self._chains[key]
 
     def _chain(self, jobs: list) -> Chain:
-        """Start times that give each link its overlap, never a job's active phase before the active phase
-        of the job two before it ended; where the play puts a job beyond PLAN_SHARE of the bound, its links
-        fall back to start-up."""
+        """Start times that give each link its overlap, as the runner starts a chain's jobs (never job k
+        before job k-2 has ended); where the play puts a job beyond PLAN_SHARE of the bound, its links
+        step down (`_weaker`)."""
         links = [None] + [self.link(a, b) for a, b in zip(jobs, jobs[1:])]
         ph = [phases(j.profile) for j in jobs]
-        for _ in range(len(jobs) + 1):
+        for _ in range(4 * len(jobs) + 1):
             played = self._play(jobs, ph, links)
             slow = [(e - s) / h.wall if h.wall else 1.0 for s, e, h in zip(played.starts, played.ends, ph)]
-            over = [k for k, x in enumerate(slow) if x > PLAN_SHARE * self.bound + 1e-6]
-            sharing = {k2 for k in over for k2 in (k, k + 1) if 0 < k2 < len(jobs) and links[k2].overlap_s > 0}
-            if not sharing:
+            over = [k for k, x in enumerate(lived(played, ph)) if x > PLAN_SHARE * self.bound + 1e-6]
+            weaker = {k2: self._weaker(links[k2], jobs[k2 - 1].profile, jobs[k2].profile)
+                      for k in over for k2 in (k, k + 1) if 0 < k2 < len(jobs)}
+            weaker = {k2: w for k2, w in weaker.items() if w is not None}
+            if not weaker:
                 break
-            for k2 in sharing:  # the links of a job beyond the plan's share: its start-up beside, no more
-                links[k2] = Link("start-up", 0.0, links[k2].slowdowns)
+            for k2, w in weaker.items():
+                links[k2] = w
         walls = [e - s for s, e in zip(played.starts, played.ends)]
         return Chain(list(jobs), links, played.starts, walls, slow)
 
     def _play(self, jobs: list, ph: list[Phases], links: list) -> Played:
         starts = [0.0]
         for k in range(1, len(jobs)):
-            before = simulate(ph[:k], starts, self._pairs(links), self._splits(links[:k]))
+            before = self.play(ph[:k], starts, links[:k])
             link = links[k]
             if link.basis == "after":
                 start = before.ends[k - 1]
             else:
-                start = before.active_to[k - 1] - link.overlap_s - ph[k].startup
-                if k >= 2:
-                    start = max(start, before.active_to[k - 2] - ph[k].startup)
+                # its start-up (`beside` s of it) ends where the job before has r s of its active phase
+                # left; o s of it lie beside that active phase at x (at most that active phase, at x)
+                x = max(link.boot, 1.0)
+                beside = ph[k].startup if link.boot_s is None else min(link.boot_s, ph[k].startup)
+                active = before.active_to[k - 1] - before.active_from[k - 1] - link.overlap_s
+                o = min(beside, max(0.0, active) * x)
+                start = before.active_to[k - 1] - link.overlap_s - o / x - (beside - o)
+                if k >= 2:  # the runner starts job k only once job k-2 has ended
+                    start = max(start, before.ends[k - 2])
             starts.append(max(starts[-1], start))
-        return simulate(ph, starts, self._pairs(links), self._splits(links))
+        return self.play(ph, starts, links)
+
+    @classmethod
+    def play(cls, ph: list[Phases], starts: list[float], links: list, pair=None) -> Played:
+        """The chain as the runner plays it, at the links' slowdowns (or `pair`'s, where given)."""
+        return simulate(ph, starts, pair or cls._pairs(links), cls._splits(links), cls._boots(links), chain=True)
 
     @staticmethod
     def _pairs(links: list) -> Callable[[int, int], float]:
@@ -259,6 +383,12 @@ class ChainPlanner:
             link = links[max(k, other)]
             return link.slowdowns[0] if k < other else link.slowdowns[1]
         return pair
+
+    @staticmethod
+    def _boots(links: list) -> Callable[[int, int], float]:
+        def boot(k: int, other: int) -> float:
+            return links[other].boot if other == k + 1 and links[other] is not None else 1.0
+        return boot
 
     @staticmethod
     def _splits(links: list) -> dict[int, int]:

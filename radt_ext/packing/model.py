@@ -19,6 +19,12 @@ A contention model, small enough to check by hand (docs/collocation.md, "Packing
 - the host's CPUs: the jobs sharing a GPU share its part of the host's CPUs (the host's logical CPUs
   over the pool's GPUs): slowdown >= sum_j CPU_j / those CPUs (data-loader-heavy jobs).
 
+- a start-up beside an active phase (imports, the CUDA context, autotuning): BOOT where nothing measured
+  it; BOOT_LIGHT for a light job paced by its kernels' launches (SM active < LIGHT_SM, its GPU busy
+  LAUNCH_GAP more than that: small kernels back to back), which waits on every kernel and driver call of
+  the start-up beside it (a job issuing small GEMMs did 3.46x less work beside a start-up on an H200), so
+  that it is planned with no start-up beside it until the pair is measured.
+
 These are only what a trial is expected to cost (chains.py): a pair measured side by side replaces them,
 and the guard splits a trial that turns out worse.
 """
@@ -52,6 +58,19 @@ def launch_bound(p: Profile) -> bool:
         return False
     sm = _frac(p.sm_pct)
     return sm < LAUNCH_SM and (busy(p) - sm >= LAUNCH_GAP or (p.cpu_pct or 0.0) >= LAUNCH_CPU)
+
+
+BOOT = 1.15
+BOOT_LIGHT = 3.5
+LIGHT_SM = 0.2
+
+
+def boot_slowdown(p: Profile, mode: str) -> float:
+    """p's slowdown in its active phase while another job starts up beside it (see the module's account)."""
+    if mode == "exclusive" or p.sm_pct is None:
+        return 1.0
+    sm = _frac(p.sm_pct)
+    return BOOT_LIGHT if sm < LIGHT_SM and busy(p) - sm >= LAUNCH_GAP else BOOT
 
 
 def blocking(p: Profile) -> float:

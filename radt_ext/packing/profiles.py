@@ -1,6 +1,7 @@
 """What the store knows about a queue's jobs: each job's exclusive profile, the pairs already measured
 side by side (each one's slowdown beside the other over their overlap, the parent tag
-`collocation.pairs`, on the GPU model they ran on), what a group run costs of its own, and the jobs a
+`collocation.pairs`, on the GPU model they ran on), what a job's start-up cost the active phase beside
+it (the parent tag `collocation.startup_pairs`), what a group run costs of its own, and the jobs a
 packed group already FINISHED.
 
 One scan of the experiment's runs. A job is known by its workload hash (tag `sweep.workload_hash`,
@@ -122,9 +123,21 @@ class MeasuredGroup:
 
 
 @dataclass
+class MeasuredBoot:
+    """One job's slowdown in its active phase while another started up beside it."""
+    run_id: str  # the group's parent
+    mode: str
+    active_key: str  # workload hash of the job in its active phase
+    starting_key: str  # workload hash of the job starting up
+    slowdown: float
+    start_ms: int = 0
+
+
+@dataclass
 class Knowledge:
     profiles: dict[str, Profile] = field(default_factory=dict)
     groups: list[MeasuredGroup] = field(default_factory=list)  # newest first
+    boots: list[MeasuredBoot] = field(default_factory=list)  # newest first
     packed_done: dict[str, str] = field(default_factory=dict)  # job hash -> FINISHED child run id
     gpu_memory_mib: float | None = None
     group_overhead_s: float = 0.0  # what a group run costs beyond its jobs' wall time (see group_overhead)
@@ -199,13 +212,18 @@ def read(client, experiment: str, model: str | None = None) -> Knowledge:
         parent = by_id.get(parent_id)
         mode = parent.data.tags.get("collocation.mode") if parent is not None else None
         measured = pairs.read(parent.data.tags.get(pairs.TAG)) if mode in ("naive", "mps") else []
-        if not measured:
+        boots = pairs.read_startups(parent.data.tags.get(pairs.STARTUP_TAG)) if mode in ("naive", "mps") else []
+        if not measured and not boots:
             continue
         measured_on = {m.data.tags.get("sweep.gpu_model") for m in members} - {None}
         gpu_model = measured_on.pop() if len(measured_on) == 1 else None
         if model and gpu_model and gpu_model != model:  # measured on another GPU model: says nothing here
             continue
         keys = {m.data.tags.get("collocation.workload"): m.data.tags.get("sweep.workload_hash") for m in members}
+        for b in boots:
+            a, s = keys.get(b["active"]), keys.get(b["starting"])
+            if a and s:
+                k.boots.append(MeasuredBoot(parent_id, mode, a, s, float(b["slowdown"]), parent.info.start_time or 0))
         for pair in measured:
             a, b = keys.get(pair["a"]), keys.get(pair["b"])
             if not a or not b:
@@ -215,6 +233,7 @@ def read(client, experiment: str, model: str | None = None) -> Knowledge:
                 slowdowns.setdefault(key, []).append(float(value))
             k.groups.append(MeasuredGroup(parent_id, mode, slowdowns, parent.info.start_time or 0, gpu_model))
     k.groups.sort(key=lambda g: -g.start_ms)
+    k.boots.sort(key=lambda b: -b.start_ms)
     return k
 
 

@@ -115,7 +115,7 @@ def test_a_trial_only_where_both_budgets_cover_the_guards_steady_window(tracking
                  ("mid", "silent"), ("silent", "long")):
         link = cp.link(j[a], j[b])
         assert link.basis == "start-up" and link.overlap_s == 0.0, (a, b, link)
-    assert cp.link(j["short"], j["long"]).text() == "its start-up beside the job before"
+    assert cp.link(j["short"], j["long"]).text().startswith("its start-up beside the job before")
     trial = cp.link(j["mid"], j["long"])  # a long job follows: the later one's half budget pays for the trial
     half = chains.budget_s(ph["long"], BOUND) / 2
     assert trial.basis == "trial"
@@ -126,10 +126,14 @@ def test_a_trial_only_where_both_budgets_cover_the_guards_steady_window(tracking
     assert planner(k, trials=False).link(j["mid"], j["long"]).basis == "start-up"  # pack.trials: false
     # the chain starts the long job so that its active phase begins that much before the mid one's ends
     c = cp.chain([j["mid"], j["long"]])
-    assert c.starts[1] == pytest.approx(ph["mid"].startup + ph["mid"].active - trial.overlap_s - ph["long"].startup)
+    # (its start-up beside the mid one slows that one by trial.boot: the mid one's active phase is that much longer)
+    x = trial.boot
+    assert x == model.BOOT and trial.boot_s is None
+    assert c.starts[1] == pytest.approx(ph["mid"].startup + ph["mid"].active - trial.overlap_s - ph["long"].startup / x)
     assert max(c.slowdowns) <= LIMIT
     start_up = planner(k, trials=False).chain([j["mid"], j["long"]])
-    assert start_up.slowdowns == pytest.approx([1.0, 1.0])  # start-up beside active phase: free
+    # start-up beside active phase: the earlier job pays its neighbour's start-up at x, the later nothing
+    assert start_up.slowdowns == pytest.approx([1.0 + ph["long"].startup * (1 - 1 / x) / ph["mid"].wall, 1.0])
     assert c.makespan_s < start_up.makespan_s
 
 
@@ -143,7 +147,8 @@ def test_a_trial_the_model_puts_beyond_the_bound_is_planned_split_and_still_with
     assert max(c.slowdowns) <= LIMIT  # what a split costs (STEADY_S side by side, then a pause) fits the budgets
     # the play of that chain: b paused once it has been active beside a for STEADY_S, until a's active phase ends
     ph = [chains.phases(j[n].profile) for n in "ab"]
-    played = chains.simulate(ph, c.starts, lambda k_, o: link.slowdowns[0] if k_ == 0 else link.slowdowns[1], {1: 0})
+    played = chains.simulate(ph, c.starts, lambda k_, o: link.slowdowns[0] if k_ == 0 else link.slowdowns[1], {1: 0},
+                             boot=lambda k_, o: link.boot if (k_, o) == (0, 1) else 1.0)
     assert played.paused_s[1] > 0 and played.active_to[1] > played.active_to[0]
     assert [e - s for s, e in zip(played.starts, played.ends)] == pytest.approx(c.walls)
 
@@ -155,23 +160,46 @@ def test_a_measured_pair_overlaps_as_far_as_each_jobs_budget_pays_for_it(trackin
     run = log_pair(tracking_uri, EXP, "naive", [("a-0", "a", 1.2), ("b-1", "b", 1.25)])
     k, j = jobs(tracking_uri)
     link = planner(k).link(j["a"], j["b"])
-    half = chains.budget_s(Phases(5.0, 30.0, 1.0), BOUND) / 2
-    # r costs a r (x_a - 1) of wall time and b r x_a (1 - 1/x_b): the largest r within both halves
+    whole = chains.budget_s(Phases(5.0, 30.0, 1.0), BOUND)
+    boot = 5.0 * (1 - 1 / link.boot)  # what b's start-up beside costs a
+    # r costs a r (x_a - 1) of wall time and b r x_a (1 - 1/x_b): the largest r within both budgets (a measured
+    # pair within the bound may spend all of each): here the whole active phase
     assert link.basis == "measured" and link.slowdowns == (1.2, 1.25) and link.evidence == run
-    assert link.overlap_s == pytest.approx(min(30.0, half / 0.2, half / (1.2 * (1 - 1 / 1.25))))
-    assert link.text() == f"measured (run {run[:8]}: 1.20/1.25), {link.overlap_s:.1f} s side by side"
+    assert link.overlap_s == pytest.approx(min(30.0, (whole - boot) / 0.2, whole / (1.2 * (1 - 1 / 1.25)))) == 30.0
+    assert link.text().startswith(f"measured (run {run[:8]}: 1.20/1.25), {link.overlap_s:.1f} s side by side; ")
     assert planner(k).link(j["b"], j["a"]).slowdowns == (1.25, 1.2)  # the same pair the other way round
     c = planner(k).chain([j["a"], j["b"]])
     assert max(c.slowdowns) <= LIMIT
-    assert c.slowdowns[0] == pytest.approx(1 + link.overlap_s * 0.2 / 36.0)  # a: r (x_a - 1) more
-    assert c.starts[1] == pytest.approx(35.0 - link.overlap_s - 5.0)
+    # side by side for their whole length: b starts with a, its start-up beside a's first seconds
+    assert c.starts[1] == pytest.approx(0.0)
+    played = chains.ChainPlanner.play([chains.phases(j[n].profile) for n in "ab"], c.starts, c.links)
+    assert played.active_from[1] - played.active_from[0] < 1.0 and played.active_to[1] > played.active_to[0]
     # nothing measured (and no trial: the budgets are short): b's active phase only after a's
     before = planner(unmeasured).chain([Job("a", "a", profile=unmeasured.profiles["a"]),
                                         Job("b", "b", profile=unmeasured.profiles["b"])])
-    assert before.links[1].basis == "start-up" and before.slowdowns == pytest.approx([1.0, 1.0])
+    assert before.links[1].basis == "start-up" and before.slowdowns[1] == pytest.approx(1.0)
     assert c.makespan_s < before.makespan_s - 10
     # in mps nothing was measured
     assert planner(k, "mps").link(j["a"], j["b"]).basis == "start-up"
+
+
+def test_a_pair_measured_beyond_the_bound_is_not_repeated(tracking_uri):
+    job(tracking_uri, "a", 5.0, 60.0)
+    job(tracking_uri, "b", 5.0, 60.0)
+    run = log_pair(tracking_uri, EXP, "naive", [("a-0", "a", 1.2), ("b-1", "b", 1.9)])
+    k, j = jobs(tracking_uri)
+    link = planner(k).link(j["a"], j["b"])  # long enough for a trial, but the store says b left the bound
+    assert link.basis == "start-up" and link.overlap_s == 0.0
+    assert link.slowdowns == (1.2, 1.9) and link.evidence == run
+    assert "measured beyond the bound side by side" in link.text()
+    c = planner(k).chain([j["a"], j["b"]])
+    ph = [chains.phases(j[n].profile) for n in "ab"]
+    played = chains.ChainPlanner.play(ph, c.starts, c.links)
+    assert played.active_from[1] >= played.active_to[0] - 1e-6  # their active phases never meet
+    # a newer measurement within the bound: side by side again
+    log_pair(tracking_uri, EXP, "naive", [("a-0", "a", 1.2), ("b-1", "b", 1.3)])
+    k, j = jobs(tracking_uri)
+    assert planner(k).link(j["a"], j["b"]).basis == "measured"
 
 
 def test_a_measured_pair_that_does_no_more_side_by_side_than_one_after_the_other_gets_start_up_only(tracking_uri):
@@ -179,15 +207,14 @@ def test_a_measured_pair_that_does_no_more_side_by_side_than_one_after_the_other
     job(tracking_uri, "b", 5.0, 60.0)
     run = log_pair(tracking_uri, EXP, "naive", [("a-0", "a", 1.98), ("b-1", "b", 2.0)])  # 1 + 0.99 - 1.98 <= 0.05
     k, j = jobs(tracking_uri)
-    link = planner(k).link(j["a"], j["b"])  # long enough for a trial, but the store says it does not pay
+    loose = chains.ChainPlanner(k, "naive", 3.0, True, None)  # a bound both are within
+    link = loose.link(j["a"], j["b"])  # long enough for a trial, but the store says it does not pay
     assert link.basis == "start-up" and link.overlap_s == 0.0
     assert link.slowdowns == (1.98, 2.0) and link.evidence == run
-    c = planner(k).chain([j["a"], j["b"]])
-    assert c.slowdowns == pytest.approx([1.0, 1.0])
     # a pair just on the paying side of that line is overlapped
     log_pair(tracking_uri, EXP, "naive", [("a-0", "a", 1.9), ("b-1", "b", 1.9)])  # newer: 1 + 1 - 1.9 = 0.1
     k, j = jobs(tracking_uri)
-    link = planner(k).link(j["a"], j["b"])
+    link = chains.ChainPlanner(k, "naive", 3.0, True, None).link(j["a"], j["b"])
     assert link.basis == "measured" and link.overlap_s > 0
 
 
