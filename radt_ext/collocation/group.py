@@ -601,9 +601,12 @@ class GroupRunner:
             self._overlap_figures(recorder, overlap, windows, summary, now)
         if self.guard is not None:
             self._guard_figures(windows, summary)
-        measured = pairs.measure([(r.name, s.marks, w) for r, s, w in windows], self.alone_rates,
-                                 {r.name: self.guard.paused_spans(r.name) for r in self.results} if self.guard else {}) \
-            if g.mode in ("naive", "mps") and len(windows) > 1 else []
+        paused = {r.name: self.guard.paused_spans(r.name) for r in self.results} if self.guard else {}
+        shared = g.mode in ("naive", "mps") and len(windows) > 1
+        measured = pairs.measure([(r.name, s.marks, w) for r, s, w in windows], self.alone_rates, paused) \
+            if shared else []
+        boots = pairs.measure_startups([(r.name, s.marks, w, r.started) for r, s, w in windows], self.alone_rates,
+                                       paused) if shared else []
         slowdowns = []
         for r in self.results:
             base = g.baselines.get(r.name)
@@ -654,6 +657,8 @@ class GroupRunner:
         tags["collocation.status"] = ",".join(f"{r.name}={r.status}" for r in self.results)
         if measured:
             tags[pairs.TAG] = pairs.text(measured)[:5000]
+        if boots:
+            tags[pairs.STARTUP_TAG] = pairs.text(boots)[:5000]
         for device, daemon in self.daemons.items():
             log = daemon.control_log()
             if log:
