@@ -83,10 +83,11 @@ def log_profile(uri: str, experiment: str, key: str, figures: tuple, gpu_mib: fl
 
 
 def log_pair(uri: str, experiment: str, mode: str, members: list[tuple[str, str, float]], model: str | None = None,
-             tag: str | None = None) -> str:
+             tag: str | None = None, startups: list[dict] | None = None) -> str:
     """A collocated group run as group.py leaves it: a child per (workload name, workload hash) and the
     parent's `collocation.pairs` tag with the first two members' slowdowns side by side (`tag`: that
-    tag's text as given); measured on a GPU `model` where given. Returns the parent id."""
+    tag's text as given; `startups`: its `collocation.startup_pairs`, by workload name, in place of the side
+    by side pair); measured on a GPU `model` where given. Returns the parent id."""
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name(experiment)
     exp_id = exp.experiment_id if exp else client.create_experiment(experiment)
@@ -98,8 +99,12 @@ def log_pair(uri: str, experiment: str, mode: str, members: list[tuple[str, str,
             **({"sweep.gpu_model": model} if model else {})}.items()])
         client.set_terminated(child, "FINISHED")
     (a, _, xa), (b, _, xb) = members[:2]
-    measured = pairs.text([{"a": a, "b": b, "slowdowns": [xa, xb], "span_s": 10.0}])
+    if startups is not None:
+        measured = RunTag(pairs.STARTUP_TAG, pairs.text(startups))
+    else:
+        measured = RunTag(pairs.TAG, pairs.text([{"a": a, "b": b, "slowdowns": [xa, xb], "span_s": 10.0}])
+                          if tag is None else tag)
     client.log_batch(parent, tags=[RunTag("collocation.mode", mode), RunTag("collocation.size", str(len(members))),
-                                   RunTag(pairs.TAG, measured if tag is None else tag)])
+                                   measured])
     client.set_terminated(parent, "FINISHED")
     return parent
