@@ -1,0 +1,45 @@
+"""benchmarks/packing/simulate_long.py on a committed queue: its jobs' active phases x10, planned with
+the pairs its store measured (side by side for as long as both budgets pay) and played as the runner and
+the guard would run it. Every job stays within the bound as it lives it, pairs measured within the bound
+run side by side for most of their length, and the plain makespan is the queue's order on two GPUs."""
+import json
+import os
+
+import pytest
+
+from benchmarks.packing import simulate_long as sim
+from radt_ext.packing import chains
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.fixture
+def unmodified():
+    with open(os.path.join(HERE, "fixtures", sim.QUEUES["unmodified"])) as fh:
+        return sim.scaled(json.load(fh), sim.SCALE)
+
+
+def test_the_long_queue_packed_keeps_every_job_within_the_bound_and_shares_whole_lengths(unmodified):
+    packed = sim.replay(unmodified, with_pairs=True, trials=True)
+    assert len(packed["lived"]) == len(unmodified["jobs"])
+    assert max(packed["lived"].values()) <= chains.PLAN_SHARE * sim.BOUND + 0.05, packed["lived"]
+    assert abs(packed["planned_makespan_s"] - packed["makespan_s"]) <= 0.10 * packed["makespan_s"]
+    # the pair measured closest to free (loader6 beside loader2, 1.21/1.08): side by side nearly all along
+    best = min(unmodified["pairs"], key=lambda p: max(p["slowdowns"]))
+    k = sim.knowledge(unmodified, with_pairs=True)
+    cp = chains.ChainPlanner(k, best["mode"], sim.BOUND, True, None)
+    a, b = best["a"], best["b"]
+    ja, jb = (sim.Job(n, n, profile=k.profiles[n]) for n in (a, b))
+    link = cp.link(ja, jb)
+    assert link.basis == "measured" and link.overlap_s >= 0.9 * chains.phases(ja.profile).active
+    alone = sim.replay(unmodified, with_pairs=False, trials=False)
+    assert max(alone["lived"].values()) <= chains.PLAN_SHARE * sim.BOUND + 0.05
+    assert packed["makespan_s"] < alone["makespan_s"]
+
+
+def test_the_plain_makespan_lays_the_queue_out_in_its_order_over_the_gpus():
+    data = {"order": ["a", "b", "c"], "jobs": {n: {"startup": 1.0, "active": w, "tail": 0.0}
+                                                for n, w in (("a", 9.0), ("b", 2.0), ("c", 4.0))}}
+    assert sim.plain_makespan_s(data, 2) == 10.0  # a on one GPU; b then c on the other (3 + 5 s)
+    assert sim.plain_makespan_s(dict(data, order=["a", "c", "b"]), 2) == 10.0
+    assert sim.plain_makespan_s(dict(data, order=["b", "c", "a"]), 2) == 13.0  # a after b (3 + 10 s)
