@@ -1,26 +1,38 @@
 """The per-job bound when packing, lived (benchmarks/packing/pack_bound.sh): the sweep spec of each step,
-each packed job's lived slowdown computed from the store, and the summary of the queues.
+each packed job's lived slowdown computed from the store, against the alone pass and against the queue
+run plain, and the summary of the queues.
 
     python -m benchmarks.packing.pack_bound spec --step alone|first|second --queue FILE --out FILE \
         [--name NAME] [--dry] [--modes naive,mps] [--max-slowdown 1.5]
     python -m benchmarks.packing.pack_bound analyse --store URI --steps steps.json --queue FILE --name NAME \
-        --out DIR --plan-first plan_first.txt --plan-second plan_second.txt [--max-slowdown 1.5]
-    python -m benchmarks.packing.pack_bound summarise --out DIR --card "NAME" DIR/<queue>.json...
+        --out DIR --plan-first plan_first.txt --plan-second plan_second.txt [--plain plain.json] [--max-slowdown 1.5]
+    python -m benchmarks.packing.pack_bound summarise --out DIR --card "NAME" [--simulated simulated_long.json] \
+        DIR/<queue>.json...
 
-Steps, each through `radt-ext sweep` with `schedule: pack` in the experiment `pack-bound-<NAME>`:
-`alone` one job per GPU at a time (the profiles and the baseline); `first` and `second` the same packed
-spec (up to 4 jobs per GPU, guard and trials on), the second run after the first, so it plans from what
-the first measured. Each step runs the queue's next repeat (the sweep's resume skips the earlier ones).
+Steps: `plain`, the queue's scripts as plain python without radt-ext, one lane per GPU
+(benchmarks/packing/plain.py: the baseline a user compares with); then each through `radt-ext sweep` with
+`schedule: pack` in the experiment `pack-bound-<NAME>`: `alone` one job per GPU at a time (the profiles
+and the baseline of each job's lived slowdown); `first` and `second` the same packed spec (up to 4 jobs
+per GPU, guard and trials on), the second run after the first, so it plans from what the first measured.
+Each sweep step runs the queue's next repeat (the sweep's resume skips the earlier ones).
 
 A job's lived slowdown (computed here, not read from radt-ext's figures): its wall time packed (the
 child run's process start to end: summary/e2e_duration_s, else the run's start and end) over its wall
 time in the alone step; where both runs counted its work (summary/e2e_samples, else its steps), its
 work rate alone over its work rate packed, which is what a job that stops on time loses; the larger.
 
-<NAME>.json / <NAME>.md, per packed pass: jobs, kinds, instrumented_jobs, makespan_ratio, max_job_slowdown
-and max_job, max_reported_gap (|reported - lived| / lived, reported = the child's summary/slowdown_ratio),
-energy_ratio, plan_error (|planned - measured| / measured makespan, planned from the pass's dry run), and
-a row per job. summary.json: {"bound", "card", "queues": {NAME: {"first": ..., "second": ...}}, "goals"}.
+Against plain: the pass's makespan over the plain lanes' (`makespan_plain_ratio`), and each job's wall time
+packed over its plain wall time, or where both counted samples (the plain job's last line, `N samples`)
+its rate plain over its rate packed, the larger (`lived_plain`).
+
+<NAME>.json / <NAME>.md: plain_makespan_s, min_alone_job_s, long (every job at least LONG_S alone) and per
+packed pass: jobs, kinds, instrumented_jobs, makespan_s, makespan_ratio (over the alone pass's),
+makespan_plain_ratio, max_job_slowdown and max_job, max_job_slowdown_plain and max_job_plain,
+max_reported_gap (|reported - lived| / lived, reported = the child's summary/slowdown_ratio), energy_ratio,
+plan_error (|planned - measured| / measured makespan, planned from the pass's dry run), cored_s (seconds in
+which two jobs' active phases ran at once on a GPU, from their runs' active windows), and a row per job.
+summary.json: {"bound", "card", "queues": {NAME: {"long", "min_alone_job_s", "plain_makespan_s", "first":
+..., "second": ...}}, "simulated_long": {NAME: {"chains", "packed"}}, "goals"}.
 """
 from __future__ import annotations
 
@@ -32,13 +44,15 @@ import os
 import yaml
 
 from benchmarks.common import write_tables
-from benchmarks.packing.steps import analysis_args, as_float, cell, collect, planned, read_steps
+from benchmarks.packing.steps import analysis_args, as_float, cell, collect, cored_s, planned, read_steps
 
 PASSES = ("first", "second")
 STEPS = {"alone": (1, 1, False), "first": (4, 2, True), "second": (4, 3, True)}  # max jobs per GPU, repeats, trials
 BOUND = 1.5
 TOLERANCE = 1.1  # no job's lived slowdown above 1.1 x the bound
-NAMES = {"pack_bound": "b"}  # a queue's default name, from its folder
+NAMES = {"pack_bound": "b", "pack_plain": "long"}  # a queue's default name, from its folder
+LONG_S = 90.0  # a long queue: every job at least this long alone
+PLAIN_GOAL, LONG_PLAIN_GOAL = 0.8, 0.85  # makespan packed over plain, in every pass (a long queue's)
 
 
 def queue(path: str) -> dict[str, dict]:
@@ -149,13 +163,25 @@ def _makespan(step: dict) -> float | None:
     return step.get("makespan_s") or step.get("wall_s")
 
 
-def job_rows(fig: dict, step: str, kinds: dict[str, str]) -> list[dict]:
+def against_plain(plain: dict | None, packed: dict) -> dict:
+    """A packed job against its plain run (plain.json's record): its wall time over its plain wall time,
+    or where both counted samples its rate plain over its rate packed, the larger."""
+    if not plain or plain.get("rc") != 0:
+        return {"plain_wall_s": None, "lived_plain": None}
+    pw, wall = plain.get("wall_s"), wall_s(packed)
+    ratios = [wall / pw] if wall and pw else []
+    if plain.get("samples") and packed.get("samples") and wall and pw:
+        ratios.append((plain["samples"] / pw) / (packed["samples"] / wall))
+    return {"plain_wall_s": pw, "lived_plain": max(ratios) if ratios else None}
+
+
+def job_rows(fig: dict, step: str, kinds: dict[str, str], plain: dict | None = None) -> list[dict]:
     rows = []
     for job in sorted(fig["jobs"].values(), key=lambda j: j["name"] or ""):
         a, p = job.get("alone", {}), job.get(step)
         if not p:
             continue
-        mine = lived(a, p)
+        mine = {**lived(a, p), **against_plain((plain or {}).get("jobs", {}).get(job["name"]), p)}
         reported = p.get("slowdown") if "slowdown_from" not in p else None  # the child's summary/slowdown_ratio
         rows.append({"name": job["name"], "kind": kinds.get(job["name"]), "mode": p.get("mode"), "gpu": p.get("gpu"),
                      "status": p.get("status"), "alone_wall_s": wall_s(a), "packed_wall_s": wall_s(p),
@@ -165,9 +191,15 @@ def job_rows(fig: dict, step: str, kinds: dict[str, str]) -> list[dict]:
     return rows
 
 
-def analyse(client, steps: dict, path: str, name: str, plans: dict[str, str | None], bound: float = BOUND) -> dict:
-    """The figures of each packed pass of the queue `name` (experiment pack-bound-<name>) from the store."""
-    fig = collect(client, steps, experiment(name))
+def _top(rows: list[dict], key: str) -> dict | None:
+    return max((r for r in rows if r[key] is not None), key=lambda r: r[key], default=None)
+
+
+def analyse(client, steps: dict, path: str, name: str, plans: dict[str, str | None], bound: float = BOUND,
+            plain: dict | None = None) -> dict:
+    """The figures of each packed pass of the queue `name` (experiment pack-bound-<name>) from the store,
+    against the alone pass and against `plain` (plain.json of benchmarks/packing/plain.py; None: not run)."""
+    fig = collect(client, {k: v for k, v in steps.items() if k != "plain"}, experiment(name))
     jobs = queue(path)
     kinds = {n: j["kind"] for n, j in jobs.items()}
     alone = fig["steps"].get("alone", {})
@@ -176,8 +208,8 @@ def analyse(client, steps: dict, path: str, name: str, plans: dict[str, str | No
     passes = {}
     for step in PASSES:
         st = fig["steps"].get(step, {})
-        rows = job_rows(fig, step, kinds)
-        top = max((r for r in rows if r["lived"] is not None), key=lambda r: r["lived"], default=None)
+        rows = job_rows(fig, step, kinds, plain)
+        top, top_plain = _top(rows, "lived"), _top(rows, "lived_plain")
         gaps = [r["gap"] for r in rows if r["gap"] is not None]
         plan = planned(plans.get(step)).get("packed_s")
         makespan = _makespan(st)
@@ -185,7 +217,12 @@ def analyse(client, steps: dict, path: str, name: str, plans: dict[str, str | No
         passes[step] = {
             "jobs": len(jobs), "kinds": len(set(kinds.values())), "instrumented_jobs": scanned,
             "makespan_ratio": _ratio(makespan, _makespan(alone)),
+            "makespan_plain_ratio": _ratio(makespan, (plain or {}).get("makespan_s")),
             "max_job_slowdown": top["lived"] if top else None, "max_job": top["name"] if top else None,
+            "max_job_slowdown_plain": top_plain["lived_plain"] if top_plain else None,
+            "max_job_plain": top_plain["name"] if top_plain else None,
+            "cored_s": cored_s([(j[step].get("gpu"), j[step]["active_window"]) for j in fig["jobs"].values()
+                                if j.get(step) and j[step].get("active_window")]),
             "max_reported_gap": max(gaps) if gaps else None, "reported_jobs": len(gaps),
             "energy_ratio": _ratio(st.get("gpu_energy_j"), alone.get("gpu_energy_j")),
             "plan_error": abs(plan - makespan) / makespan if plan and makespan else None,
@@ -196,14 +233,22 @@ def analyse(client, steps: dict, path: str, name: str, plans: dict[str, str | No
             "trials": sum((d["basis"] or "").startswith("trial") for d in sharing_groups(ds)),
             "splits": sum((d["outcome"] or "").startswith("split") for d in sharing_groups(ds)),
             "rows": rows, "groups": ds}
+    walls = [wall_s(j["alone"]) for j in fig["jobs"].values() if j.get("alone")]
+    shortest = min((w for w in walls if w is not None), default=None)
     return {"queue": name, "experiment": experiment(name), "bound": bound, "queue_file": os.path.abspath(path),
             "alone": {k: alone.get(k) for k in ("makespan_s", "wall_s", "gpu_energy_j", "finished", "jobs")},
+            "plain_makespan_s": (plain or {}).get("makespan_s"), "min_alone_job_s": shortest,
+            "long": shortest is not None and len(walls) == len(jobs) and shortest >= LONG_S,
+            "plain": {n: j.get("wall_s") for n, j in (plain or {}).get("jobs", {}).items()},
             "passes": passes}
 
 
-FIGURES = ("jobs", "kinds", "instrumented_jobs", "makespan_ratio", "max_job_slowdown", "max_job", "max_reported_gap",
-           "reported_jobs", "energy_ratio", "plan_error", "makespan_s", "alone_makespan_s", "planned_makespan_s",
-           "gpu_energy_j", "finished", "shared_jobs", "trials", "splits")
+FIGURES = ("jobs", "kinds", "instrumented_jobs", "makespan_ratio", "makespan_plain_ratio", "max_job_slowdown",
+           "max_job", "max_job_slowdown_plain", "max_job_plain", "max_reported_gap", "plan_error", "cored_s",
+           "reported_jobs", "energy_ratio", "makespan_s", "alone_makespan_s", "planned_makespan_s", "gpu_energy_j",
+           "finished", "shared_jobs", "trials", "splits")
+SHOWN = FIGURES[3:12]  # the summary table's columns
+QUEUE_FIGURES = ("long", "min_alone_job_s", "plain_makespan_s")
 
 
 def _cell(v) -> str:
@@ -214,17 +259,20 @@ def markdown(out: dict) -> str:
     lines = [f"# Queue {out['queue']} (experiment {out['experiment']}, bound {out['bound']:g})", "",
              f"Alone: makespan {cell(out['alone']['makespan_s'], '{:.1f}')} s, GPU energy "
              f"{cell(out['alone']['gpu_energy_j'], '{:.0f}')} J, {out['alone']['finished']}/{out['alone']['jobs']} "
-             "FINISHED."]
+             f"FINISHED. Plain (no radt-ext, one job per GPU): makespan {cell(out.get('plain_makespan_s'), '{:.1f}')} s. "
+             f"Shortest job alone {cell(out.get('min_alone_job_s'), '{:.1f}')} s"
+             + (" (a long queue)." if out.get("long") else ".")]
     for step, p in out["passes"].items():
         lines += ["", f"## Pass {step}", "", "| figure | value |", "|---|---|"]
         lines += [f"| {k} | {_cell(p[k])} |" for k in FIGURES]
-        lines += ["", "| job | kind | mode (gpu) | wall s alone | wall s packed | wall ratio | rate ratio | "
-                      "lived slowdown | reported | gap | paused s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += ["", "| job | kind | mode (gpu) | wall s plain | wall s alone | wall s packed | wall ratio | rate ratio | "
+                      "lived slowdown | against plain | reported | gap | paused s |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in p["rows"]:
-            lines.append(f"| {r['name']} | {r['kind']} | {r['mode']} ({r['gpu']}) | "
+            lines.append(f"| {r['name']} | {r['kind']} | {r['mode']} ({r['gpu']}) | {cell(r.get('plain_wall_s'), '{:.1f}')} | "
                          f"{cell(r['alone_wall_s'], '{:.1f}')} | {cell(r['packed_wall_s'], '{:.1f}')} | {cell(r['wall_ratio'])} | {cell(r['rate_ratio'])} | "
-                         f"**{cell(r['lived'])}** | {cell(r['reported'])} | {cell(r['gap'], '{:.3f}')} | "
-                         f"{cell(r['paused_s'], '{:.1f}')} |")
+                         f"**{cell(r['lived'])}** | {cell(r.get('lived_plain'))} | {cell(r['reported'])} | "
+                         f"{cell(r['gap'], '{:.3f}')} | {cell(r['paused_s'], '{:.1f}')} |")
         lines += ["", "Groups (what each rests on, and what the guard made of it):", ""]
         lines += [f"- {d['decision']}: {d['basis']}; {d['outcome'] or 'not guarded'}" for d in p["groups"]]
     return "\n".join(lines) + "\n"
@@ -238,39 +286,75 @@ def _every(values, ok) -> bool | None:
     return None if not values or None in values else True
 
 
-def summarise(outs: list[dict], card: str) -> dict:
+def simulated(data: dict | None) -> dict[str, dict]:
+    """The simulated long queues ({queue: {"chains", "packed"}}) of a simulator's output; other keys left out."""
+    return {q: {"chains": v["chains"], "packed": v["packed"]} for q, v in (data or {}).items()
+            if isinstance(v, dict) and "chains" in v and "packed" in v}
+
+
+def summarise(outs: list[dict], card: str, simulated_long: dict | None = None) -> dict:
     bound = outs[0]["bound"] if outs else BOUND
-    queues = {o["queue"]: {step: {k: p[k] for k in FIGURES} for step, p in o["passes"].items()} for o in outs}
-    passes = [p for q in queues.values() for p in q.values()]
+    queues = {o["queue"]: {**{k: o.get(k) for k in QUEUE_FIGURES},
+                           **{step: {k: p.get(k) for k in FIGURES} for step, p in o["passes"].items()}} for o in outs}
+    passes = [(q, q[step]) for q in queues.values() for step in PASSES if step in q]
+    sims = simulated(simulated_long)
 
     def each(key):
-        return [p[key] for p in passes]
+        return [p[key] for _, p in passes]
 
+    def plain_ok(q, p):
+        return p["makespan_plain_ratio"] <= (LONG_PLAIN_GOAL if q["long"] else PLAIN_GOAL)
+
+    longs = [q for q in queues.values() if q["long"]]
     second_vs_first = [None if q.get("first", {}).get("makespan_ratio") is None
                        or q.get("second", {}).get("makespan_ratio") is None
                        else q["second"]["makespan_ratio"] - q["first"]["makespan_ratio"] for q in queues.values()]
     goals = {
         f"max_job_slowdown <= {TOLERANCE * bound:.2f} in every pass":
             _every(each("max_job_slowdown"), lambda v: v <= TOLERANCE * bound),
-        "makespan_ratio <= 0.8 in every pass": _every(each("makespan_ratio"), lambda v: v <= 0.8),
+        f"max_job_slowdown_plain <= {TOLERANCE * bound:.2f} in every pass":
+            _every(each("max_job_slowdown_plain"), lambda v: v <= TOLERANCE * bound),
+        f"makespan <= {PLAIN_GOAL:g} of plain in every pass ({LONG_PLAIN_GOAL:g} on a long queue)":
+            _every([None if p["makespan_plain_ratio"] is None else (q, p) for q, p in passes],
+                   lambda qp: plain_ok(*qp)),
+        "a long queue co-runs (cored_s > 0) in every pass":
+            _every([q[step]["cored_s"] for q in longs for step in PASSES if step in q], lambda v: v > 0)
+            if longs else False,
         "second makespan_ratio <= first + 0.05": _every(second_vs_first, lambda v: v <= 0.05),
         "max_reported_gap <= 0.05 in every pass": _every(each("max_reported_gap"), lambda v: v <= 0.05),
         "instrumented_jobs == 0": _every(each("instrumented_jobs"), lambda v: v == 0),
         "plan_error <= 0.10 in every pass": _every(each("plan_error"), lambda v: v <= 0.10),
+        "two simulated long queues: packed <= 0.8 of plain where chains >= 0.9":
+            sum(v["packed"] <= 0.8 and v["chains"] >= 0.9 for v in sims.values()) >= 2 if sims else None,
     }
-    return {"bound": bound, "card": card, "queues": queues, "goals": goals}
+    return {"bound": bound, "card": card, "queues": queues, "simulated_long": sims, "goals": goals}
 
 
 def summary_markdown(s: dict) -> str:
-    lines = [f"Card: {s['card']}; bound {s['bound']:g}", "", "| queue | pass | " + " | ".join(FIGURES[3:10]) + " |",
-             "|---|---|" + "---|" * 7]
+    lines = [f"Card: {s['card']}; bound {s['bound']:g}", "",
+             "| queue | long | shortest job alone s | plain makespan s |", "|---|---|---|---|"]
+    lines += [f"| {name} | {'yes' if q['long'] else 'no'} | {cell(q['min_alone_job_s'], '{:.1f}')} | "
+              f"{cell(q['plain_makespan_s'], '{:.1f}')} |" for name, q in s["queues"].items()]
+    lines += ["", "| queue | pass | " + " | ".join(SHOWN) + " |", "|---|---|" + "---|" * len(SHOWN)]
     for name, q in s["queues"].items():
-        for step, p in q.items():
-            lines.append(f"| {name} | {step} | " + " | ".join(_cell(p[k]) for k in FIGURES[3:10]) + " |")
+        for step in (x for x in PASSES if x in q):
+            lines.append(f"| {name} | {step} | " + " | ".join(_cell(q[step][k]) for k in SHOWN) + " |")
+    if s["simulated_long"]:
+        lines += ["", "Simulated with active phases x10 (makespan over plain): "
+                  + "; ".join(f"{q} chains {v['chains']:.3f}, packed {v['packed']:.3f}"
+                              for q, v in s["simulated_long"].items())]
     lines += ["", "| goal | met |", "|---|---|"]
     said = {True: "yes", False: "NO", None: "–"}
     lines += [f"| {g} | {said[met]} |" for g, met in s["goals"].items()]
     return "\n".join(lines) + "\n"
+
+
+def read_json(path: str | None):
+    """A JSON file's content (None: no path, or a file that is not there)."""
+    if not path or not os.path.exists(path):
+        return None
+    with open(path) as fh:
+        return json.load(fh)
 
 
 def main() -> None:
@@ -290,9 +374,11 @@ def main() -> None:
         an.add_argument(flag, required=True)
     an.add_argument("--plan-first")
     an.add_argument("--plan-second")
+    an.add_argument("--plain", help="plain.json of the queue run plain (benchmarks/packing/plain.py)")
     su = sub.add_parser("summarise")
     su.add_argument("--out", required=True)
     su.add_argument("--card", required=True)
+    su.add_argument("--simulated", help="the simulator's long queues, {queue: {chains, packed}}")
     su.add_argument("queues", nargs="+", help="each queue's <NAME>.json from analyse")
     args = ap.parse_args()
     if args.what == "spec":
@@ -303,14 +389,11 @@ def main() -> None:
         from mlflow.tracking import MlflowClient
 
         out = analyse(MlflowClient(args.store), read_steps(args), args.queue, args.name,
-                      {"first": args.plan_first, "second": args.plan_second}, args.max_slowdown)
+                      {"first": args.plan_first, "second": args.plan_second}, args.max_slowdown,
+                      read_json(args.plain))
         write_tables(args.out, args.name, out, markdown(out))
     else:
-        outs = []
-        for path in args.queues:
-            with open(path) as fh:
-                outs.append(json.load(fh))
-        out = summarise(outs, args.card)
+        out = summarise([read_json(path) for path in args.queues], args.card, read_json(args.simulated))
         write_tables(args.out, "summary", out, summary_markdown(out))
 
 

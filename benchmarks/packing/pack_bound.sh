@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
 # The per-job bound when packing, as the jobs live it (two GPUs of one host): one queue of unmodified users'
-# scripts run three times through `radt-ext sweep` (schedule: pack, max_slowdown PACK_BOUND 1.5, naive and
-# MPS, guard on):
-#   alone: one job per GPU at a time (the profiles and the baseline);
+# scripts run plain, then three times through `radt-ext sweep` (schedule: pack, max_slowdown PACK_BOUND 1.5,
+# naive and MPS, guard on):
+#   plain: the scripts as plain python, no radt-ext, one lane per GPU (benchmarks/packing/plain.py): the
+#     baseline a user compares with;
+#   alone: one job per GPU at a time (the profiles and the baseline of each job's lived slowdown);
 #   first, second: the same packed spec (up to 4 jobs per GPU, trials on), each after its dry-run plan; the
 #   second plans from what the first measured.
 # benchmarks/packing/pack_bound.py then computes each packed job's lived slowdown from the store (wall time
-# packed / alone, or for a job that stops on time its work rate alone / packed, the larger) and writes
-# RESULTS/<NAME>.json and <NAME>.md; `pack_bound.py summarise` merges the queues (docs/validation/pack_bound/).
+# packed / alone, or for a job that stops on time its work rate alone / packed, the larger), the same against
+# its plain run, and writes RESULTS/<NAME>.json and <NAME>.md; `pack_bound.py summarise` merges the queues
+# (docs/validation/pack_plain/).
 #   QUEUE=examples/unmodified/queue.yaml NAME=unmodified RESULTS=<dir> bash benchmarks/packing/pack_bound.sh
 #   QUEUE=examples/pack_bound/queue.yaml NAME=b RESULTS=<dir> bash benchmarks/packing/pack_bound.sh
+# PARTS: the steps of this call (default "plain alone first second"); a call whose PARTS leaves out `plain`
+# and `alone` goes on in the WORK folder and RESULTS of the call before (kept, not made fresh; steps.json
+# merged), so a long queue runs one call per step or two (examples/pack_plain/queue_long.yaml, ~5 minutes a
+# step): PARTS=plain, then PARTS=alone, PARTS=first, PARTS=second (WORK and RESULTS the same each time; a
+# call with plain or alone starts the work folder afresh, so those two go in the first call or calls: the
+# second of them with KEEP=1). The analysis runs at the end of every call, on the steps done so far.
 # radt-ext as a user installs it: a radt-ext wheel in .whl/ (`pip wheel --no-deps --no-build-isolation -w .whl .`)
 # is installed with MLflow's there (gpu_wheels); else an installed radt-ext serves.
-# Expected time on 2 H200s: unmodified ~6.5 minutes, b ~5.5; all under BUDGET_S (560 s; 1500 for DRY=1).
+# Expected time on 2 H200s: unmodified ~8 minutes, b ~7 (plain ~1.5 of them); all under BUDGET_S (560 s;
+# 1500 for DRY=1).
 # DRY=1: the same flow on the CPU (the queue's `cpu` arguments, NVML replayed from the derived 2-GPU trace,
 # the stand-in MPS daemon): it proves the commands and files, no GPU figure. WORK: the work folder (made
 # fresh, default /tmp/pack_bound_<NAME>), which holds the store and the private MPS directories. Changes no
@@ -24,13 +34,27 @@ NAME=${NAME:-$(python3 -c 'import sys; from benchmarks.packing.pack_bound import
 BOUND=${PACK_BOUND:-1.5}; MODES=${PACK_MODES:-naive,mps}
 SPEC=()
 if gpu_dry h200x2_derived.json; then
-  SPEC=(--dry); LIMIT_ALONE=600; LIMIT_PACKED=400; BUDGET_S=${BUDGET_S:-1500}
-else
-  LIMIT_ALONE=220; LIMIT_PACKED=160; BUDGET_S=${BUDGET_S:-560}
+  SPEC=(--dry); LIMIT_ALONE=${LIMIT_ALONE:-600}; LIMIT_PACKED=${LIMIT_PACKED:-400}; BUDGET_S=${BUDGET_S:-1500}
+else  # a long queue's steps take ~5 minutes each: LIMIT_ALONE=520 LIMIT_PACKED=520 BUDGET_S=580, a step a call
+  LIMIT_ALONE=${LIMIT_ALONE:-220}; LIMIT_PACKED=${LIMIT_PACKED:-160}; BUDGET_S=${BUDGET_S:-560}
   ls "$REPO"/.whl/*.whl >/dev/null 2>&1 && gpu_wheels
 fi
-gpu_results "$(realpath -m "${RESULTS:-/tmp/pack_bound_results/$NAME}")"
-gpu_work "${WORK:-/tmp/pack_bound_$NAME}"  # the work folder, made fresh: its store and spool
+PARTS=${PARTS:-plain alone first second}
+FRESH=0; case " $PARTS " in *" plain "*|*" alone "*) FRESH=1 ;; esac
+[ "${KEEP:-0}" = 1 ] && FRESH=0
+RESULTS=$(realpath -m "${RESULTS:-/tmp/pack_bound_results/$NAME}")
+[ "$FRESH" = 1 ] && rm -f "$RESULTS/steps.json"
+gpu_results "$RESULTS" "steps_$(echo "$PARTS" | tr ' ' _).log"
+WORK=$(realpath -m "${WORK:-/tmp/pack_bound_$NAME}")
+if [ "$FRESH" = 1 ]; then
+  gpu_work "$WORK"  # the work folder, made fresh: its store and spool
+else  # the steps before ran in it: its store goes on
+  W=$WORK
+  [ -f "$RESULTS/steps.json" ] || { echo "no steps.json in $RESULTS: run PARTS=plain (or alone) first"; exit 2; }
+  mkdir -p "$W"
+  export MLFLOW_TRACKING_URI=sqlite:///$W/mlflow.db RADT_EXT_SPOOL_DIR=$W/spool
+  unset MLFLOW_RUN_ID MLFLOW_EXPERIMENT_ID MLFLOW_EXPERIMENT_NAME RADT_EXT_ACTIVE
+fi
 gpu_mps "$W/mps"  # private MPS folders; the stand-in daemon in a dry run
 gpu_need_pack
 python3 -c 'import radt_ext; print("radt_ext from", radt_ext.__file__)' >> "$LOG"
@@ -46,10 +70,19 @@ for step in alone first second; do
 done
 cd "$W"
 
-step() {  # step NAME LIMIT_S: one pass of the queue, a packed one after its plan
+step() {  # step NAME LIMIT_S: one pass of the queue (plain, alone, or a packed one after its plan)
   local name=$1 limit=$2 t0
+  case " $PARTS " in *" $name "*) ;; *) return ;; esac
   [ $((BUDGET_S - SECONDS - 45)) -lt "$limit" ] && limit=$((BUDGET_S - SECONDS - 45))  # 45 s: the analysis
   if [ "$limit" -le 20 ]; then say "SKIP step $name: only $((BUDGET_S - SECONDS)) s left"; return; fi
+  if [ "$name" = plain ]; then  # the scripts as a user runs them: plain python, a lane per GPU
+    t0=$(now); say "step plain (limit ${limit}s)"
+    timeout -k 15 "$limit" python3 -m benchmarks.packing.plain --queue "$QUEUE" --out "$RESULTS" \
+      --devices "$LANES" "${SPEC[@]}" > "$RESULTS/plain.log" 2>&1
+    say "step plain exited $?: $(tail -n 1 "$RESULTS/plain.log")"
+    STEPS="${STEPS:+$STEPS, }\"plain\": [$t0, $(now)]"
+    return
+  fi
   if [ "$name" != alone ]; then
     COLUMNS=230 timeout 60 python3 -m radt_ext.cli sweep "$name.yaml" --dry-run > "$RESULTS/plan_$name.txt" 2>&1
     say "plan $name: $(grep -E 'jobs in [0-9]+ groups on' "$RESULTS/plan_$name.txt")"
@@ -60,12 +93,18 @@ step() {  # step NAME LIMIT_S: one pass of the queue, a packed one after its pla
   STEPS="${STEPS:+$STEPS, }\"$name\": [$t0, $(now)]"
 }
 STEPS=""
-step alone "$LIMIT_ALONE"; step first "$LIMIT_PACKED"; step second "$LIMIT_PACKED"
+# the plain lanes: one per device of the specs (PACK_DEVICES too); the dry run's jobs on the CPU
+LANES=$(python3 -c 'import sys, yaml; print(",".join(yaml.safe_load(open(sys.argv[1]))["devices"]))' "$W/alone.yaml")
+step plain "$LIMIT_ALONE"; step alone "$LIMIT_ALONE"; step first "$LIMIT_PACKED"; step second "$LIMIT_PACKED"
 gpu_mps_left
-echo "{$STEPS}" > "$RESULTS/steps.json"
+python3 -c 'import json, os, sys  # this call steps merged into those of the calls before
+path, now = sys.argv[1], json.loads(sys.argv[2])
+before = json.load(open(path)) if os.path.exists(path) else {}
+json.dump({**before, **now}, open(path, "w"))' "$RESULTS/steps.json" "{$STEPS}"
 cd "$REPO"
 timeout 60 python3 -m benchmarks.packing.pack_bound analyse --store "$MLFLOW_TRACKING_URI" --steps "$RESULTS/steps.json" \
   --queue "$QUEUE" --name "$NAME" --out "$RESULTS" --max-slowdown "$BOUND" --plan-first "$RESULTS/plan_first.txt" \
-  --plan-second "$RESULTS/plan_second.txt" > "$RESULTS/analysis.log" 2>&1 || say "analysis exited $?: $(tail -1 "$RESULTS/analysis.log")"
+  --plan-second "$RESULTS/plan_second.txt" --plain "$RESULTS/plain.json" \
+  > "$RESULTS/analysis.log" 2>&1 || say "analysis exited $?: $(tail -1 "$RESULTS/analysis.log")"
 gpu_keep_store  # the store, for a later look at profiles and measured pairs
 echo "==== ${SECONDS}s"; cat "$LOG"; head -40 "$RESULTS/$NAME.md" 2>/dev/null

@@ -1,11 +1,12 @@
 """A packing proof's steps read back from its store: each step's makespan (first group start to last group
 end), groups, jobs FINISHED, total GPU energy and what the guard did; per job and step its mode and GPU, its
 measured active phase, slowdown, wall time and attributed GPU energy beside the planner's predictions (the
-`pack.*` tags); the dry run's planned makespans. pack_bound.py and pack_heldout.py build their tables
-on these.
+`pack.*` tags) and its active phase; the dry run's planned makespans; the seconds active phases ran side
+by side on a GPU. pack_bound.py and pack_heldout.py build their tables on these.
 
     collect(MlflowClient(uri), {"alone": [t0, t1], "packed": [t0, t1]}, experiment)
     planned("plan.txt")   # {"packed_s", "alone_s", "ratio"} from a `radt-ext sweep --dry-run` of a packed step
+    cored_s([(gpu, (start, end)), ...])  # seconds two or more jobs' active phases overlapped on a GPU
     analysis_args(parser) # an analysis's --store, --steps, --out, --max-slowdown; read_steps(args) the steps file
 """
 from __future__ import annotations
@@ -64,7 +65,9 @@ def collect(client, steps: dict[str, list[float]], experiment: str) -> dict:
                          "slowdown_with_pauses": m.get("summary/slowdown_with_pauses_ratio"),
                          "guard_paused_s": m.get("summary/guard_paused_s"),
                          "guard_live_max": m.get("summary/guard_live_slowdown_max"),
-                         "launch_bound": t.get("pack.launch_bound") == "true"}
+                         "launch_bound": t.get("pack.launch_bound") == "true",
+                         # its active phase (epoch s), where the run found one
+                         "active_window": _window(t)}
     a, p = out["steps"].get("alone", {}), out["steps"].get("packed", {})
     if a.get("makespan_s") and p.get("makespan_s"):
         out["makespan_ratio"] = p["makespan_s"] / a["makespan_s"]
@@ -76,6 +79,26 @@ def collect(client, steps: dict[str, list[float]], experiment: str) -> dict:
     slow = [j["packed"]["slowdown"] for j in out["jobs"].values() if j.get("packed", {}).get("slowdown")]
     out["max_slowdown_measured"] = max(slow) if slow else None
     return out
+
+
+def _window(tags: dict) -> tuple[float, float] | None:
+    start, end = as_float(tags.get("radt_ext.active_start")), as_float(tags.get("radt_ext.active_end"))
+    return (start, end) if start is not None and end is not None and end > start else None
+
+
+def cored_s(windows: list[tuple[str, tuple[float, float]]]) -> float:
+    """The seconds in which two or more active phases ran at once on one GPU, summed over the GPUs:
+    `windows` are (gpu, (start, end)) of each job's active phase."""
+    total = 0.0
+    for gpu in {g for g, _ in windows}:
+        edges = sorted([(a, 1) for g, (a, _) in windows if g == gpu] + [(b, -1) for g, (_, b) in windows if g == gpu])
+        running, since = 0, None
+        for t, step in edges:
+            if running >= 2 and since is not None:
+                total += t - since
+            running += step
+            since = t
+    return total
 
 
 def planned(path: str | None) -> dict:
