@@ -4,9 +4,11 @@ time in the queue over its wall time alone, as the job lives it) and a one-line 
 1. Jobs without a usable profile run alone first (their run is the profile the next plans use).
 2. With more than one job allowed on a GPU (`pack.max_jobs_per_gpu`), the others form one chain per GPU
    (chains.py): one job after another, each started so that its start-up runs beside the active phase
-   of the job before it, and two active phases side by side only where the store measured that pair
-   within the bound, or as a trial the guard can split without either job leaving the bound. Never
-   more than two jobs' active phases at once, so no group of three shares unmeasured. Chains are built
+   of the job before it (charged what that start-up costs the active phase beside it), and two active
+   phases side by side only where the store measured that pair within the bound (for their whole length
+   where both budgets pay), or as a trial the guard can split without either job leaving the bound.
+   Planned as the group runner starts a chain's jobs: job k only once job k-2 has ended, so never more
+   than two of a chain's jobs alive at once and no group of three shares unmeasured. Chains are built
    in each allowed mode; the shorter plan wins (naive on a tie: no daemon).
 3. With one job per GPU, each job runs alone, longest first, each on the GPU free soonest.
 """
