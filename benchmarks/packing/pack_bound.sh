@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The per-job bound when packing, as the jobs live it (two GPUs of one host): one queue of unmodified users'
-# scripts run plain, then three times through `radt-ext sweep` (schedule: pack, max_slowdown PACK_BOUND 1.5,
+# scripts run four times, each but `plain` through `radt-ext sweep` (schedule: pack, max_slowdown PACK_BOUND 1.5,
 # naive and MPS, guard on):
+#   alone: one job per GPU at a time (the profiles and the baseline of each job's lived slowdown);
 #   plain: the scripts as plain python, no radt-ext, one lane per GPU (benchmarks/packing/plain.py): the
 #     baseline a user compares with;
-#   alone: one job per GPU at a time (the profiles and the baseline of each job's lived slowdown);
 #   first, second: the same packed spec (up to 4 jobs per GPU, trials on), each after its dry-run plan; the
 #   second plans from what the first measured.
 # benchmarks/packing/pack_bound.py then computes each packed job's lived slowdown from the store (wall time
@@ -13,12 +13,12 @@
 # (docs/validation/pack_plain/).
 #   QUEUE=examples/unmodified/queue.yaml NAME=unmodified RESULTS=<dir> bash benchmarks/packing/pack_bound.sh
 #   QUEUE=examples/pack_bound/queue.yaml NAME=b RESULTS=<dir> bash benchmarks/packing/pack_bound.sh
-# PARTS: the steps of this call (default "plain alone first second"); a call whose PARTS leaves out `plain`
-# and `alone` goes on in the WORK folder and RESULTS of the call before (kept, not made fresh; steps.json
-# merged), so a long queue runs one call per step or two (examples/pack_plain/queue_long.yaml, ~5 minutes a
-# step): PARTS=plain, then PARTS=alone, PARTS=first, PARTS=second (WORK and RESULTS the same each time; a
-# call with plain or alone starts the work folder afresh, so those two go in the first call or calls: the
-# second of them with KEEP=1). The analysis runs at the end of every call, on the steps done so far.
+# PARTS: the steps of this call (default "alone plain first second", run in that order); a call whose PARTS
+# leaves out `alone` and `plain`, or with KEEP=1, goes on in the WORK folder and RESULTS of the call before
+# (kept, not made fresh; steps.json merged), so a long queue runs a step a call
+# (examples/pack_plain/queue_long.yaml, ~5 minutes a step): PARTS=alone, then PARTS=plain KEEP=1,
+# PARTS=first, PARTS=second, WORK and RESULTS the same each time. The analysis runs at the end of every
+# call, on the steps done so far.
 # radt-ext as a user installs it: a radt-ext wheel in .whl/ (`pip wheel --no-deps --no-build-isolation -w .whl .`)
 # is installed with MLflow's there (gpu_wheels); else an installed radt-ext serves.
 # Expected time on 2 H200s: unmodified ~8 minutes, b ~7 (plain ~1.5 of them); all under BUDGET_S (560 s;
@@ -39,7 +39,7 @@ else  # a long queue's steps take ~5 minutes each: LIMIT_ALONE=520 LIMIT_PACKED=
   LIMIT_ALONE=${LIMIT_ALONE:-220}; LIMIT_PACKED=${LIMIT_PACKED:-160}; BUDGET_S=${BUDGET_S:-560}
   ls "$REPO"/.whl/*.whl >/dev/null 2>&1 && gpu_wheels
 fi
-PARTS=${PARTS:-plain alone first second}
+PARTS=${PARTS:-alone plain first second}
 FRESH=0; case " $PARTS " in *" plain "*|*" alone "*) FRESH=1 ;; esac
 [ "${KEEP:-0}" = 1 ] && FRESH=0
 RESULTS=$(realpath -m "${RESULTS:-/tmp/pack_bound_results/$NAME}")
@@ -50,7 +50,7 @@ if [ "$FRESH" = 1 ]; then
   gpu_work "$WORK"  # the work folder, made fresh: its store and spool
 else  # the steps before ran in it: its store goes on
   W=$WORK
-  [ -f "$RESULTS/steps.json" ] || { echo "no steps.json in $RESULTS: run PARTS=plain (or alone) first"; exit 2; }
+  [ -f "$RESULTS/steps.json" ] || { echo "no steps.json in $RESULTS: run PARTS=alone first"; exit 2; }
   mkdir -p "$W"
   export MLFLOW_TRACKING_URI=sqlite:///$W/mlflow.db RADT_EXT_SPOOL_DIR=$W/spool
   unset MLFLOW_RUN_ID MLFLOW_EXPERIMENT_ID MLFLOW_EXPERIMENT_NAME RADT_EXT_ACTIVE
@@ -95,7 +95,8 @@ step() {  # step NAME LIMIT_S: one pass of the queue (plain, alone, or a packed 
 STEPS=""
 # the plain lanes: one per device of the specs (PACK_DEVICES too); the dry run's jobs on the CPU
 LANES=$(python3 -c 'import sys, yaml; print(",".join(yaml.safe_load(open(sys.argv[1]))["devices"]))' "$W/alone.yaml")
-step plain "$LIMIT_ALONE"; step alone "$LIMIT_ALONE"; step first "$LIMIT_PACKED"; step second "$LIMIT_PACKED"
+# plain after alone: both find the GPUs and the host's caches as warm as the packed passes do
+step alone "$LIMIT_ALONE"; step plain "$LIMIT_ALONE"; step first "$LIMIT_PACKED"; step second "$LIMIT_PACKED"
 gpu_mps_left
 python3 -c 'import json, os, sys  # this call steps merged into those of the calls before
 path, now = sys.argv[1], json.loads(sys.argv[2])

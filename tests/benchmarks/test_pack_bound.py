@@ -232,7 +232,7 @@ def test_lived_slowdown_is_wall_time_or_work_rate_packed_against_alone(tmp_path,
 @pytest.mark.parametrize("name,picked,calls", [
     ("unmodified", ("gemm", "decode", "infer8"), [None]),
     ("b", ("conv_timed", "slow_start", "epochs"), [None]),
-    ("long", ("decoder", "gru", "timed"), ["plain alone", "first", "second"])])  # a step or two a call
+    ("long", ("decoder", "gru", "timed"), [("alone", "0"), ("plain", "1"), ("first second", "0")])])  # PARTS, KEEP
 def test_pack_bound_dry_flow_writes_each_pass_and_the_summary(tmp_path, name, picked, calls):
     """The driver's DRY flow (CPU, NVML replay, stand-in MPS daemon) on three jobs of a queue: plain, alone,
     first and second, the analysis and the summary; plumbing only."""
@@ -248,9 +248,9 @@ def test_pack_bound_dry_flow_writes_each_pass_and_the_summary(tmp_path, name, pi
                WORK=str(tmp_path / "w"), HOME=str(tmp_path),
                PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],  # python3: this one
                PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    for parts in calls:
+    for parts, keep in (c or (None, "0") for c in calls):
         proc = subprocess.run(["bash", "benchmarks/packing/pack_bound.sh"], cwd=REPO, capture_output=True,
-                              env={**env, **({"PARTS": parts} if parts else {})}, text=True, timeout=560)
+                              env={**env, "KEEP": keep, **({"PARTS": parts} if parts else {})}, text=True, timeout=560)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for f in ("alone.yaml", "first.yaml", "second.yaml", "plan_first.txt", "plan_second.txt", "machine.txt",
               "plain.json", f"{name}.md"):
