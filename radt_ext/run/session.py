@@ -613,8 +613,8 @@ class WorkloadSession:
         else:
             from radt_ext.store.writer import Point  # no MLflow import here: a stop may have left it half done
 
-            if self.stopped_at is None:
-                self.recorder.stop()
+            if self.stopped_at is None:  # the listeners close while the run's figures are written
+                self.recorder.stop(defer_close=True)
             else:  # the last batches get what is left of the stop's budget; the rest is spooled
                 self.recorder.stop(timeout=max(0.5, self._store_time()))
             self.timings["listeners_closed"] = time.time()
@@ -648,6 +648,8 @@ class WorkloadSession:
                 self._refresh_view()
                 self.timings["view_refreshed"] = time.time()
             self.recorder.drop_logged_timelines()
+            self.recorder.wait_closed()
+            self.timings["listeners_released"] = time.time()
         if self.watchdog is not None:
             self.watchdog.release(timeout=10.0 if self.stopped_at is None else 0.5)
         if self.returncode is None:

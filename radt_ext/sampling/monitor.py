@@ -76,6 +76,8 @@ class Monitor:
         self._threads: list[threading.Thread] = []
         self._sink_lock = threading.Lock()
         self._closed = False  # stop() returned: the writer may be closed, the summary taken
+        self.defer_close = False  # stop(defer_close=True): the listeners close after stop() returns
+        self._closers: list[threading.Thread] = []
 
     def start(self) -> "Monitor":
         thread = threading.Thread(target=self._run, name="radt-monitor", daemon=True)
@@ -83,7 +85,9 @@ class Monitor:
         self._threads.append(thread)
         return self
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = 10.0, defer_close: bool = False) -> None:
+        """Every listener's last readings taken, then closed (`defer_close`: closing, wait_closed waits)."""
+        self.defer_close = defer_close
         self._stop.set()
         self._wake.ring()
         deadline = time.monotonic() + timeout
@@ -113,20 +117,6 @@ class Monitor:
                 thread.join(max(0.0, deadline - time.monotonic()))
             live += self._take_opened(opened)
             self._finish_all(live)
-
-    def _finish_all(self, live: list[ListenerState]) -> None:
-        """Each listener's last readings and close side by side: the run's end waits for the slowest
-        (a tool's process to exit, an NVML shutdown), not for their sum."""
-        if len(live) < 2:
-            for state in live:
-                self._finish(state)
-            return
-        closers = [threading.Thread(target=self._finish, args=(state,), name=f"radt-close-{state.listener.name}",
-                                    daemon=True) for state in live]
-        for thread in closers:
-            thread.start()
-        for thread in closers:
-            thread.join()
 
     def _open(self, state: ListenerState, opened: queue.SimpleQueue) -> None:
         try:
@@ -185,14 +175,45 @@ class Monitor:
             state.tick = max(state.tick + 1, int((time.monotonic() - state.start) / interval) + 1)
             heapq.heappush(heap, (state.start + state.tick * interval, order, state))
 
-    def _finish(self, state: ListenerState) -> None:
-        """One last reading so counters (energy) cover the whole run, the closing reading, close()."""
+    def _finish_all(self, live: list[ListenerState]) -> None:
+        """Each listener's last readings side by side, then its close: the run's end waits for the slowest
+        (a tool's process to exit, an NVML shutdown), not for their sum; with `defer_close` the closes go on
+        in the background (`wait_closed`), beside what the run writes next."""
+        self._side_by_side(self._last_readings, live, "last")
+        if self.defer_close:
+            self._closers = [threading.Thread(target=self._close, args=(state,), daemon=True,
+                                              name=f"radt-close-{state.listener.name}") for state in live]
+            for thread in self._closers:
+                thread.start()
+        else:
+            self._side_by_side(self._close, live, "close")
+
+    @staticmethod
+    def _side_by_side(fn, live: list[ListenerState], what: str) -> None:
+        if len(live) < 2:
+            for state in live:
+                fn(state)
+            return
+        threads = [threading.Thread(target=fn, args=(state,), name=f"radt-{what}-{state.listener.name}", daemon=True)
+                   for state in live]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def wait_closed(self, timeout: float = 10.0) -> None:
+        """After stop(defer_close=True): the listeners' closes, waited for at most `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        for thread in self._closers:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _last_readings(self, state: ListenerState) -> None:
+        """One last reading so counters (energy) cover the whole run, then the closing reading."""
         if not state.gave_up:
             gap = min(self.final_gap, state.listener.interval / 2)
             if time.monotonic() - state.last_sample_at >= gap:
                 self._sample_once(state)
             self._sample_once(state, closing=True)
-        self._close(state)
 
     def _close(self, state: ListenerState) -> None:
         if state.closed:

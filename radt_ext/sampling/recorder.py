@@ -79,12 +79,17 @@ class Recorder:
         self.monitor.start()
         return self
 
-    def stop(self, timeout: float | None = None) -> None:
-        """Close the listeners and flush; `timeout`: seconds for the writer's last batches (else its own)."""
-        self.monitor.stop()
+    def stop(self, timeout: float | None = None, defer_close: bool = False) -> None:
+        """The listeners' last readings, then flush; `timeout`: seconds for the writer's last batches (else its
+        own). The listeners are closed by then, or with `defer_close` close on while the run is written
+        (`wait_closed`)."""
+        self.monitor.stop(defer_close=defer_close)
         self.stopped = time.time()
         self.points.flush()
         self.writer.close(timeout)
+
+    def wait_closed(self, timeout: float = 10.0) -> None:
+        self.monitor.wait_closed(timeout)
 
     timelines_error = None  # why the timeline artifact was not stored (log_timelines)
 

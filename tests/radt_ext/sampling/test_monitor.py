@@ -248,3 +248,18 @@ def test_listeners_close_side_by_side_so_the_end_waits_for_the_slowest_not_the_s
     (a0, a1), (b0, b1) = a.closed_span, b.closed_span
     assert a0 < b1 and b0 < a1  # the two closes overlapped
     assert readings.count("a") >= 2 and readings.count("b") >= 2  # each still got its last reading
+
+
+def test_with_defer_close_stop_returns_after_the_last_readings_and_the_closes_finish_on_their_own():
+    a, b = SlowClose("a", 0.4), SlowClose("b", 0.4)
+    readings = []
+    monitor = Monitor([a, b], lambda name, r: readings.append(name))
+    monitor.start()
+    time.sleep(0.2)
+    monitor.stop(defer_close=True)
+    taken = len(readings)
+    assert a.closed_span is None and b.closed_span is None  # still closing
+    assert readings.count("a") >= 2 and readings.count("b") >= 2  # the last readings are in before stop returns
+    monitor.wait_closed()
+    assert a.closed_span is not None and b.closed_span is not None
+    assert len(readings) == taken  # closing adds no reading after stop
