@@ -13,40 +13,13 @@ import os
 
 import pytest
 
+from benchmarks.packing.simulate_long import BOOT, BOUND, UNMEASURED, knowledge, truth
 from radt_ext.packing import chains, model
 from radt_ext.packing.options import PackOptions
 from radt_ext.packing.planner import Job, Planner
-from radt_ext.packing.profiles import Knowledge, MeasuredGroup, Profile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUEUES = sorted(glob.glob(os.path.join(HERE, "fixtures", "*_rates.json")))
-BOUND = 1.5
-UNMEASURED = 2.5
-BOOT = 1.1  # a start-up beside an active phase: the proofs' worst job lived 1.06 with every start-up beside
-
-
-def knowledge(data: dict, with_pairs: bool) -> Knowledge:
-    k = Knowledge(gpu_memory_mib=81559.0)
-    for name, j in data["jobs"].items():
-        wall = j["startup"] + j["active"] + j["tail"]
-        k.profiles[name] = Profile(name, name, duration_s=j["active"], startup_s=j["startup"], e2e_duration_s=wall,
-                                   phase="active phase", outside_s=wall - j["active"], throughput=j["throughput"],
-                                   mem_mib=j["mem_mib"], sm_pct=j["sm_pct"] or 0.0, dram_pct=j["dram_pct"],
-                                   busy_pct=j["busy_pct"], cpu_pct=j["cpu_pct"])
-    if with_pairs:
-        for n, p in enumerate(data["pairs"]):
-            k.groups.append(MeasuredGroup(f"pair{n}", p["mode"], {p["a"]: [p["slowdowns"][0]],
-                                                                   p["b"]: [p["slowdowns"][1]]}))
-    return k
-
-
-def truth(data: dict, mode: str):
-    known = {}
-    for p in data["pairs"]:
-        if p["mode"] == mode:
-            known[(p["a"], p["b"])] = p["slowdowns"][0]
-            known[(p["b"], p["a"])] = p["slowdowns"][1]
-    return lambda a, b: known.get((a, b), UNMEASURED)
 
 
 def replay(data: dict, with_pairs: bool, bound: float = BOUND):
