@@ -162,8 +162,8 @@ def test_server_dying_before_the_workloads_own_runs_are_closed_does_not_hold_rad
         s.wait()
         stop = s.recorder.stop
 
-        def listeners_stop_then_the_server_dies():
-            stop()
+        def listeners_stop_then_the_server_dies(**how):
+            stop(**how)
             server.stop()  # before the runs the workload opened are ended and summarised
 
         s.recorder.stop = listeners_stop_then_the_server_dies
