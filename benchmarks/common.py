@@ -7,6 +7,7 @@ import platform
 import socket
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -107,3 +108,25 @@ def write_tables(out_dir: str | os.PathLike, name: str, data: dict, markdown: st
     with open(os.path.join(out_dir, f"{name}.md"), "w") as fh:
         fh.write(markdown)
     print(markdown)
+
+
+def in_lanes(items: Sequence, devices: Sequence[str], run) -> tuple[float, float]:
+    """Each item through `run(item, device)`, one lane per device, each lane taking the next item (in order)
+    when its last one ended: a queue run one job per GPU. (started, ended) in time.time()."""
+    todo, lock = list(items), threading.Lock()
+
+    def lane(device: str) -> None:
+        while True:
+            with lock:
+                if not todo:
+                    return
+                item = todo.pop(0)
+            run(item, device)
+
+    started = time.time()
+    threads = [threading.Thread(target=lane, args=(d,)) for d in devices]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return started, time.time()

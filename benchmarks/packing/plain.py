@@ -17,10 +17,9 @@ import os
 import re
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
+from benchmarks.common import in_lanes
 from benchmarks.packing.pack_bound import queue
 
 STAMP = Path(__file__).resolve().parents[1] / "sampling" / "stamp.py"
@@ -51,28 +50,18 @@ def read(stamp: Path) -> dict:
 def lanes(cmds: dict[str, list[str]], devices: list[str], folder: Path) -> dict:
     """The jobs in `cmds` plain, one lane per device, each taking the next job when its last one ended."""
     folder.mkdir(parents=True, exist_ok=True)
-    todo, lock, jobs = list(cmds.items()), threading.Lock(), {}
+    jobs = {}
 
-    def lane(device: str) -> None:
-        while True:
-            with lock:
-                if not todo:
-                    return
-                name, cmd = todo.pop(0)
-            stamp = folder / f"{name}.json"
-            env = {k: v for k, v in os.environ.items() if not k.startswith(("RADT_EXT_", "MLFLOW_"))}
-            env["CUDA_VISIBLE_DEVICES"] = device
-            with open(folder / f"{name}.log", "w") as log:
-                subprocess.call([sys.executable, str(STAMP), str(stamp), "--", *cmd], stderr=log, env=env)
-            jobs[name] = {"device": device, **read(stamp)}
+    def run(item: tuple[str, list[str]], device: str) -> None:
+        name, cmd = item
+        stamp = folder / f"{name}.json"
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("RADT_EXT_", "MLFLOW_"))}
+        env["CUDA_VISIBLE_DEVICES"] = device
+        with open(folder / f"{name}.log", "w") as log:
+            subprocess.call([sys.executable, str(STAMP), str(stamp), "--", *cmd], stderr=log, env=env)
+        jobs[name] = {"device": device, **read(stamp)}
 
-    started = time.time()
-    threads = [threading.Thread(target=lane, args=(d,)) for d in devices]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    ended = time.time()
+    started, ended = in_lanes(list(cmds.items()), devices, run)
     return {"devices": devices, "started": started, "ended": ended, "makespan_s": ended - started,
             "jobs": {n: jobs[n] for n in cmds if n in jobs}}
 

@@ -27,12 +27,11 @@ import shutil
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.common import environment, fmt, gpu_name, table
+from benchmarks.common import environment, fmt, gpu_name, in_lanes, table
 from listeners.devices import gpu_indices
 
 REPO = Path(__file__).resolve().parents[2]
@@ -186,28 +185,17 @@ def jobs(args) -> None:
 
 def lanes(cmds: list[tuple[str, list[str], Path]], devices: list[str]) -> dict:
     """The queue plain: one lane per GPU, each taking the next job when its last one ended."""
-    todo = list(cmds)
-    lock = threading.Lock()
     recs = {}
 
-    def lane(device: str):
-        while True:
-            with lock:
-                if not todo:
-                    return
-                name, cmd, stamp = todo.pop(0)
-            env = {**os.environ}
-            if device != "cpu":
-                env["CUDA_VISIBLE_DEVICES"] = device
-            recs[name] = {**run_one(cmd, stamp, stamp.with_suffix(".log"), env), "device": device}
+    def run(item: tuple[str, list[str], Path], device: str) -> None:
+        name, cmd, stamp = item
+        env = {**os.environ}
+        if device != "cpu":
+            env["CUDA_VISIBLE_DEVICES"] = device
+        recs[name] = {**run_one(cmd, stamp, stamp.with_suffix(".log"), env), "device": device}
 
-    t0 = time.time()
-    threads = [threading.Thread(target=lane, args=(d,)) for d in devices]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return {"makespan_s": time.time() - t0, "jobs": recs}
+    started, ended = in_lanes(cmds, devices, run)
+    return {"makespan_s": ended - started, "jobs": recs}
 
 
 def alone(args) -> None:
