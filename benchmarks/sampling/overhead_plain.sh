@@ -25,7 +25,7 @@ for p in ${PARTS:-jobs alone}; do
   case $p in
     jobs) say "jobs"; timeout -k 10 $((BUDGET_S - SECONDS - ${ALONE_S:-90})) python3 -m benchmarks.sampling.overhead_plain jobs \
             --out "$RESULTS" --kinds "$KINDS" --repeats "${REPEATS:-3}" --seconds "${SECONDS_PER_JOB:-2}" \
-            --budget-s $((BUDGET_S - SECONDS - ${ALONE_S:-90} - 60)) ${CONFIGS:+--configs "$CONFIGS"} "${ARGS[@]}" \
+            --budget-s $((BUDGET_S - SECONDS - ${ALONE_S:-90} - 20)) ${CONFIGS:+--configs "$CONFIGS"} "${ARGS[@]}" \
             > "$RESULTS/jobs.log" 2>&1
           say "jobs exited $?: $(grep -c '^round' "$RESULTS/jobs.log") jobs" ;;
     alone) say "alone"; timeout -k 10 $((BUDGET_S - SECONDS - 15)) python3 -m benchmarks.sampling.overhead_plain alone \
