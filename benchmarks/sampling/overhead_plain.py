@@ -360,7 +360,8 @@ def main(argv=None) -> None:
             p.add_argument("--repeats", type=int, default=3)
             p.add_argument("--dry", action="store_true", help="the scripts' CPU versions: plumbing only")
     sub.choices["jobs"].add_argument("--configs", default=",".join(CONFIGS))
-    sub.choices["jobs"].add_argument("--budget-s", type=float, default=3600.0, help="no round started that its predecessor says would end past it")
+    sub.choices["jobs"].add_argument("--budget-s", type=float, default=3600.0,
+                                     help="no round started that would end past it (as long as the last one)")
     sub.choices["jobs"].add_argument("--seed", type=int, default=0)
     sub.choices["analyse"].add_argument("--summary", help="also write the summary JSON here")
     sub.choices["analyse"].add_argument("--also", action="append", help="another call's results folder (its jobs "
