@@ -21,7 +21,6 @@ import contextlib  # noqa: E402
 import faulthandler  # noqa: E402
 import importlib  # noqa: E402
 import json  # noqa: E402
-import logging  # noqa: E402
 import os  # noqa: E402
 
 import click  # noqa: E402
@@ -155,15 +154,9 @@ def run(listeners, interval, experiment_name, run_name, run_id, tags, full_rate_
 
 
 def _exit(code: int, stopped: bool) -> None:
-    """Exit with `code` the quick way (streams.leave); after a stop through os._exit even when the command
-    was called in-process (threads left with the store, imports half done)."""
-    if stopped:
-        logging.shutdown()
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        os._exit(code)
-    leave(code)
+    """Exit with `code` the quick way (streams.leave), after a stop even when the command was called
+    in-process (threads left with the store, imports half done)."""
+    leave(code, now=stopped)
 
 
 def _write_timings(session) -> None:

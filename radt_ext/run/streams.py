@@ -95,14 +95,14 @@ def cli_process() -> bool:
     return os.path.basename(sys.argv[0]) in ("radt-ext", "cli.py")
 
 
-def leave(code: int) -> None:
+def leave(code: int, now: bool = False) -> None:
     """End the `radt-ext` process with `code` once its output is flushed, through os._exit: the
     interpreter's teardown of MLflow's, the figures' and the store's modules takes 0.1-1 s after
-    everything is recorded. Elsewhere (the command called in-process) at least without its last garbage
-    collection."""
+    everything is recorded (`now`: so too when the command was called in-process, after a stop that left
+    threads with the store). Otherwise at least without its last garbage collection."""
     import gc
 
-    if cli_process():
+    if now or cli_process():
         import logging
 
         logging.shutdown()

@@ -180,26 +180,18 @@ class Monitor:
         (a tool's process to exit, an NVML shutdown), not for their sum; with `defer_close` the closes go on
         in the background (`wait_closed`), beside what the run writes next."""
         self._side_by_side(self._last_readings, live, "last")
-        if self.defer_close:
-            self._closers = [threading.Thread(target=self._close, args=(state,), daemon=True,
-                                              name=f"radt-close-{state.listener.name}") for state in live]
-            for thread in self._closers:
-                thread.start()
-        else:
-            self._side_by_side(self._close, live, "close")
+        self._closers = self._side_by_side(self._close, live, "close", wait=not self.defer_close)
 
     @staticmethod
-    def _side_by_side(fn, live: list[ListenerState], what: str) -> None:
-        if len(live) < 2:
-            for state in live:
-                fn(state)
-            return
+    def _side_by_side(fn, live: list[ListenerState], what: str, wait: bool = True) -> list[threading.Thread]:
+        """fn(state) for each listener, each in a thread of its own; joined unless `wait` is False."""
         threads = [threading.Thread(target=fn, args=(state,), name=f"radt-{what}-{state.listener.name}", daemon=True)
                    for state in live]
         for thread in threads:
             thread.start()
-        for thread in threads:
+        for thread in threads if wait else ():
             thread.join()
+        return threads
 
     def wait_closed(self, timeout: float = 10.0) -> None:
         """After stop(defer_close=True): the listeners' closes, waited for at most `timeout` seconds."""

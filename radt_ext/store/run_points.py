@@ -102,15 +102,14 @@ class RunPoints:
     def read_kept(self) -> dict | None:
         """The logged timeline file kept by `log_artifact(keep=True)`, read ({key: [(ms, step, value)]}) and
         removed; None where none was kept."""
-        made, self.kept = self.kept, None
-        if made is None:
+        if self.kept is None:
             return None
         try:
             from radt_ext.store.timelines import read_file
 
-            return read_file(os.path.join(made, SYSTEM_FILE))
+            return read_file(os.path.join(self.kept, SYSTEM_FILE))
         finally:
-            shutil.rmtree(made, ignore_errors=True)
+            self.drop_kept()
 
 
 def _to_spool(made: str, run_id: str, tracking_uri: str | None, why: str) -> str:
