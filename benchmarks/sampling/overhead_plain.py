@@ -57,11 +57,34 @@ KINDS = {
     "gru": Kind("host", "gru_train.py", ("--batch", "32"), "--steps", 100, ("--batch", "8")),
     "loader": Kind("loader", "loader_train.py", ("--workers", "2"), "--batches", 40, ("--workers", "1", "--batch", "16")),
     "gemm": Kind("gpu", "gemm_chain.py", ("--size", "4096"), "--steps", 300, ("--size", "64")),
+    # a second launch-bound decoder: one outermost model with a key/value cache (not in the default kinds)
+    "kv": Kind("launch", "kv_decode.py", ("--batch", "4", "--tokens", "256"), "--prompts", 2,
+               ("--batch", "2", "--tokens", "16")),
 }
+DEFAULT_KINDS = ("decoder", "gru", "loader", "gemm")
 # the listeners' defaults, and the rates the docs' sweep examples use
 LISTENER_CONFIGS = ("nvml:0.1", "nvml:0.2", "gpm:0.5", "gpm:0.2", "smi:0.5", "top:1", "top:0.5",
                     "gpu_procs:0.2", "gpu_procs:0.5")
 CONFIGS = ("plain", "run", "sweep", *LISTENER_CONFIGS)
+# more, to find a cause: run-np (run without progress counting), sweep-pack (a sweep's alone pass as the pack
+# proofs run it: schedule pack, one job per GPU, parent nvml:0.1,gpm:0.2, child top:0.5,gpu_procs:0.2), and
+# any configuration + "+np": with RADT_EXT_NO_PROGRESS=1 (progress counting off, sweeps too)
+PACK_LINES = ["schedule: pack", "max_slowdown: 1.5", "modes: [naive, mps]", "listeners: nvml:0.1,gpm:0.2",
+              "child_listeners: top:0.5,gpu_procs:0.2", "pack: {max_jobs_per_gpu: 1, guard: true, trials: false}"]
+NP = "+np"
+
+
+def known_config(config: str) -> bool:
+    base = config.removesuffix(NP)
+    return base in CONFIGS or base in ("run-np", "sweep-pack") or ":" in base
+
+
+def config_env(config: str) -> dict[str, str]:
+    """The launcher's environment in one configuration (progress counting off for `+np`)."""
+    env = dict(os.environ)
+    if config.endswith(NP):
+        env["RADT_EXT_NO_PROGRESS"] = "1"
+    return env
 
 
 def radt_ext() -> list[str]:
@@ -82,12 +105,13 @@ def stamped(path: Path, cmd: list[str]) -> list[str]:
 def command(config: str, job: list[str], stamp: Path, name: str, work: Path) -> list[str]:
     """The command line of one job in one configuration."""
     inner = stamped(stamp, job)
+    config = config.removesuffix(NP)
     if config == "plain":
         return inner
-    if config == "sweep":
+    if config in ("sweep", "sweep-pack"):
         spec = work / "specs" / f"{name}.yaml"
         spec.parent.mkdir(parents=True, exist_ok=True)
-        spec.write_text(sweep_spec(name, {"job": inner}, devices=None))
+        spec.write_text(sweep_spec(name, {"job": inner}, devices=None, pack=config == "sweep-pack"))
         return [*radt_ext(), "sweep", str(spec)]
     base = [*radt_ext(), "run", "--experiment-name", EXPERIMENT, "--run-name", name, "--tag", f"overhead.config={config}"]
     if config == "run":
@@ -97,9 +121,11 @@ def command(config: str, job: list[str], stamp: Path, name: str, work: Path) -> 
     return [*base, "-l", config, "--no-progress", "--", *inner]  # a listener alone: its cost without counting's
 
 
-def sweep_spec(name: str, commands: dict[str, list[str]], devices: list[str] | None) -> str:
-    """A sweep at its defaults: each job exclusive, on its own (a list of arguments, quoted for the shell)."""
-    lines = [f"name: {name}", f"experiment: {EXPERIMENT}-sweep", "modes: [exclusive]"]
+def sweep_spec(name: str, commands: dict[str, list[str]], devices: list[str] | None, pack: bool = False) -> str:
+    """A sweep at its defaults: each job exclusive, on its own (a list of arguments, quoted for the shell);
+    `pack`: as the pack proofs' alone pass runs it (PACK_LINES)."""
+    lines = [f"name: {name}", f"experiment: {EXPERIMENT}-{'pack' if pack else 'sweep'}",
+             *(PACK_LINES if pack else ["modes: [exclusive]"])]
     if devices:
         lines.append(f"devices: {json.dumps(devices)}")
     lines.append("workloads:")
@@ -154,8 +180,9 @@ def jobs(args) -> None:
     if "plain" not in configs:
         raise SystemExit("--configs must hold plain: every cost is taken against it")
     for c in configs:
-        if c not in CONFIGS and c != "run-np" and ":" not in c:
-            raise SystemExit(f"unknown configuration {c!r}; use plain, run, run-np, sweep or LISTENER:RATE")
+        if not known_config(c):
+            raise SystemExit(f"unknown configuration {c!r}; use plain, run, run-np, sweep, sweep-pack or "
+                             f"LISTENER:RATE, each optionally with {NP}")
     deadline = time.time() + args.budget_s
     amounts = sized(out, kinds, args.seconds, args.dry)
     (out / "amounts.json").write_text(json.dumps({"seconds": args.seconds, "amounts": amounts}))
@@ -170,9 +197,9 @@ def jobs(args) -> None:
         order = [(k, c) for k in kinds for c in configs]
         rng.shuffle(order)
         for kind, config in order:
-            name = f"{kind}-{config.replace(':', '_')}-{r}"
+            name = f"{kind}-{config.replace(':', '_').replace('+', '_')}-{r}"
             stamp = out / "logs" / f"{name}.json"
-            env = {**os.environ, "RADT_EXT_TIMINGS": str(out / "logs" / f"{name}.timings.json")}
+            env = {**config_env(config), "RADT_EXT_TIMINGS": str(out / "logs" / f"{name}.timings.json")}
             rec = run_one(command(config, script_cmd(kind, amounts[kind], args.dry), stamp, name, out),
                           stamp, stamp.with_suffix(".log"), env)
             rec.update(kind=kind, config=config, round=r, amount=amounts[kind])
@@ -242,6 +269,8 @@ T975 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31,
 def interval(mine: list[float], plain: list[float]) -> tuple[float, float, float]:
     """The cost of `mine` against `plain` in % of plain's mean, with a Welch 95 % interval (nan with one run)."""
     m1, m0 = statistics.fmean(mine), statistics.fmean(plain)
+    if m0 <= 0:
+        return float("nan"), float("nan"), float("nan")
     cost = (m1 / m0 - 1) * 100
     if len(mine) < 2 or len(plain) < 2:
         return cost, float("nan"), float("nan")
@@ -288,8 +317,13 @@ def analyse(args) -> None:
             extra = statistics.median(mine[r]["before_s"] + mine[r]["after_s"] for r in rounds) - extra_plain
             before = statistics.median(mine[r]["before_s"] for r in rounds)
             after = statistics.median(mine[r]["after_s"] for r in rounds)
+            # each round against the plain run of the same round: drift between rounds cancels
+            paired = sorted((mine[r]["own_s"] / plain[r]["own_s"] - 1) * 100 if plain[r]["own_s"] > 0 else float("nan")
+                            for r in rounds)
             rows.append([kind, config, len(rounds), fmt(statistics.median(mine[r]["own_s"] for r in rounds), 3),
                          f"{own[0]:+.2f} ({own[1]:+.2f} .. {own[2]:+.2f})" if config != "plain" else "",
+                         f"{statistics.median(paired):+.1f} ({paired[0]:+.1f} .. {paired[-1]:+.1f})"
+                         if config != "plain" else "",
                          f"{wall[0]:+.2f} ({wall[1]:+.2f} .. {wall[2]:+.2f})" if config != "plain" else "",
                          fmt(before, 2), fmt(after, 2), fmt(extra, 2) if config != "plain" else ""])
             if config in ("run", "sweep"):
@@ -300,14 +334,15 @@ def analyse(args) -> None:
                 entry["wall_extra_s"] = round(extra, 3)
             if config == "sweep":
                 entry["sweep_wall_extra_s"] = round(extra, 3)
-            if config not in ("plain", "run", "run-np", "sweep"):
+            if ":" in config and not config.endswith(NP):
                 listeners.setdefault(config, {})[kind] = round(own[0], 3)
         summary_kinds[kind] = entry
     md = ["### radt-ext's cost against the plain run, each kind of job", "",
           "Own compute time (the script's), its wall time, and radt-ext's own time around it (its start before the "
           "job's, its end after; beyond plain's). Cost: the mean against the mean of the plain runs of the same "
-          "call, in %, with a Welch 95 % interval.", "",
-          table(["kind", "config", "rounds", "own s (median)", "own cost %", "wall cost %", "before s", "after s",
+          "call, in %, with a Welch 95 % interval; paired: each round's run against the plain run of its round.", "",
+          table(["kind", "config", "rounds", "own s (median)", "own cost %", "own cost % paired (median, range)",
+                 "wall cost %", "before s", "after s",
                  "extra s"], rows)]
     alone_summary = None
     if (out / "alone.json").exists():
@@ -355,7 +390,7 @@ def main(argv=None) -> None:
         p = sub.add_parser(name)
         p.add_argument("--out", required=True)
         if name != "analyse":
-            p.add_argument("--kinds", default=",".join(KINDS))
+            p.add_argument("--kinds", default=",".join(DEFAULT_KINDS), help=f"of {', '.join(KINDS)}")
             p.add_argument("--seconds", type=float, default=2.0, help="each job's own compute time, about")
             p.add_argument("--repeats", type=int, default=3)
             p.add_argument("--dry", action="store_true", help="the scripts' CPU versions: plumbing only")

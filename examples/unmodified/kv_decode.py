@@ -65,4 +65,4 @@ with torch.inference_mode():
             logits, caches = model(nxt, caches)
             made += args.batch
         nxt.cpu()
-print(f"kv_decode: {made} tokens in {time.time() - start:.1f} s")
+print(f"kv_decode: {made} tokens in {time.time() - start:.2f} s")
