@@ -3,6 +3,7 @@
 # Sourcing sets REPO (this checkout), PYTHONUNBUFFERED=1 and this checkout on PYTHONPATH; nothing else runs
 # until a function is called:
 #   gpu_wheels [DIR...]        MLflow's client wheels carried in .whl/ (and DIR's) into /tmp/site, first on the paths
+#                              (once: a script started by one that did only puts /tmp/site on its paths)
 #   gpu_dry TRACE              DRY=1 (or DRY=<trace.json>): the NVML replay of listeners/traces/TRACE (or that
 #                              trace), DRY left 1, true; else the real NVML, DRY left 0, false
 #   gpu_work DIR               W=DIR made fresh, with its own MLflow store and spool; no run or experiment inherited
@@ -41,13 +42,15 @@ case ":${PYTHONPATH:-}:" in *":$REPO:"*) ;; *) export PYTHONPATH=$REPO${PYTHONPA
 
 gpu_wheels() {
   local dir wheels
-  for dir in .whl "$@"; do
-    wheels=$(ls "$REPO/$dir"/*.whl 2>/dev/null)
-    if [ -z "$wheels" ]; then echo "no wheels in $dir/: the installed packages serve"; continue; fi
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $wheels
-  done
+  if [ "${GPU_WHEELS_IN:-}" != /tmp/site ]; then  # else installed by the script that started this one
+    for dir in .whl "$@"; do
+      wheels=$(ls "$REPO/$dir"/*.whl 2>/dev/null)
+      if [ -z "$wheels" ]; then echo "no wheels in $dir/: the installed packages serve"; continue; fi
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $wheels
+    done
+  fi
   case ":$PYTHONPATH:" in *":/tmp/site:"*) ;; *) export PYTHONPATH=/tmp/site:$PYTHONPATH ;; esac
-  export PATH=/tmp/site/bin:$PATH
+  export PATH=/tmp/site/bin:$PATH GPU_WHEELS_IN=/tmp/site
 }
 
 gpu_dry() {

@@ -79,11 +79,14 @@ def known_config(config: str) -> bool:
     return base in CONFIGS or base in ("run-np", "sweep-pack") or ":" in base
 
 
-def config_env(config: str) -> dict[str, str]:
-    """The launcher's environment in one configuration (progress counting off for `+np`)."""
+def config_env(config: str, gpu: str | None = None) -> dict[str, str]:
+    """The launcher's environment in one configuration (progress counting off for `+np`); `gpu`: the jobs'
+    GPU (a sweep is given it as its devices instead)."""
     env = dict(os.environ)
     if config.endswith(NP):
         env["RADT_EXT_NO_PROGRESS"] = "1"
+    if gpu is not None and not config.startswith("sweep"):
+        env["CUDA_VISIBLE_DEVICES"] = gpu
     return env
 
 
@@ -102,7 +105,7 @@ def stamped(path: Path, cmd: list[str]) -> list[str]:
     return [sys.executable, str(STAMP), str(path), "--", *cmd]
 
 
-def command(config: str, job: list[str], stamp: Path, name: str, work: Path) -> list[str]:
+def command(config: str, job: list[str], stamp: Path, name: str, work: Path, gpu: str | None = None) -> list[str]:
     """The command line of one job in one configuration."""
     inner = stamped(stamp, job)
     config = config.removesuffix(NP)
@@ -111,7 +114,7 @@ def command(config: str, job: list[str], stamp: Path, name: str, work: Path) -> 
     if config in ("sweep", "sweep-pack"):
         spec = work / "specs" / f"{name}.yaml"
         spec.parent.mkdir(parents=True, exist_ok=True)
-        spec.write_text(sweep_spec(name, {"job": inner}, devices=None, pack=config == "sweep-pack"))
+        spec.write_text(sweep_spec(name, {"job": inner}, devices=[gpu] if gpu else None, pack=config == "sweep-pack"))
         return [*radt_ext(), "sweep", str(spec)]
     base = [*radt_ext(), "run", "--experiment-name", EXPERIMENT, "--run-name", name, "--tag", f"overhead.config={config}"]
     if config == "run":
@@ -160,13 +163,13 @@ def run_one(cmd: list[str], stamp: Path, log: Path, env: dict | None = None) -> 
     return {**rec, **job, "before_s": job["job_started"] - launched, "after_s": exited - job["job_ended"]}
 
 
-def sized(out: Path, kinds: list[str], seconds: float, dry: bool) -> dict[str, int]:
+def sized(out: Path, kinds: list[str], seconds: float, dry: bool, env: dict | None = None) -> dict[str, int]:
     """Each kind's amount of work for about `seconds` of its own time, from a warm-up run plain."""
     amounts = {}
     for kind in kinds:
         k = KINDS[kind]
         stamp = out / "logs" / f"warmup-{kind}.json"
-        rec = run_one(stamped(stamp, script_cmd(kind, k.first, dry)), stamp, stamp.with_suffix(".log"))
+        rec = run_one(stamped(stamp, script_cmd(kind, k.first, dry)), stamp, stamp.with_suffix(".log"), env)
         own = rec.get("own_s") or 0.0
         amounts[kind] = k.first if dry or own <= 0 else max(1, round(k.first * seconds / own))
         print(f"warm-up {kind}: {k.work} {k.first} took {own:.3f} s -> {amounts[kind]}", flush=True)
@@ -184,7 +187,7 @@ def jobs(args) -> None:
             raise SystemExit(f"unknown configuration {c!r}; use plain, run, run-np, sweep, sweep-pack or "
                              f"LISTENER:RATE, each optionally with {NP}")
     deadline = time.time() + args.budget_s
-    amounts = sized(out, kinds, args.seconds, args.dry)
+    amounts = sized(out, kinds, args.seconds, args.dry, config_env("plain", args.gpu))
     (out / "amounts.json").write_text(json.dumps({"seconds": args.seconds, "amounts": amounts}))
     rng = random.Random(args.seed)
     records = out / "jobs.jsonl"
@@ -199,8 +202,8 @@ def jobs(args) -> None:
         for kind, config in order:
             name = f"{kind}-{config.replace(':', '_').replace('+', '_')}-{r}"
             stamp = out / "logs" / f"{name}.json"
-            env = {**config_env(config), "RADT_EXT_TIMINGS": str(out / "logs" / f"{name}.timings.json")}
-            rec = run_one(command(config, script_cmd(kind, amounts[kind], args.dry), stamp, name, out),
+            env = {**config_env(config, args.gpu), "RADT_EXT_TIMINGS": str(out / "logs" / f"{name}.timings.json")}
+            rec = run_one(command(config, script_cmd(kind, amounts[kind], args.dry), stamp, name, out, args.gpu),
                           stamp, stamp.with_suffix(".log"), env)
             rec.update(kind=kind, config=config, round=r, amount=amounts[kind])
             with open(records, "a") as fh:
@@ -398,6 +401,8 @@ def main(argv=None) -> None:
     sub.choices["jobs"].add_argument("--budget-s", type=float, default=3600.0,
                                      help="no round started that would end past it (as long as the last one)")
     sub.choices["jobs"].add_argument("--seed", type=int, default=0)
+    sub.choices["jobs"].add_argument("--gpu", help="the GPU the jobs run on (default: the sweep's own choice; "
+                                     "CUDA's default for the rest)")
     sub.choices["analyse"].add_argument("--summary", help="also write the summary JSON here")
     sub.choices["analyse"].add_argument("--also", action="append", help="another call's results folder (its jobs "
                                         "paired with its own plain runs)")
