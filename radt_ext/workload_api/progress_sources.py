@@ -120,8 +120,10 @@ def note(source: str, mode: str | None, totals: dict[str, float], hooked: set[st
             text += f"; at {unsized:.0f} steps its input held no tensor to size, so samples are a lower bound"
         others = totals.get("other_models", 0)
         if others and mode in ("forward", "forward_unsized"):
-            text += (f"; {others:.0f} other top-level modules were called ({totals.get('other_calls', 0):.0f} "
-                     "calls): one step is one call of the model, whatever else it calls")
+            calls = totals.get("other_calls", 0)  # counted only once an optimizer exists (torch_forward.py)
+            text += (f"; {others:.0f} other top-level modules were called"
+                     f"{f' ({calls:.0f} calls while an optimizer existed)' if calls else ''}: one step is one call "
+                     "of the model, whatever else it calls")
         return text
     if off:
         return "progress counting is off (--no-progress or RADT_EXT_NO_PROGRESS)"

@@ -21,11 +21,16 @@ module's first call the wrapper decides:
 - called inside another module's call, or holding no parameters (a loss): the wrapper goes, the module
   runs as if never touched;
 - else it is an outermost module: the wrappers of its submodules go, and its own counts each call made
-  outside any other counted call.
+  outside any other counted call;
+- an outermost module other than the model, decided while no optimizer exists in the process (inference,
+  a decoder stepping through its layers from the script), loses its wrapper too: its calls could only
+  ever count as `other_calls`, and a wrapper costs about a microsecond a call, a sixth of a small layer's
+  own call. The first optimizer made wraps those modules again (their calls with gradients on give a
+  step its samples), so `other_calls` counts the calls made since an optimizer exists.
 
-So only the outermost modules keep a wrapper, and a call costs them one Python call and two additions
-(no hook dict, no slow path of _call_impl, nothing for their submodules); the clock is read every few
-calls only (adaptive: about every 10 to 100 ms). torch.compile(model)'s OptimizedModule is the outermost
+So only the model and, where something trains, the other outermost modules keep a wrapper, and a call
+costs them one Python call and two additions (no hook dict, no slow path of _call_impl, nothing for their
+submodules); the clock is read every few calls only (adaptive: about every 10 to 100 ms). torch.compile(model)'s OptimizedModule is the outermost
 module and is counted outside the compiled code; dynamo never traces the wrappers (it calls `_call_impl`
 itself), so no graph break and no recompile. Calls made inside compiled code are not seen. Imports torch
 (only once the script has), batches.py, guard.py and records.py.
@@ -61,6 +66,7 @@ class _State:
     seq = 0  # counted calls so far: which module of a step was called first
     entry = None  # the model's _Calls: the first outermost module called
     prune_at = 64  # _modules is rid of dead modules when it grows past this
+    trains = False  # an optimizer was made in this process
 
 
 class _Calls:
@@ -78,6 +84,7 @@ _counter = counter(SRC)
 _values = _counter.values
 _modules: list[_Calls] = []  # the outermost modules, in the order they were first called
 _stepped: WeakKeyDictionary = WeakKeyDictionary()  # optimizer -> (its parameters' shape, their ids, {_Calls: bool})
+_dormant: list[_Calls] = []  # outermost modules other than the model, unwrapped until an optimizer is made
 
 
 def install() -> None:
@@ -86,6 +93,7 @@ def install() -> None:
     HOOK.patch(nn.Module, "__init__", _init)
     HOOK.patch(nn.Module, "__setstate__", _init)
     HOOK.patch(nn.Module, "compile", _compile)
+    HOOK.patch(torch.optim.Optimizer, "__init__", _optimizer_init)
     before_exit(_last_calls)
     after_fork(_reset)
 
@@ -116,6 +124,30 @@ def _compile(original):
             except Exception as exc:  # noqa: BLE001 - never into the script
                 HOOK.fail(exc)
     return compile
+
+
+def _optimizer_init(original):
+    @functools.wraps(original)
+    def wrapped(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        if HOOK.on and not _S.trains:
+            try:
+                _wake()
+            except Exception as exc:  # noqa: BLE001 - never into the script
+                HOOK.fail(exc)
+    return wrapped
+
+
+def _wake() -> None:
+    """Something trains: the dormant outermost modules count their calls again."""
+    _S.trains = True
+    for mine in _dormant:
+        m = mine.ref()
+        if m is not None:
+            impl = m.__dict__.get(SLOT)  # none, or its own compiled call
+            if getattr(impl, "radt_ext_inner", False) is False:
+                m.__dict__[SLOT] = _counted(m, impl, mine)
+    _dormant.clear()
 
 
 def _candidate(module, inner=None):
@@ -158,6 +190,12 @@ def _decide(m, inner) -> None:
         _S.entry = mine
     else:
         _values["other_models"] += 1
+        if not _S.trains:  # its calls would count for nothing: no wrapper until an optimizer is made
+            _unwrap(m)
+            if len(_dormant) >= _S.prune_at:
+                _dormant[:] = [c for c in _dormant if c.ref() is not None]
+            _dormant.append(mine)
+            return
     m.__dict__[SLOT] = _counted(m, inner, mine)
 
 

@@ -185,8 +185,29 @@ def test_a_decoder_stepping_through_its_layers_counts_each_token_once(run_script
         print(made)
     """)
     assert ran.returncode == 0 and ran.stdout == "320\n", ran.stderr
-    assert ran.last("torch") == {"forwards": 80, "forward_samples": 320, "other_models": 16,
-                                 "other_calls": 16 * 80}
+    # no optimizer: the layers' Linears keep no wrapper (their calls would count for nothing)
+    assert ran.last("torch") == {"forwards": 80, "forward_samples": 320, "other_models": 16}
+
+
+def test_modules_first_called_before_any_optimizer_count_once_one_is_made(run_script):
+    ran = run_script("""
+        import torch, torch.nn as nn
+        features = nn.Linear(4, 4)  # the model: called first, never stepped
+        head = nn.Linear(4, 1)
+        x = torch.randn(12, 4)
+        with torch.no_grad():  # an evaluation first: no optimizer exists yet
+            head(features(x))
+        opt = torch.optim.SGD(head.parameters(), lr=0.01)  # then only the head trains
+        for step in range(5):
+            with torch.no_grad():
+                f = features(x)
+            head(f).sum().backward()
+            opt.step()
+            opt.zero_grad()
+    """)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.last("torch") == {"steps": 5, "step_samples": 60, "forwards": 6, "forward_samples": 72,
+                                 "other_models": 1, "other_calls": 5}
 
 
 def test_gradient_accumulation_and_nested_iteration(run_script):
