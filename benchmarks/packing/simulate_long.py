@@ -10,8 +10,8 @@ radt_ext.packing.chains.simulate as the group runner starts a chain's jobs:
 Each against the plain makespan: the queue one job per GPU with no radt-ext, the jobs in the queue's order
 each to the GPU free soonest, at their wall times alone. The play's truth: the measured pairs as measured,
 UNMEASURED for two active phases nothing measured (the guard pausing the later of any two beyond the
-bound once it has read their rates), BOOT
-for a start-up beside an active phase (model.BOOT_LIGHT where the model keeps a light job apart).
+bound once it has read their rates), a start-up beside an active phase as measured (the fixture's `boots`;
+the packed plan knows them too), else BOOT (model.BOOT_LIGHT where the model keeps a light job apart).
 
     python -m benchmarks.packing.simulate_long --out docs/validation/pack_plain/simulated_long.json
 
@@ -28,10 +28,10 @@ import sys
 from radt_ext.packing import chains, model
 from radt_ext.packing.options import PackOptions
 from radt_ext.packing.planner import Job, Planner
-from radt_ext.packing.profiles import Knowledge, MeasuredGroup, Profile
+from radt_ext.packing.profiles import Knowledge, MeasuredBoot, MeasuredGroup, Profile
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "radt_ext", "packing", "fixtures")
-QUEUES = {"unmodified": "unmodified_h200_rates.json", "b": "queue_b_h200_rates.json",
+QUEUES = {"unmodified": "unmodified_h200_rates.json", "b": "queue_b_h200_rates.json", "long": "long_h200_rates.json",
           "unmodified_h100": "unmodified_h100_rates.json"}
 BOUND = 1.5
 GPUS = 2
@@ -56,6 +56,8 @@ def knowledge(data: dict, with_pairs: bool) -> Knowledge:
         for n, p in enumerate(data["pairs"]):
             k.groups.append(MeasuredGroup(f"pair{n}", p["mode"], {p["a"]: [p["slowdowns"][0]],
                                                                    p["b"]: [p["slowdowns"][1]]}))
+        for n, b in enumerate(data.get("boots", [])):  # newest first, as the store reads them
+            k.boots.append(MeasuredBoot(f"boot{n}", b["mode"], b["active"], b["starting"], b["slowdown"]))
     return k
 
 
@@ -83,6 +85,9 @@ def replay(data: dict, with_pairs: bool, trials: bool, bound: float = BOUND, gpu
     k = knowledge(data, with_pairs)
     opts = PackOptions(max_slowdown=bound, modes=("naive", "mps"), trials=trials)
     plan = Planner(k, opts).plan([Job(name, name) for name in data["jobs"]], [str(g) for g in range(gpus)])
+    boots = {}  # the newest measured start-up of each (mode, active, starting)
+    for m in data.get("boots", []):
+        boots.setdefault((m["mode"], m["active"], m["starting"]), m["slowdown"])
     lived, loads = {}, []
     for ds in plan.gpus.values():
         load = 0.0
@@ -94,13 +99,16 @@ def replay(data: dict, with_pairs: bool, trials: bool, bound: float = BOUND, gpu
             def pair(a, b, x=x, names=names):
                 return x(names[a], names[b]) if abs(a - b) == 1 else UNMEASURED
 
-            def boot(a, b, d=d):
+            def boot(a, b, d=d, names=names):
+                found = boots.get((d.mode, names[a], names[b]))
+                if found is not None:
+                    return found
                 return model.BOOT_LIGHT if model.boot_slowdown(d.jobs[a].profile, d.mode) > bound else BOOT
 
             # the guard watches every job of the group: the later of two beyond the bound side by side waits
             splits = {i: i - 1 for i in range(1, len(names))
                       if max(x(names[i - 1], names[i]), x(names[i], names[i - 1])) > bound}
-            played = chains.simulate(ph, d.starts or [0.0], pair, splits, boot, chain=True)
+            played = chains.simulate(ph, d.starts or [0.0], pair, splits, boot, chain=True, work_left=d.work_left)
             lived.update(zip(names, chains.lived(played, ph)))
             load += max(played.ends) + plan.overhead_s
         loads.append(load)

@@ -3,7 +3,8 @@
 Every session is prepared first (runs created, listeners checked), then all start
 together from one time origin (the barrier); for `exclusive` they run one after
 another. A workload that waits its turn (one after another, or a chain's start
-offset) gets its run when its process starts, so that the run's start and end in
+offset, and where the guard follows the workload before it, that one's work planned
+done by then) gets its run when its process starts, so that the run's start and end in
 MLflow are its process's; the seconds it waited after the group started are its
 `summary/wait_s`. The parent gets makespan, aggregate throughput, energy and, where
 the caller supplies exclusive baselines, each child's slowdown.
@@ -45,6 +46,7 @@ from radt_ext import view
 DEVICE_LISTENERS = ("nvml", "gpm", "smi", "dcgm", "rapl")
 CHILD_LISTENERS = ("top", "gpu_procs")
 MIG_CHILD_LISTENERS = ("top", "gpu_procs", "gpm")
+WORK_SLACK_S = 0.5  # a chain's next job starts once the one before is this close to the work planned at its start
 
 
 @dataclass
@@ -271,6 +273,17 @@ class GroupRunner:
                 return
             time.sleep(0.05)
 
+    def _wait_work(self, k: int) -> None:
+        """Until workload k-1 has at most workload k's `start_work_left_s` (WORK_SLACK_S more) of its active
+        phase to go at its rate alone, as the plan had it at k's start: one that runs slower than planned is
+        not met early by k's start-up. Only where the guard follows k-1's progress (Guard.until_left)."""
+        want = self.group.workloads[k].start_work_left_s
+        before = self.results[k - 1]
+        if want is None or self.guard is None or before.name not in self.guard.members:
+            return
+        self.guard.until_left(before.name, want + WORK_SLACK_S, stopped=lambda: self.stopping or before.ended is not None
+                              or before.status not in ("SCHEDULED", "RUNNING"))
+
     def _alone_rates(self) -> dict[str, tuple[float, str]]:
         """Each workload's exclusive active-phase rate of work and its unit (samples/s, else steps/s for a
         job whose samples are not known), where its baseline has one; its active phase alone beside."""
@@ -394,6 +407,7 @@ class GroupRunner:
                     offset = g.workloads[k].start_offset_s
                     if offset is not None and k > 0:
                         self._wait_turn(self.results[k - 1], offset)
+                        self._wait_work(k)
                         if k > 1:  # a chain: never three at once, whatever ran late before it
                             self._wait_turn(self.results[k - 2], float("inf"))
                     if self._start(s, r, t0):

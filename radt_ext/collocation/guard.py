@@ -247,6 +247,26 @@ class Guard:
             return 0.0
         return max(0.0, m.alone_active_s - st.done / m.alone_rate)
 
+    def until_left(self, name: str, left_s: float, stopped: Callable[[], bool] = lambda: False) -> str:
+        """Block until `name` has at most `left_s` of its active phase (at its rate alone) to go: "left"; its
+        process ended: "ended"; nothing to follow (no rate alone, or no progress by the end of its wall time
+        alone): "unfollowed"; `stopped()`: "stopped"."""
+        m, st = self.members[name], self.state[name]
+        if not m.alone_rate or not m.alone_active_s:
+            return "unfollowed"
+        while True:
+            if stopped():
+                return "stopped"
+            started = m.started()
+            if started is not None and not m.running():
+                return "ended"
+            if st.active_since is not None:
+                if self.remaining_s(name) <= left_s:
+                    return "left"
+            elif m.alone_wall_s is None or (started is not None and time.time() - started > m.alone_wall_s):
+                return "unfollowed"
+            time.sleep(0.05)
+
     def _starting(self, name: str) -> bool:
         """Whether it runs, unpaused, and has not begun its active phase (its start-up)."""
         m, st = self.members[name], self.state[name]

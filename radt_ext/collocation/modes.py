@@ -28,6 +28,10 @@ class Workload:
     # starts this long after the workload before it in the group started, or when that one ended if
     # sooner (a chain: its start-up beside the other's active phase); None: with the group
     start_offset_s: float | None = None
+    # ... and not before the workload before it has at most this many seconds (at its rate alone) of its
+    # active phase to go, where the guard follows its progress (a job before that runs late is not met
+    # early); None: the offset only
+    start_work_left_s: float | None = None
 
 
 @dataclass

@@ -32,7 +32,9 @@ PLAN_SHARE of the bound its links step down: whole budget, half, its start-up be
 `simulate` plays a chain forward from the jobs' phases alone (start-up, active phase, wind-down), the
 pair slowdowns, the start-ups' cost and the guard's splits; with `chain=True` it starts the jobs as the
 group runner does (collocation/group.py): job k at its offset after job k-1's actual start (or when k-1
-ends, if sooner), and never before job k-2 has ended, so at most two of a chain's jobs live at once. The
+ends, if sooner), with `work_left` not before job k-1 has at most that much of its active phase to go (the
+plan's own play at k's start, `Chain.work_left`: where the guard follows k-1's progress the runner waits for
+it too), and never before job k-2 has ended, so at most two of a chain's jobs live at once. The
 planner predicts with it, and tests and benchmarks/packing/simulate_long.py replay measured queues
 through it.
 """
@@ -131,21 +133,34 @@ class Played:
     active_to: list[float | None]
     ends: list[float]
     paused_s: list[float] = field(default_factory=list)
+    # per job: the seconds (alone) of the job before's active phase still to go when it started (None: the
+    # job before was not in its active phase then)
+    left_before: list[float | None] = field(default_factory=list)
 
 
 def simulate(ph: list[Phases], starts: list[float], pair: Callable[[int, int], float],
              splits: dict[int, int] | None = None, boot: Callable[[int, int], float] | None = None,
-             chain: bool = False) -> Played:
+             chain: bool = False, work_left: list[float | None] | None = None) -> Played:
     """Play jobs forward from their start times: start-up and wind-down at their own pace, active phases
     slowed by each other active phase beside them (pair(k, other): k's slowdown beside other) and by each
     start-up beside them (boot(k, other): k's slowdown while other starts up), a job in `splits`
     (later -> earlier) paused once it has been active beside the earlier one for STEADY_S, until the
     earlier one's active phase ends. chain: `starts` are the plan, each job started as the group runner
-    starts a chain's jobs (see the module)."""
+    starts a chain's jobs (see the module); with `work_left`, job k also waits until job k-1 has at most
+    work_left[k] s (alone) of its active phase to go (None: its offset only), as the runner does where it
+    follows job k-1's progress."""
     n, splits = len(ph), splits or {}
     phase, left = ["wait"] * n, [0.0] * n
     a0, a1, ends, began = [None] * n, [None] * n, [0.0] * n, [None] * n
     beside, paused, paused_s = [0.0] * n, [False] * n, [0.0] * n
+    left_before: list[float | None] = [None] * n
+    gate = work_left if chain and work_left else [None] * n
+
+    def worked(k: int) -> bool:
+        """Whether job k-1 has done what job k waits for (its active phase down to gate[k] s)."""
+        if k == 0 or gate[k] is None or phase[k - 1] in ("tail", "done"):
+            return True
+        return phase[k - 1] == "active" and left[k - 1] <= gate[k] + 1e-6
 
     def due(k: int) -> float | None:
         """When job k may start (None: not known yet)."""
@@ -163,7 +178,9 @@ def simulate(ph: list[Phases], starts: list[float], pair: Callable[[int, int], f
     for _ in range(100 * n + 100):
         for k in range(n):  # phases that begin or end now
             when = due(k) if phase[k] == "wait" else None
-            if when is not None and t >= when - 1e-9:
+            if when is not None and t >= when - 1e-9 and worked(k):
+                if k and phase[k - 1] == "active":
+                    left_before[k] = left[k - 1]
                 phase[k], left[k], began[k] = "startup", ph[k].startup, t
             while phase[k] in ("startup", "active", "tail") and left[k] <= 1e-9:
                 if phase[k] == "startup":
@@ -195,7 +212,10 @@ def simulate(ph: list[Phases], starts: list[float], pair: Callable[[int, int], f
                         x *= boot(k, o)
             rate[k] = 1.0 / x
         steps = [left[k] / rate[k] for k in range(n) if rate[k] > 0]
-        steps += [w - t for w in (due(k) for k in range(n) if phase[k] == "wait") if w is not None]
+        steps += [w - t for w in (due(k) for k in range(n) if phase[k] == "wait") if w is not None and w > t]
+        steps += [(left[k - 1] - gate[k]) / rate[k - 1] for k in range(1, n)
+                  if phase[k] == "wait" and gate[k] is not None and phase[k - 1] == "active" and rate[k - 1] > 0
+                  and left[k - 1] > gate[k] + 1e-6]
         steps += [STEADY_S - beside[j] for j, i in splits.items()
                   if phase[j] == "active" and phase[i] == "active" and not paused[j] and beside[j] < STEADY_S]
         if not steps:
@@ -208,7 +228,7 @@ def simulate(ph: list[Phases], starts: list[float], pair: Callable[[int, int], f
             if phase[j] == "active" and phase[i] == "active" and not paused[j]:
                 beside[j] += dt
         t += dt
-    return Played([b if b is not None else s for b, s in zip(began, starts)], a0, a1, ends, paused_s)
+    return Played([b if b is not None else s for b, s in zip(began, starts)], a0, a1, ends, paused_s, left_before)
 
 
 @dataclass
@@ -218,6 +238,9 @@ class Chain:
     starts: list[float]  # each job's planned start from the chain's start
     walls: list[float]  # predicted wall times
     slowdowns: list[float]  # predicted wall time / wall time alone
+    # per job: the seconds (alone) of the job before's active phase still to go at its planned start (None:
+    # its offset only); the runner waits for that much of it as well as for the offset
+    work_left: list[float | None] = field(default_factory=list)
 
     @property
     def makespan_s(self) -> float:
@@ -348,7 +371,7 @@ class ChainPlanner:
             for k2, w in weaker.items():
                 links[k2] = w
         walls = [e - s for s, e in zip(played.starts, played.ends)]
-        return Chain(list(jobs), links, played.starts, walls, slow)
+        return Chain(list(jobs), links, played.starts, walls, slow, list(played.left_before))
 
     def _play(self, jobs: list, ph: list[Phases], links: list) -> Played:
         starts = [0.0]

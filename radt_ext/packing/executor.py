@@ -45,6 +45,7 @@ def group_of(d: Decision, device: str, uri: str, client, max_slowdown: float, mo
                 **explain.job_tags(d, i), **({"pack.cpus": cpusets.text(cpus[i])} if cpus else {})}
         workload = w.workload(d.mode, job.name, device, tags, None)
         workload.start_offset_s = d.offset_s(i)
+        workload.start_work_left_s = d.work_left_s(i)
         workloads.append(workload)
         # measured on this GPU model where the store has it, else the profile the planner read
         found = baseline(client, v.experiment, w.key, model) or baseline(client, v.experiment, w.key)

@@ -78,6 +78,8 @@ def job_tags(d: Decision, i: int) -> dict[str, str]:
         tags["pack.predicted_wall_s"] = f"{d.wall_s(i):.2f}"
     if d.offset_s(i) is not None:
         tags["pack.start_offset_s"] = f"{d.offset_s(i):.2f}"
+    if d.work_left_s(i) is not None:  # and once the job before has this much of its active phase (alone) to go
+        tags["pack.start_work_left_s"] = f"{d.work_left_s(i):.2f}"
     if d.links and i < len(d.links) and d.links[i] is not None:
         tags["pack.link"] = d.links[i].text()
     if d.jobs[i].profile is not None:

@@ -48,6 +48,7 @@ class Decision:
     walls: list[float | None] = field(default_factory=list)  # predicted wall times
     starts: list[float] = field(default_factory=list)  # each job's planned start from the group's start
     links: list = field(default_factory=list)  # chains.Link per job (None for the first)
+    work_left: list = field(default_factory=list)  # per job: the job before's active seconds (alone) to go at its start
 
     @property
     def max_slowdown(self) -> float:
@@ -62,6 +63,11 @@ class Decision:
     def offset_s(self, i: int) -> float | None:
         """Seconds after the job before it started that job i starts (None: with the group)."""
         return self.starts[i] - self.starts[i - 1] if self.starts and i > 0 else None
+
+    def work_left_s(self, i: int) -> float | None:
+        """The seconds (alone) of the job before's active phase still to go when job i starts, as planned
+        (None: its offset only)."""
+        return self.work_left[i] if i > 0 and i < len(self.work_left) else None
 
     @property
     def makespan_s(self) -> float | None:
@@ -179,7 +185,7 @@ class Planner:
         if self.opts.guard:
             reason += "; guarded"
         return Decision(list(c.jobs), mode, list(c.slowdowns), energies, "chain", reason, basis, evidence,
-                        walls=list(c.walls), starts=list(c.starts), links=list(c.links))
+                        walls=list(c.walls), starts=list(c.starts), links=list(c.links), work_left=list(c.work_left))
 
 
 def _hand_out(times: list[float], gpus: int) -> tuple[list[int], list[float]]:

@@ -408,3 +408,29 @@ def test_a_pause_costs_a_job_that_stops_on_time_only_what_is_left_of_its_active_
         assert g.projected("a", now, 3.0) == pytest.approx(max((8.0 + 3.0 + 6.0) / 14.0, 10.0 / 7.0), rel=1e-3)
         assert g.projected("a", now, 30.0) == pytest.approx(max((8.0 + 30.0 + 6.0) / 14.0, 10.0 / 4.0), rel=1e-3)
         assert g.projected("a", now, 0.0) == pytest.approx((8.0 + 6.0) / 14.0, rel=1e-3)
+
+
+def test_until_left_returns_once_the_job_has_that_much_of_its_active_phase_to_go(tmp_path):
+    a, pa = spawn(tmp_path, "a", 400)
+    started = time.time()
+    # 400 steps at 20 steps/s alone: a 20 s active phase; 10 s of it left once 200 steps are done
+    m = member("a", a, pa, 20.0, alone_active_s=20.0, alone_wall_s=21.0, started=lambda: started)
+    with guarding(guard_mod.Guard([m], 1.5), [a]) as g:
+        assert g.until_left("a", 10.0) == "left"
+        done = guard_mod.read_marks(pa).total_at("samples", time.time())
+        running = a.poll() is None
+        assert g.until_left("a", 10.0, stopped=lambda: True) == "stopped"
+    assert 200 <= done < 400 and running
+    assert g.until_left("a", 10.0) == "ended"  # its process has ended: nothing to wait for
+
+
+def test_until_left_does_not_wait_for_a_job_it_cannot_follow(tmp_path):
+    a, pa = spawn(tmp_path, "a", 50)
+    started = time.time()
+    no_rate = member("a", a, pa, None, alone_active_s=20.0, alone_wall_s=21.0, started=lambda: started)
+    with guarding(guard_mod.Guard([no_rate], 1.5), [a]) as g:
+        assert g.until_left("a", 0.0) == "unfollowed"
+    silent = guard_mod.Member("s", str(tmp_path / "none.jsonl"), 20.0, pids=lambda: [], running=lambda: True,
+                              alone_active_s=1.0, alone_wall_s=0.5, started=lambda: started - 1.0)
+    # running, and no progress by the end of its wall time alone
+    assert guard_mod.Guard([silent], 1.5).until_left("s", 0.0) == "unfollowed"

@@ -233,3 +233,20 @@ def test_every_job_of_a_long_chain_is_planned_within_its_share_of_the_bound(trac
     for n in range(2, 5):
         assert played.active_from[n] >= played.active_to[n - 2] - 1e-6
     assert c.makespan_s < sum(p.wall for p in ph)
+
+
+def test_a_chains_next_job_waits_for_the_work_planned_before_it_where_the_job_before_runs_late():
+    # planned: the first job's 10 s active phase from 1 s; the second started at 8 s with 3 s of it to go
+    planned = chains.simulate([Phases(1.0, 10.0, 1.0), Phases(2.0, 5.0, 1.0)], [0.0, 8.0], beside(1.0), chain=True)
+    assert planned.left_before == [None, pytest.approx(3.0)]
+    # as it runs: the first job's active phase takes 16 s; by its offset alone the second meets it 9 s early
+    late = [Phases(1.0, 16.0, 1.0), Phases(2.0, 5.0, 1.0)]
+    by_offset = chains.simulate(late, [0.0, 8.0], beside(1.0), chain=True)
+    by_work = chains.simulate(late, [0.0, 8.0], beside(1.0), chain=True, work_left=planned.left_before)
+    assert by_offset.starts[1] == pytest.approx(8.0)
+    assert by_work.starts[1] == pytest.approx(1.0 + 16.0 - 3.0)  # once 3 s of its active phase are left
+    assert by_work.left_before[1] == pytest.approx(3.0)
+    # a job before that runs on time: the work gate changes nothing
+    again = chains.simulate([Phases(1.0, 10.0, 1.0), Phases(2.0, 5.0, 1.0)], [0.0, 8.0], beside(1.0), chain=True,
+                            work_left=planned.left_before)
+    assert again.starts == planned.starts and again.ends == planned.ends
