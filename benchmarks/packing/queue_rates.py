@@ -1,7 +1,7 @@
 """A queue's rates as measured on the GPU, for the packing simulator: each job's phases alone (start-up,
 active phase, wind-down), its rate of work, peak memory and GPU activity, and every pair the store measured
 side by side (the parent tag `collocation.pairs`; in stores written before it, the members' active-phase
-slowdowns of each two-job group).
+slowdowns of each two-job group), and every start-up measured beside an active phase (`boots`, newest first).
 
     python -m benchmarks.packing.queue_rates --store sqlite:///mlflow.db --experiment pack-bound-b \
         --card "NVIDIA H200" --out tests/radt_ext/packing/fixtures/queue_b_rates.json
@@ -63,7 +63,11 @@ def extract(uri: str, experiment: str) -> dict:
             a, b = names.get(p["a"]), names.get(p["b"])
             if a and b:
                 measured.append({"a": a, "b": b, "mode": mode, "slowdowns": [round(v, 4) for v in p["slowdowns"]]})
-    return {"experiment": experiment, "jobs": jobs, "pairs": measured}
+    # what a job's start-up cost the active phase beside it (the parent tag `collocation.startup_pairs`)
+    boots = [{"active": name_of[b.active_key], "starting": name_of[b.starting_key], "mode": b.mode,
+              "slowdown": round(b.slowdown, 4)}
+             for b in known.boots if b.active_key in name_of and b.starting_key in name_of]
+    return {"experiment": experiment, "jobs": jobs, "pairs": measured, "boots": boots}
 
 
 def main(argv=None) -> None:
@@ -76,7 +80,8 @@ def main(argv=None) -> None:
     data = {"card": args.card, **extract(args.store, args.experiment)}
     with open(args.out, "w") as fh:
         json.dump(data, fh, indent=1, sort_keys=True)
-    print(f"{len(data['jobs'])} jobs, {len(data['pairs'])} measured pairs -> {args.out}")
+    print(f"{len(data['jobs'])} jobs, {len(data['pairs'])} measured pairs, {len(data['boots'])} measured start-ups "
+          f"-> {args.out}")
 
 
 if __name__ == "__main__":

@@ -173,6 +173,9 @@ class HostSide:
         self.model = torch.nn.Linear(4, 2)
         x = torch.randn(batch, 4)
         self.x = x
+        # an optimizer first: the stand-in is not the process's first model, and a later top-level module keeps
+        # its counting wrapper only once something trains
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=1e-6)
         self.wrapper = Wrapper(self.model, x)
         if workload == "loader":
             from torch.utils.data import DataLoader, TensorDataset
@@ -181,7 +184,6 @@ class HostSide:
 
             self.hooks = (torch_loader.HOOK, torch_loader.STEPS)
             self.data = DataLoader(TensorDataset(torch.randn(batch * calls, 4)), batch_size=batch)
-            self.opt = torch.optim.SGD(self.model.parameters(), lr=1e-6)
         else:
             self.hooks = ()
 

@@ -292,11 +292,15 @@ def _call(round_id) -> str:
 def analyse(args) -> None:
     out = Path(args.out)
     recs = []
-    for i, d in enumerate([out, *map(Path, args.also or [])]):  # each call's rounds apart: plain pairs within its call
+    folders = [out, *map(Path, args.also or [])]
+    listener_folders = list(map(Path, args.listeners_from or []))
+    for i, d in enumerate(folders + listener_folders):  # each call's rounds apart: plain pairs within its call
         if (d / "jobs.jsonl").exists():
             for line in open(d / "jobs.jsonl"):
                 r = json.loads(line)
-                recs.append({**r, "round": f"{i}:{r['round']}" if i else r["round"]})
+                if i >= len(folders) and r["config"] != "plain" and ":" not in r["config"]:
+                    continue  # --listeners-from: its listeners alone and the plain runs they pair with
+                recs.append({**r, "round": f"{i}:{r['round']}" if i else r["round"], "listeners_only": i >= len(folders)})
     good = [r for r in recs if r.get("own_s") is not None and r["rc"] == 0]
     by = {}
     for r in good:
@@ -306,10 +310,11 @@ def analyse(args) -> None:
     rows, summary_kinds, listeners = [], {}, {}
     for kind in kinds:
         plain = by[(kind, "plain")]
-        extra_plain = statistics.median(p["before_s"] + p["after_s"] for p in plain.values())
-        entry = {"bound": KINDS[kind].bound, "plain_s": [plain[r]["own_s"] for r in sorted(plain, key=str)]}
+        mine_plain = {r: p for r, p in plain.items() if not p["listeners_only"]}  # the kinds' lists: these calls
+        extra_plain = statistics.median(p["before_s"] + p["after_s"] for p in (mine_plain or plain).values())
+        entry = {"bound": KINDS[kind].bound, "plain_s": [mine_plain[r]["own_s"] for r in sorted(mine_plain, key=str)]}
         for config in configs:
-            mine = by.get((kind, config), {})
+            mine = mine_plain if config == "plain" else by.get((kind, config), {})
             rounds = sorted(set(mine) & set(plain), key=str)
             if not rounds:
                 continue
@@ -348,8 +353,9 @@ def analyse(args) -> None:
                  "wall cost %", "before s", "after s",
                  "extra s"], rows)]
     alone_summary = None
-    if (out / "alone.json").exists():
-        a = json.loads((out / "alone.json").read_text())
+    alone_dir = Path(args.alone) if args.alone else out
+    if (alone_dir / "alone.json").exists():
+        a = json.loads((alone_dir / "alone.json").read_text())
         plain = [p for p in a["passes"] if p["how"] == "plain"]
         sweep = [p for p in a["passes"] if p["how"] == "sweep"]
         arows = []
@@ -371,7 +377,7 @@ def analyse(args) -> None:
                          "jobs": worst}
         md += ["", f"### The queue plain (one job per GPU at a time, {len(a['devices'])} lane(s)) and as a sweep's "
                "alone pass", "", table(["round", "how", "makespan s", *[f"{k} wall s" for k in a["amounts"]]], arows)]
-    result = {"card": args.card or gpu_name() or "cpu", "repeats": max((len(v) for v in by.values()), default=0),
+    result = {"card": args.card or gpu_name() or "cpu", "repeats": max((len(e["plain_s"]) for e in summary_kinds.values()), default=0),
               "kinds": summary_kinds, "listeners": listeners, "alone_pass": alone_summary,
               "amounts": json.loads((out / "amounts.json").read_text())["amounts"] if (out / "amounts.json").exists() else {},
               "failed": [{k: r.get(k) for k in ("kind", "config", "round", "rc", "error")}
@@ -407,6 +413,10 @@ def main(argv=None) -> None:
     sub.choices["analyse"].add_argument("--also", action="append", help="another call's results folder (its jobs "
                                         "paired with its own plain runs)")
     sub.choices["analyse"].add_argument("--card", help="the GPU's name (default: NVML's)")
+    sub.choices["analyse"].add_argument("--listeners-from", action="append",
+                                        help="another call's results folder whose listeners alone count (each "
+                                        "against its own plain runs), nothing else of it")
+    sub.choices["analyse"].add_argument("--alone", help="the results folder of the alone pass (default: --out)")
     args = ap.parse_args(argv)
     {"jobs": jobs, "alone": alone, "analyse": analyse}[args.what](args)
 

@@ -48,3 +48,24 @@ def test_a_configuration_list_without_plain_is_refused(tmp_path, tracking_uri):
     proc = subprocess.run([sys.executable, "-m", "benchmarks.sampling.overhead_plain", "jobs", "--out",
                            str(tmp_path), "--configs", "run"], cwd=REPO, env=env, capture_output=True, text=True)
     assert proc.returncode != 0 and "must hold plain" in proc.stderr
+
+
+def test_the_pack_proofs_alone_pass_counting_off_and_listeners_from_another_call(tmp_path, tracking_uri):
+    out, other = tmp_path / "res", tmp_path / "other"
+    bench("jobs", out, tracking_uri, "--dry", "--kinds", "kv", "--configs", "plain,sweep-pack+np", "--repeats", "1")
+    spec = (out / "specs" / "kv-sweep-pack_np-0.yaml").read_text()
+    assert "schedule: pack" in spec and "max_jobs_per_gpu: 1" in spec and "child_listeners: top:0.5,gpu_procs:0.2" in spec
+    jobs = [json.loads(line) for line in (out / "jobs.jsonl").read_text().splitlines()]
+    assert sorted(j["config"] for j in jobs) == ["plain", "sweep-pack+np"] and all(j["rc"] == 0 for j in jobs)
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(tracking_uri)
+    exps = [e.experiment_id for e in client.search_experiments()]
+    notes = [r.data.tags.get("radt_ext.progress_note", "") for r in client.search_runs(exps)
+             if r.data.tags.get("pack.job")]
+    assert notes and all("progress counting is off" in n for n in notes)  # +np: counting off in the sweep's job
+    bench("jobs", other, tracking_uri, "--dry", "--kinds", "kv", "--configs", "plain,top:0.5", "--repeats", "1")
+    bench("analyse", out, tracking_uri, "--listeners-from", str(other), "--summary", str(tmp_path / "s.json"),
+          "--card", "cpu")
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert len(summary["kinds"]["kv"]["plain_s"]) == 1  # this call's plain runs only
+    assert "kv" in summary["listeners"]["top:0.5"] and "sweep-pack+np" not in summary["listeners"]
