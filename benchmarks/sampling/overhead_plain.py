@@ -384,7 +384,7 @@ def analyse(args) -> None:
                          for r in recs if r not in good]}
     text = "\n".join(md) + "\n"
     (out / "overhead_plain.md").write_text(text)
-    (out / "overhead_plain.json").write_text(json.dumps({**result, "environment": environment(), "command": sys.argv},
+    (out / "overhead_plain.json").write_text(json.dumps({**result, "environment": environment(), "command": [os.path.relpath(a, REPO) if a.startswith(str(REPO)) else a for a in sys.argv]},
                                                         indent=1))
     if args.summary:
         Path(args.summary).parent.mkdir(parents=True, exist_ok=True)
