@@ -281,7 +281,8 @@ class GroupRunner:
         before = self.results[k - 1]
         if want is None or self.guard is None or before.name not in self.guard.members:
             return
-        self.guard.until_left(before.name, want + WORK_SLACK_S, stopped=lambda: self.stopping or before.ended is not None
+        self.guard.until_left(before.name, want + WORK_SLACK_S,
+                              stopped=lambda: self.stopping or before.ended is not None
                               or before.status not in ("SCHEDULED", "RUNNING"))
 
     def _alone_rates(self) -> dict[str, tuple[float, str]]:
