@@ -31,9 +31,10 @@ module's first call the wrapper decides:
 So only the model and, where something trains, the other outermost modules keep a wrapper, and a call
 costs them one Python call and two additions (no hook dict, no slow path of _call_impl, nothing for their
 submodules); the clock is read every few calls only (adaptive: about every 10 to 100 ms).
-torch.compile(model)'s OptimizedModule is the outermost module and is counted outside the compiled code; dynamo never traces the wrappers (it calls `_call_impl`
-itself), so no graph break and no recompile. Calls made inside compiled code are not seen. Imports torch
-(only once the script has), batches.py, guard.py and records.py.
+torch.compile(model)'s OptimizedModule is the outermost module and is counted outside the compiled code;
+dynamo never traces the wrappers (it calls `_call_impl` itself), so no graph break and no recompile. Calls
+made inside compiled code are not seen. Imports torch (only once the script has), batches.py, guard.py and
+records.py.
 """
 from __future__ import annotations
 
