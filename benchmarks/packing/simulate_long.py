@@ -70,6 +70,14 @@ def truth(data: dict, mode: str):
     return lambda a, b: known.get((a, b), UNMEASURED)
 
 
+def measured_boots(data: dict) -> dict[tuple[str, str, str], float]:
+    """The newest measured start-up of each (mode, active job, starting job): its slowdown of the active one."""
+    out: dict[tuple[str, str, str], float] = {}
+    for m in data.get("boots", []):  # newest first
+        out.setdefault((m["mode"], m["active"], m["starting"]), m["slowdown"])
+    return out
+
+
 def plain_makespan_s(data: dict, gpus: int = GPUS) -> float:
     """The queue one job per GPU, in its order, each job to the GPU free soonest, at its wall time alone."""
     lanes = [0.0] * gpus
@@ -85,9 +93,7 @@ def replay(data: dict, with_pairs: bool, trials: bool, bound: float = BOUND, gpu
     k = knowledge(data, with_pairs)
     opts = PackOptions(max_slowdown=bound, modes=("naive", "mps"), trials=trials)
     plan = Planner(k, opts).plan([Job(name, name) for name in data["jobs"]], [str(g) for g in range(gpus)])
-    boots = {}  # the newest measured start-up of each (mode, active, starting)
-    for m in data.get("boots", []):
-        boots.setdefault((m["mode"], m["active"], m["starting"]), m["slowdown"])
+    boots = measured_boots(data)
     lived, loads = {}, []
     for ds in plan.gpus.values():
         load = 0.0

@@ -21,6 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from radt_ext.workload_api.progress import ENV as PROGRESS_ENV
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "examples" / "unmodified" / "layer_decode.py"
 ARGS = ("--device", "cpu", "--tiny", "--batch", "2", "--tokens", "64", "--sequences", "150")
@@ -33,7 +35,7 @@ def run(root: Path | None, progress: str) -> float:
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     if root is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(root / SITE), str(root)])
-        env["RADT_EXT_PROGRESS_FILE"] = progress
+        env[PROGRESS_ENV] = progress
     else:
         env.pop("PYTHONPATH", None)
     out = subprocess.run([sys.executable, str(SCRIPT), *ARGS], env=env, capture_output=True, text=True, check=True)

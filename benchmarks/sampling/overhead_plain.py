@@ -33,6 +33,7 @@ from pathlib import Path
 
 from benchmarks.common import environment, fmt, gpu_name, in_lanes, table
 from listeners.devices import gpu_indices
+from radt_ext.workload_api.progress_sources import OFF_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "examples" / "unmodified"
@@ -84,7 +85,7 @@ def config_env(config: str, gpu: str | None = None) -> dict[str, str]:
     GPU (a sweep is given it as its devices instead)."""
     env = dict(os.environ)
     if config.endswith(NP):
-        env["RADT_EXT_NO_PROGRESS"] = "1"
+        env[OFF_ENV] = "1"
     if gpu is not None and not config.startswith("sweep"):
         env["CUDA_VISIBLE_DEVICES"] = gpu
     return env

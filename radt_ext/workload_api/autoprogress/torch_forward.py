@@ -85,7 +85,6 @@ _counter = counter(SRC)
 _values = _counter.values
 _modules: list[_Calls] = []  # the outermost modules, in the order they were first called
 _stepped: WeakKeyDictionary = WeakKeyDictionary()  # optimizer -> (its parameters' shape, their ids, {_Calls: bool})
-_dormant: list[_Calls] = []  # outermost modules other than the model, unwrapped until an optimizer is made
 
 
 def install() -> None:
@@ -140,15 +139,14 @@ def _optimizer_init(original):
 
 
 def _wake() -> None:
-    """Something trains: the dormant outermost modules count their calls again."""
+    """Something trains: the outermost modules left without a wrapper count their calls again."""
     _S.trains = True
-    for mine in _dormant:
+    for mine in _modules:
         m = mine.ref()
         if m is not None:
             impl = m.__dict__.get(SLOT)  # none, or its own compiled call
             if getattr(impl, "radt_ext_inner", False) is False:
                 m.__dict__[SLOT] = _counted(m, impl, mine)
-    _dormant.clear()
 
 
 def _candidate(module, inner=None):
@@ -193,9 +191,6 @@ def _decide(m, inner) -> None:
         _values["other_models"] += 1
         if not _S.trains:  # its calls would count for nothing: no wrapper until an optimizer is made
             _unwrap(m)
-            if len(_dormant) >= _S.prune_at:
-                _dormant[:] = [c for c in _dormant if c.ref() is not None]
-            _dormant.append(mine)
             return
     m.__dict__[SLOT] = _counted(m, inner, mine)
 

@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from benchmarks.packing.simulate_long import BOOT, BOUND, UNMEASURED, knowledge, truth
+from benchmarks.packing.simulate_long import BOOT, BOUND, UNMEASURED, knowledge, measured_boots, truth
 from radt_ext.packing import chains, model
 from radt_ext.packing.options import PackOptions
 from radt_ext.packing.planner import Job, Planner
@@ -28,9 +28,7 @@ def replay(data: dict, with_pairs: bool, bound: float = BOUND):
     k = knowledge(data, with_pairs)
     jobs = [Job(name, name) for name in data["jobs"]]
     plan = Planner(k, PackOptions(max_slowdown=bound, modes=("naive", "mps"))).plan(jobs, ["0", "1"])
-    measured_boots = {}  # the newest measured start-up of each (mode, active job, starting job): as measured
-    for m in data.get("boots", []):
-        measured_boots.setdefault((m["mode"], m["active"], m["starting"]), m["slowdown"])
+    boots = measured_boots(data)
     lived, loads = {}, []
     for ds in plan.gpus.values():
         load = 0.0
@@ -39,7 +37,7 @@ def replay(data: dict, with_pairs: bool, bound: float = BOUND):
             ph = [chains.phases(j.profile) for j in d.jobs]
             x = truth(data, d.mode)
             pair = lambda a, b: x(names[a], names[b]) if abs(a - b) == 1 else UNMEASURED  # noqa: E731
-            boot = lambda a, b: measured_boots.get((d.mode, names[a], names[b])) or (  # noqa: E731
+            boot = lambda a, b: boots.get((d.mode, names[a], names[b])) or (  # noqa: E731
                 model.BOOT_LIGHT if model.boot_slowdown(d.jobs[a].profile, d.mode) > 2 else BOOT)
             splits = {i: i - 1 for i, link in enumerate(d.links) if link is not None and link.basis == "trial"
                       and max(x(names[i - 1], names[i]), x(names[i], names[i - 1])) > bound}
