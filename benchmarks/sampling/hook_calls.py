@@ -7,7 +7,7 @@ hook's own cost per call shows), plain against the same script with the hook loa
     python -m benchmarks.sampling.hook_calls --repeats 7 [--before DIR] [--out FILE.json]
 
 Each configuration's own compute time (the script's last line), its median, and the cost against plain: the
-median of each round's time over the plain run of its round.
+median of each round's time over the plain run of its round, and the medians' difference per module call.
 """
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ from radt_ext.workload_api.progress import ENV as PROGRESS_ENV
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "examples" / "unmodified" / "layer_decode.py"
 ARGS = ("--device", "cpu", "--tiny", "--batch", "2", "--tokens", "64", "--sequences", "150")
+# module calls the script makes a token with --tiny: the embedding, 2 layers of 6 Linears, the head
+CALLS = 150 * 64 * (1 + 2 * 6 + 1)
 SITE = Path("radt_ext") / "workload_api" / "autoprogress" / "site"
 OWN_S = re.compile(r"in ([0-9.]+) s$")
 
@@ -58,6 +60,9 @@ def main(argv=None) -> None:
               "own_s": times, "median_s": {c: round(statistics.median(t), 4) for c, t in times.items()},
               "cost_pct": {c: round(statistics.median((x / p - 1) * 100 for x, p in zip(t, times["plain"])), 2)
                            for c, t in times.items() if c != "plain"},
+              "module_calls": CALLS,  # the medians' difference over them: the hook's cost per module call
+              "cost_us_per_call": {c: round((statistics.median(t) - statistics.median(times["plain"])) / CALLS * 1e6, 3)
+                                   for c, t in times.items() if c != "plain"},
               "command": "python -m benchmarks.sampling.hook_calls " + " ".join(argv if argv is not None else sys.argv[1:])}
     text = json.dumps(result, indent=1)
     if args.out:

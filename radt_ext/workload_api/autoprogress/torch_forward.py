@@ -24,8 +24,7 @@ module's first call the wrapper decides:
   outside any other counted call;
 - an outermost module other than the model, decided while no optimizer exists in the process (inference,
   a decoder stepping through its layers from the script), loses its wrapper too: its calls could only
-  ever count as `other_calls`, and a wrapper costs about a microsecond a call, a sixth of a small layer's
-  own call. The first optimizer made wraps those modules again (their calls with gradients on give a
+  ever count as `other_calls`, and a wrapper costs 1-2 microseconds a call (benchmarks/sampling/hook_calls.py). The first optimizer made wraps those modules again (their calls with gradients on give a
   step its samples), so `other_calls` counts the calls made since an optimizer exists.
 
 So only the model and, where something trains, the other outermost modules keep a wrapper, and a call
