@@ -63,9 +63,12 @@ def _slurm_options(file: str, spec, given: dict):
 @click.option("--output", "-o", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True,
               help="the plan, status or results table: for people (on stderr; a plain table at full width when "
                    "it is not a terminal), or as CSV or JSON on stdout for scripts")
+@click.option("--plain", is_flag=True, help="run each job of FILE once as a plain process, without radt-ext in it "
+              "or beside it, one lane per device, and record the pass: the baseline a packed sweep's summary "
+              "compares with")
 @click.option("--no-progress", is_flag=True, help="do not count the workloads' samples, steps and epochs through "
               "the start-up hook (also RADT_EXT_NO_PROGRESS=1)")
-def sweep(file, dry_run, executor, status, cancel, output, no_progress, **slurm_flags):
+def sweep(file, dry_run, executor, status, cancel, output, no_progress, plain, **slurm_flags):
     """Run every variant of FILE (YAML spec or radT CSV); variants FINISHED before are skipped."""
     from radt_ext import sweep as api
     from radt_ext.run.progress_env import no_progress_here
@@ -76,6 +79,8 @@ def sweep(file, dry_run, executor, status, cancel, output, no_progress, **slurm_
     used = [f"--{k.replace('_', '-')}" for k in SLURM_FLAGS if slurm_flags.get(k) not in (None, (), False)]
     if used and executor != "slurm" and not (status or cancel):
         raise UsageError(f"{used[0]} is an option of --executor slurm; add --executor slurm or drop it")
+    if plain:
+        return _run_plain(file, executor, dry_run, status or cancel, output)
     spec, variants = _plan(file, local=executor != "slurm")
     from radt_ext.sweep.console import console as make_console
 
@@ -173,6 +178,26 @@ def _run_packed(spec, dry_run: bool, console, output: str = "table") -> None:
     outcomes = packing.run(spec, dry=dry_run, console=console, output=output)
     if not _shown(outcomes, len(outcomes), "jobs", dry_run, console, output):
         _exit(outcomes, len(jobs))
+
+
+def _run_plain(file: str, executor: str, dry_run: bool, status_or_cancel: bool, output: str) -> None:
+    from radt_ext.run.streams import leave
+    from radt_ext.sweep import plain
+
+    if executor in ("slurm", "sequential") or status_or_cancel:
+        raise UsageError(f"--plain runs the jobs on this machine's devices, a lane each; drop "
+                         f"{'--status/--cancel' if status_or_cancel else '--executor ' + executor}")
+    spec, _ = _plan(file, local=True)
+    if spec is None:
+        raise UsageError(f"{file}: --plain reads a YAML sweep spec, not a radT CSV file")
+    from radt_ext.sweep.console import console as make_console
+
+    console = make_console()
+    if spec.devices_line:
+        console.print(spec.devices_line, highlight=False, soft_wrap=True)
+    code = plain.run(spec, dry=dry_run, console=console, output=output)
+    if not dry_run:
+        leave(code)
 
 
 def _status_or_cancel(file, spec, variants, console, cancel: bool, slurm_flags, output: str = "table") -> None:

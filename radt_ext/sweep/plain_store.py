@@ -1,0 +1,129 @@
+"""The plain pass in the store, recorded from outside the jobs: a parent run for the pass (tag
+`sweep.pass=plain`, `sweep.id`, metric `summary/makespan_s`) and a child run per job whose start and end are
+its process's, FINISHED/FAILED/KILLED by its exit code, metric `summary/wall_s`, tag `sweep.workload_hash`
+(the job across passes) and its output as the artifact `plain/<job>.log`. Each job is recorded on a thread
+of the recorder's own as it ends, so the lanes never wait for the store.
+
+`newest(client, experiment, keys)` reads back the newest FINISHED plain pass that ran every one of those jobs.
+"""
+from __future__ import annotations
+
+import contextlib
+import queue
+import shlex
+import threading
+from dataclasses import dataclass
+
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
+
+PASS_TAG = "sweep.pass"
+PLAIN = "plain"
+KEY_TAG = "sweep.workload_hash"
+JOB_TAG = "sweep.job"
+WALL = "summary/wall_s"
+MAKESPAN = "summary/makespan_s"
+
+
+def _ms(t: float) -> int:
+    return int(t * 1000)
+
+
+class Recorder:
+    def __init__(self, client, experiment_id: str, sweep_id: str, devices: list[str], jobs: int, started: float,
+                 echo=print):
+        self.client, self.experiment_id, self.sweep_id = client, experiment_id, sweep_id
+        self.echo = echo
+        name = f"{sweep_id}: plain pass"
+        self.run_id = client.create_run(experiment_id, start_time=_ms(started), run_name=name, tags={
+            MLFLOW_RUN_NAME: name, "sweep.id": sweep_id, PASS_TAG: PLAIN, "sweep.devices": ",".join(devices),
+            "sweep.jobs": str(jobs)}).info.run_id
+        self.recorded: dict[str, str] = {}  # job name -> its run id
+        self._queue: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._work, name="radt-plain-recorder", daemon=True)
+        self._thread.start()
+
+    def add(self, ended) -> None:
+        self._queue.put(ended)
+
+    def _work(self) -> None:
+        while (ended := self._queue.get()) is not None:
+            try:
+                self._record(ended)
+            except Exception as exc:  # the store failing one job's run does not lose the others'
+                self.echo(f"radt-ext: plain {ended.job.name}: not recorded ({type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0][:200] if str(exc) else ''})")
+
+    def _record(self, e) -> None:
+        job = e.job
+        tags = {MLFLOW_PARENT_RUN_ID: self.run_id, MLFLOW_RUN_NAME: f"{self.sweep_id}: plain {job.name}",
+                "sweep.id": self.sweep_id, PASS_TAG: PLAIN, KEY_TAG: job.key, JOB_TAG: job.name,
+                "sweep.workload": job.source, "sweep.device": e.device, "sweep.exit_code": str(e.returncode),
+                "radt_ext.command": shlex.join(job.command)[:5000],
+                **{f"sweep.param.{k}": v for k, v in job.params.items()}}
+        run_id = self.client.create_run(self.experiment_id, start_time=_ms(e.started), tags=tags,
+                                        run_name=tags[MLFLOW_RUN_NAME]).info.run_id
+        self.client.log_batch(run_id, metrics=[Metric(WALL, e.wall_s, _ms(e.ended), 0)],
+                              params=[Param(k, str(v)[:6000]) for k, v in job.params.items()])
+        try:
+            self.client.log_artifact(run_id, str(e.log), PLAIN)
+        except Exception as exc:
+            self.echo(f"radt-ext: plain {job.name}: its output stays in {e.log} ({type(exc).__name__})")
+        else:
+            with contextlib.suppress(OSError):
+                e.log.unlink()
+        self.client.set_terminated(run_id, e.status, end_time=_ms(e.ended))
+        self.recorded[job.name] = run_id
+
+    def close(self, status: str, ended: list, started: float, end: float) -> str:
+        """Wait for every job's run, then end the pass's run with its makespan (first start to last end)."""
+        self._queue.put(None)
+        self._thread.join()
+        first = min((e.started for e in ended), default=started)
+        last = max((e.ended for e in ended), default=end)
+        with contextlib.suppress(Exception):
+            self.client.log_metric(self.run_id, MAKESPAN, last - first, _ms(last), 0)
+        self.client.set_terminated(self.run_id, status, end_time=_ms(last))
+        return self.run_id
+
+
+@dataclass
+class PlainPass:
+    run_id: str
+    makespan_s: float
+    walls: dict[str, float]  # {job key: wall s}
+    jobs: int
+    devices: str
+
+    def wall(self, key: str) -> float | None:
+        return self.walls.get(key)
+
+
+def newest(client, experiment: str, keys) -> PlainPass | None:
+    """The newest FINISHED plain pass in the experiment whose jobs all FINISHED and include every key; None
+    when there is none (or the store cannot say)."""
+    keys = set(keys)
+    try:
+        exp = client.get_experiment_by_name(experiment)
+        if exp is None or exp.lifecycle_stage != "active" or not keys:
+            return None
+        runs = client.search_runs([exp.experiment_id], f"tags.`{PASS_TAG}` = '{PLAIN}'", max_results=50000,
+                                  order_by=["attributes.start_time DESC"])
+    except Exception:
+        return None
+    kids: dict[str, list] = {}
+    for r in runs:
+        parent = r.data.tags.get(MLFLOW_PARENT_RUN_ID)
+        if parent:
+            kids.setdefault(parent, []).append(r)
+    for r in runs:
+        if r.data.tags.get(MLFLOW_PARENT_RUN_ID) or r.info.status != "FINISHED" or MAKESPAN not in r.data.metrics:
+            continue
+        jobs = kids.get(r.info.run_id, [])
+        if not jobs or any(j.info.status != "FINISHED" or WALL not in j.data.metrics for j in jobs):
+            continue
+        walls = {j.data.tags.get(KEY_TAG): j.data.metrics[WALL] for j in jobs}
+        if keys <= set(walls):
+            return PlainPass(r.info.run_id, r.data.metrics[MAKESPAN], walls, len(jobs),
+                             r.data.tags.get("sweep.devices", ""))
+    return None
