@@ -14,7 +14,7 @@ import shlex
 import threading
 from dataclasses import dataclass
 
-from mlflow.entities import Metric, Param, RunTag
+from mlflow.entities import Metric, Param
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
 PASS_TAG = "sweep.pass"
