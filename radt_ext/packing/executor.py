@@ -14,7 +14,7 @@ from radt_ext.collocation import guard as guard_mod
 from radt_ext.collocation.group import GroupRunner
 from radt_ext.collocation.modes import CPU, Group
 from radt_ext.errors import UsageError
-from radt_ext.packing import cpusets, explain, profiles
+from radt_ext.packing import against_plain, cpusets, explain, profiles
 from radt_ext.packing.options import PackOptions
 from radt_ext.packing.planner import Decision, Planner
 from radt_ext.packing.queue import jobs_of
@@ -129,6 +129,8 @@ class PackExecutor:
         self.stopping: int | None = None
         self._error: BaseException | None = None
         self._ended = 0  # groups ended so far: a plan made before the last one ended is stale
+        self.plain = None  # the newest plain pass of these jobs in the store (against_plain.py)
+        self._ran: list[against_plain.Ran] = []
 
     def stop(self, signum: int) -> None:
         with self._lock:
@@ -150,6 +152,7 @@ class PackExecutor:
         self.pool = self.pool or pool_of(todo)
         model = self.pool.model(self.pool.devices)  # None on a pool of mixed (or unknown) GPU models
         known = profiles.read(ctx.client, experiment, model)  # the first plan's too: nothing has run since
+        self.plain = against_plain.find(ctx.client, experiment, todo)
         done = known.packed_done
         remaining = []
         for v in todo:
@@ -195,7 +198,21 @@ class PackExecutor:
                 join(t, 0.2)
         if self._error is not None:
             raise self._error
+        self._against_plain(ctx, todo[0])
         return [outcomes[i] for i in sorted(outcomes)]
+
+    def _against_plain(self, ctx, first) -> None:
+        if self.plain is None or not self._ran:
+            return
+        from radt_ext.sweep import report as sweep_report
+
+        try:
+            report = sweep_report.report_run(ctx.client, first.sweep_id, first.experiment)
+        except Exception:
+            report = None
+        line = against_plain.ended(ctx.client, self.plain, self._ran, report)
+        if line:
+            ctx.console.print(line, highlight=False, soft_wrap=True)
 
     def _run_group(self, d: Decision, device: str, model, ctx, echo, progress, task, outcomes) -> None:
         variants = [j.ref for j in d.jobs]
@@ -228,10 +245,17 @@ class PackExecutor:
                 echo(f"gpu {device}: {d.summary}: {tags['pack.outcome']}")
             shown = replace(variants[0], mode=d.mode, device=device, pool=[], label="+".join(j.name for j in d.jobs))
             echo(result_line(shown, result))
-            for v, child in zip(variants, result.children):
+            for job, v, child in zip(d.jobs, variants, result.children):
                 code = exit_code(child.returncode or 0) or (result.exit_code if child.status != "FINISHED" else 0)
+                summary = job_summary(result, child)
                 outcomes[v.index] = Outcome(replace(v, mode=d.mode), child.status, result.parent_run_id,
-                                            job_summary(result, child), code, device)
+                                            summary, code, device)
+                if child.status == "FINISHED" and summary.get("makespan_s") and child.ended:
+                    ran = against_plain.Ran(job.name, against_plain.job_of(v), child.run_id, child.started, child.ended,
+                                            summary["makespan_s"])
+                    with self._lock:
+                        self._ran.append(ran)
+                    against_plain.log_job(ctx.client, self.plain, ran)
             for _ in variants:
                 progress.advance(task)  # one step a call: rich's and the plain progress alike
             if result.status == "KILLED":

@@ -31,7 +31,8 @@ def plan_table(plan: Plan):
     return table
 
 
-def totals_line(plan: Plan) -> str:
+def totals_line(plan: Plan, plain=None) -> str:
+    """The plan's totals; with `plain` (the store's plain pass of these jobs), against it too."""
     packed, alone = plan.predicted_makespan_s(), plan.one_per_gpu_makespan_s()
     energy = [d.energy_j for d in plan.decisions]
     jobs = sum(len(d.jobs) for d in plan.decisions)
@@ -49,6 +50,10 @@ def totals_line(plan: Plan) -> str:
         line += "; makespan not predicted (jobs without a profile run alone first)"
     if None not in energy and energy:
         line += f"; predicted GPU energy (whole runs) {sum(energy):.0f} J"
+    if plain is not None:
+        from radt_ext.packing.against_plain import planned
+
+        line += f"; {planned(plan, plain)}"
     return line
 
 

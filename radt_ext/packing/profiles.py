@@ -23,6 +23,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from radt_ext.collocation import pairs
 from radt_ext.figures.summary_names import SUMMARY, upgrade
+from radt_ext.sweep.plain_store import PASS_TAG
 
 JOB_TAG = "pack.job"  # a packed group's child: the hash of the sweep variant (job) it ran
 
@@ -256,7 +257,8 @@ def group_overhead(by_id: dict, kids: dict[str, list]) -> float:
             calls_end.setdefault(r.data.tags.get("sweep.id"), []).append(r.info.start_time / 1000.0)
     for parent_id, members in kids.items():
         parent = by_id.get(parent_id)
-        if parent is None or not parent.data.tags.get("sweep.id") or not parent.info.end_time:
+        if parent is None or not parent.data.tags.get("sweep.id") or not parent.info.end_time \
+                or parent.data.tags.get(PASS_TAG):  # a plain pass is no group run
             continue
         walls = [m.data.metrics.get("summary/e2e_duration_s") for m in members]
         if walls and None not in walls:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from radt_ext.packing import explain, profiles
+from radt_ext.packing import against_plain, explain, profiles
 from radt_ext.packing.executor import PackExecutor
 from radt_ext.packing.options import PackOptions, sharing_modes
 from radt_ext.packing.planner import Planner
@@ -24,20 +24,21 @@ def options_of(sweep: Sweep) -> PackOptions:
 
 
 def _store_state(uri: str, variants, console, model: str | None = None):
-    """(knowledge, {variant key: run id} done alone) for a dry run, which never creates a store;
-    profiles measured on `model` (the pool's GPU model) first."""
+    """(knowledge, {variant key: run id} done alone, the newest plain pass of the jobs or None) for a dry
+    run, which never creates a store; profiles measured on `model` (the pool's GPU model) first."""
     from radt_ext.packing.profiles import Knowledge
 
     try:
         if uri.startswith("sqlite:///") and not os.path.exists(uri[len("sqlite:///"):]):
-            return Knowledge(), {}
+            return Knowledge(), {}, None
         client = connect(uri)
         done, _ = resume_state(client, variants)
-        return profiles.read(client, variants[0].experiment, model), done
+        experiment = variants[0].experiment
+        return profiles.read(client, experiment, model), done, against_plain.find(client, experiment, variants)
     except Exception as exc:  # a dry run works without a reachable store
         console.print(f"{(str(exc).strip() or type(exc).__name__).splitlines()[0][:300]}; "
                       "the plan uses no stored profile", highlight=False, soft_wrap=True)
-        return Knowledge(), {}
+        return Knowledge(), {}, None
 
 
 def dry_run(sweep: Sweep, console, uri: str | None = None, output: str = "table") -> list[Outcome]:
@@ -45,7 +46,7 @@ def dry_run(sweep: Sweep, console, uri: str | None = None, output: str = "table"
     opts = options_of(sweep)
     uri = tracking_uri(uri)
     pool = pool_of(variants)
-    knowledge, done = _store_state(uri, variants, console, pool.model(pool.devices))
+    knowledge, done, plain = _store_state(uri, variants, console, pool.model(pool.devices))
     outcomes, todo = [], []
     for v in variants:
         run_id = done.get(key(v)) or knowledge.packed_done.get(v.hash)
@@ -57,7 +58,7 @@ def dry_run(sweep: Sweep, console, uri: str | None = None, output: str = "table"
     if todo:
         plan = Planner(knowledge, opts, gpu_mode_ok="cpu" not in pool.devices).plan(jobs_of(todo), pool.devices)
         out.show(explain.plan_table(plan), console, output)
-        console.print(explain.totals_line(plan), highlight=False, soft_wrap=True)
+        console.print(explain.totals_line(plan, plain), highlight=False, soft_wrap=True)
         for v in todo:
             console.print(f"    {jobs_of([v])[0].name}: {' '.join(v.workloads[0].command)}", highlight=False,
                           soft_wrap=True)

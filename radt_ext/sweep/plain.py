@@ -1,7 +1,7 @@
 """`radt-ext sweep FILE --plain`: the spec's jobs as they would run without radt-ext, the baseline a packed
-pass is measured against. Each distinct job (workload and parameter setting; modes, repeats, packing and
-listeners do not count) runs once as a plain process, one lane per device of the spec (plain_lanes.py);
-radt-ext records the pass from outside (plain_store.py).
+pass is measured against. Each distinct job (a workload of the spec, its command as a parameter setting
+renders it; modes, repeats, packing and listeners do not count) runs once as a plain process, one lane per
+device of the spec (plain_lanes.py); radt-ext records the pass from outside (plain_store.py).
 """
 from __future__ import annotations
 
@@ -32,14 +32,14 @@ def jobs_of(sweep: Sweep) -> list[PlainJob]:
         raise UsageError(f"{sweep.source}: system: --plain runs the commands as given, without host settings; "
                          "drop the system block or run the sweep without --plain")
     pooled = replace(sweep, device_mode="pool", gpus_per_variant=1, repeats=1)  # a job's key names no device
-    jobs: dict[str, PlainJob] = {}
+    jobs: dict[tuple[str, str], PlainJob] = {}
     for v in expand(pooled):
         for w in v.workloads:
-            if w.key in jobs:
+            if (w.source, w.key) in jobs:
                 continue
             setting = {k: x for k, x in v.setting.items() if k in w.params}
             name = "-".join([w.source, *(f"{k}={x}" for k, x in setting.items())])
-            jobs[w.key] = PlainJob(name, w.key, w.source, list(w.command), setting, dict(w.env), w.cwd)
+            jobs[w.source, w.key] = PlainJob(name, w.key, w.source, list(w.command), setting, dict(w.env), w.cwd)
     named: dict[str, int] = {}
     for j in jobs.values():  # file names: one per job
         n = named[j.name] = named.get(j.name, 0) + 1

@@ -24,8 +24,9 @@ from radt_ext.workload_api.autoprogress import SITE_DIR
 @dataclass
 class PlainJob:
     name: str
-    key: str  # sweep.workload_hash: the job across passes (its exclusive and packed runs carry it too)
-    source: str  # the spec's workload it came from
+    key: str  # sweep.workload_hash: its command, env and device place
+    source: str  # sweep.workload: the spec's workload it came from; with the key, the job across passes
+    # (its exclusive and packed runs carry both tags too)
     command: list[str]
     params: dict[str, str] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)  # the spec's own env for it

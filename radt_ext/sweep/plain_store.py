@@ -1,10 +1,11 @@
 """The plain pass in the store, recorded from outside the jobs: a parent run for the pass (tag
 `sweep.pass=plain`, `sweep.id`, metric `summary/makespan_s`) and a child run per job whose start and end are
-its process's, FINISHED/FAILED/KILLED by its exit code, metric `summary/wall_s`, tag `sweep.workload_hash`
-(the job across passes) and its output as the artifact `plain/<job>.log`. Each job is recorded on a thread
-of the recorder's own as it ends, so the lanes never wait for the store.
+its process's, FINISHED/FAILED/KILLED by its exit code, metric `summary/wall_s`, tags `sweep.workload` and
+`sweep.workload_hash` (together the job across passes, as its exclusive and packed runs carry them) and its
+output as the artifact `plain/<job>.log`. Each job is recorded on a thread of the recorder's own as it ends,
+so the lanes never wait for the store.
 
-`newest(client, experiment, keys)` reads back the newest FINISHED plain pass that ran every one of those jobs.
+`newest(client, experiment, jobs)` reads back the newest FINISHED plain pass that ran every one of those jobs.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 PASS_TAG = "sweep.pass"
 PLAIN = "plain"
 KEY_TAG = "sweep.workload_hash"
+SOURCE_TAG = "sweep.workload"
 JOB_TAG = "sweep.job"
 WALL = "summary/wall_s"
 MAKESPAN = "summary/makespan_s"
@@ -58,7 +60,7 @@ class Recorder:
         job = e.job
         tags = {MLFLOW_PARENT_RUN_ID: self.run_id, MLFLOW_RUN_NAME: f"{self.sweep_id}: plain {job.name}",
                 "sweep.id": self.sweep_id, PASS_TAG: PLAIN, KEY_TAG: job.key, JOB_TAG: job.name,
-                "sweep.workload": job.source, "sweep.device": e.device, "sweep.exit_code": str(e.returncode),
+                SOURCE_TAG: job.source, "sweep.device": e.device, "sweep.exit_code": str(e.returncode),
                 "radt_ext.command": shlex.join(job.command)[:5000],
                 **{f"sweep.param.{k}": v for k, v in job.params.items()}}
         run_id = self.client.create_run(self.experiment_id, start_time=_ms(e.started), tags=tags,
@@ -91,18 +93,18 @@ class Recorder:
 class PlainPass:
     run_id: str
     makespan_s: float
-    walls: dict[str, float]  # {job key: wall s}
+    walls: dict[tuple[str, str], float]  # {(sweep.workload, sweep.workload_hash): wall s}
     jobs: int
     devices: str
 
-    def wall(self, key: str) -> float | None:
-        return self.walls.get(key)
+    def wall(self, job: tuple[str, str]) -> float | None:
+        return self.walls.get(job)
 
 
-def newest(client, experiment: str, keys) -> PlainPass | None:
-    """The newest FINISHED plain pass in the experiment whose jobs all FINISHED and include every key; None
-    when there is none (or the store cannot say)."""
-    keys = set(keys)
+def newest(client, experiment: str, jobs) -> PlainPass | None:
+    """The newest FINISHED plain pass in the experiment whose jobs all FINISHED and include every one of
+    `jobs` ((sweep.workload, sweep.workload_hash) pairs); None when there is none (or the store cannot say)."""
+    keys = set(jobs)
     try:
         exp = client.get_experiment_by_name(experiment)
         if exp is None or exp.lifecycle_stage != "active" or not keys:
@@ -119,11 +121,11 @@ def newest(client, experiment: str, keys) -> PlainPass | None:
     for r in runs:
         if r.data.tags.get(MLFLOW_PARENT_RUN_ID) or r.info.status != "FINISHED" or MAKESPAN not in r.data.metrics:
             continue
-        jobs = kids.get(r.info.run_id, [])
-        if not jobs or any(j.info.status != "FINISHED" or WALL not in j.data.metrics for j in jobs):
+        ran = kids.get(r.info.run_id, [])
+        if not ran or any(j.info.status != "FINISHED" or WALL not in j.data.metrics for j in ran):
             continue
-        walls = {j.data.tags.get(KEY_TAG): j.data.metrics[WALL] for j in jobs}
+        walls = {(j.data.tags.get(SOURCE_TAG), j.data.tags.get(KEY_TAG)): j.data.metrics[WALL] for j in ran}
         if keys <= set(walls):
-            return PlainPass(r.info.run_id, r.data.metrics[MAKESPAN], walls, len(jobs),
+            return PlainPass(r.info.run_id, r.data.metrics[MAKESPAN], walls, len(ran),
                              r.data.tags.get("sweep.devices", ""))
     return None

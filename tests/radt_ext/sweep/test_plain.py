@@ -61,7 +61,7 @@ def test_each_job_runs_plain_in_lanes_and_is_recorded_with_its_process_times(tmp
     parent = parents[0]
     assert parent.data.tags["sweep.id"] == "plainq" and parent.data.tags["sweep.devices"] == "0,1"
     assert set(kids) == {"a", "b", "c", "bad", "d"}
-    keys = {queue.job_name(v).rsplit("-", 1)[0]: v.workloads[0].key for v in queue.job_variants(load(path))}
+    keys = {v.workloads[0].source: v.workloads[0].key for v in queue.job_variants(load(path))}
     client = MlflowClient(two_gpus)
     for name, run in kids.items():
         j = jobs[name]
@@ -73,14 +73,15 @@ def test_each_job_runs_plain_in_lanes_and_is_recorded_with_its_process_times(tmp
         assert run.data.metrics["summary/wall_s"] < j["ended"] - j["started"] + 1.0
         assert run.data.tags["sweep.device"] == j["cuda"]
         # the job across passes: the key its exclusive and packed runs carry
-        assert run.data.tags["sweep.workload_hash"] == keys[name] and run.data.tags["sweep.id"] == "plainq"
+        assert run.data.tags["sweep.workload_hash"] == keys[name] and run.data.tags["sweep.workload"] == name
+        assert run.data.tags["sweep.id"] == "plainq"
         assert "collocation.mode" not in run.data.tags and "sweep.hash" not in run.data.tags
         log = client.download_artifacts(run.info.run_id, f"plain/{name}.log", str(tmp_path))
         assert f"plain job {name} says hello" in open(log).read()
     first = min(r.info.start_time for r in kids.values())
     last = max(r.info.end_time for r in kids.values())
     assert abs(parent.data.metrics["summary/makespan_s"] - (last - first) / 1000) < 0.01
-    assert newest(client, "plainq", keys.values()) is None  # a job failed: no baseline
+    assert newest(client, "plainq", keys.items()) is None  # a job failed: no baseline
 
 
 def test_a_spec_with_a_recipe_is_refused_in_one_line_before_anything_runs(tmp_path, tracking_uri):
@@ -99,7 +100,8 @@ def test_a_stop_reaches_the_running_jobs_and_keeps_what_ended(tmp_path, two_gpus
     path = spec(tmp_path, {"q": "--seconds 0.1"})
     assert radt("sweep", path, "--plain", cwd=tmp_path).returncode == 0
     client = MlflowClient(two_gpus)
-    before = newest(client, "plainq", [queue.job_variants(load(path))[0].workloads[0].key])
+    q = queue.job_variants(load(path))[0].workloads[0]
+    before = newest(client, "plainq", [(q.source, q.key)])
     assert before is not None and before.jobs == 1
     hold = tmp_path / "hold"
     hold.touch()
@@ -129,7 +131,7 @@ def test_a_stop_reaches_the_running_jobs_and_keeps_what_ended(tmp_path, two_gpus
     assert mine["h1"].info.status == mine["h2"].info.status == "KILLED"
     assert mine["h1"].data.tags["sweep.exit_code"] == str(128 + signal.SIGTERM)
     # the pass recorded before is still the baseline
-    assert newest(client, "plainq", [mine["q"].data.tags["sweep.workload_hash"]]).run_id == before.run_id
+    assert newest(client, "plainq", [(q.source, q.key)]).run_id == before.run_id
 
 
 def test_dry_run_lists_the_jobs_and_records_nothing(tmp_path, two_gpus):
