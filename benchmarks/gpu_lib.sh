@@ -19,6 +19,10 @@
 #                              CUDA/torch/OMP settings of the environment into FILE
 #   gpu_keep_store [MAX_KIB]   $W/mlflow.db into $RESULTS/mlflow.db.xz, dropped (and said) when larger than MAX_KIB
 #   gpu_need_pack              exits 2 with one line unless radt-ext's pack scheduler is installed here
+#   gpu_overhead_each R GPU CONFIGS BUDGET_S KINDS...
+#                              benchmarks/sampling/overhead_plain.sh's jobs part in the background, a GPU for each
+#                              group of KINDS (GPU, GPU+1, ...; comma-separated kinds each), its rounds interleaved:
+#                              R/overhead_gpu<N>/ and its output R/overhead_gpu<N>.out; `wait` after
 #   gpu_entry_points           radt-ext's entry points found by MLflow where the package is on PYTHONPATH but not
 #                              installed (a minimal dist-info under $W/meta)
 #   gpu_grid LABEL BUDGET_S ARGS...
@@ -182,4 +186,15 @@ gpu_before() {
   done
   if [ -z "$found" ]; then echo "== $name skipped: no $module in $BEFORE_DIR"; return 0; fi
   (cd "$BEFORE_DIR" && export PYTHONPATH=/tmp/site:$PWD && part ${tail[@]+"${tail[@]}"} "$name" "$limit" python3 -m "$found" "$@")
+}
+
+gpu_overhead_each() {
+  local r=$1 gpu=$2 configs=$3 budget=$4 kinds
+  shift 4
+  for kinds in "$@"; do
+    env -u OUT RESULTS="$r/overhead_gpu$gpu" WORK="/tmp/overhead_gpu$gpu" PARTS=jobs KINDS="$kinds" JOBS_GPU=$gpu \
+      ALONE_S=0 CONFIGS="$configs" BUDGET_S="$budget" bash benchmarks/sampling/overhead_plain.sh \
+      > "$r/overhead_gpu$gpu.out" 2>&1 &
+    gpu=$((gpu + 1))
+  done
 }

@@ -21,13 +21,8 @@ case ${STAGE:?STAGE=1 to 5} in
   2) long plain keep plain ;;
   3) long first "" first ;;
   4) long second "" second ;;
-  5) gpu=0
-     for kinds in ${OVERHEAD_KINDS:-decoder loader}; do  # a GPU each: its kinds' rounds interleaved
-       env -u OUT RESULTS=$R/overhead_gpu$gpu WORK=/tmp/overhead_gpu$gpu PARTS=jobs KINDS=$kinds \
-         JOBS_GPU=$gpu ALONE_S=0 CONFIGS=${OVERHEAD_CONFIGS:-plain,run,sweep,top:60} \
-         BUDGET_S=${BUDGET_S:-400} bash benchmarks/sampling/overhead_plain.sh > "$R/overhead_gpu$gpu.out" 2>&1 &
-       gpu=$((gpu + 1))
-     done
+  5) gpu_overhead_each "$R" 0 "${OVERHEAD_CONFIGS:-plain,run,sweep,top:60}" "${BUDGET_S:-400}" \
+       ${OVERHEAD_KINDS:-decoder loader}
      wait ;;
 esac
 for f in "$R"/*.out; do echo "== $f"; tail -n 15 "$f"; done

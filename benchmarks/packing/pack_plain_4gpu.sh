@@ -48,13 +48,7 @@ with sqlite3.connect(sys.argv[1]) as db:
        WORK=/tmp/pack_bound_unmodified PARTS="first second" BUDGET_S=${BUDGET_S:-585}
      wait ;;
   3) pair long_second "$GPUS_A" "${LONG[@]}" RESULTS=$R/long WORK=/tmp/pack_bound_long PARTS=second
-     gpu=2
-     for kinds in ${OVERHEAD_KINDS:-}; do  # a GPU each: its kinds' rounds interleaved
-       env -u OUT RESULTS=$R/overhead_gpu$gpu WORK=/tmp/overhead_gpu$gpu PARTS=jobs KINDS=$kinds \
-         JOBS_GPU=${OVERHEAD_GPU:-$gpu} ALONE_S=0 CONFIGS=${OVERHEAD_CONFIGS:-plain,run,sweep} \
-         BUDGET_S=${BUDGET_S:-585} bash benchmarks/sampling/overhead_plain.sh > "$R/overhead_gpu$gpu.out" 2>&1 &
-       gpu=$((gpu + 1))
-     done
+     gpu_overhead_each "$R" 2 "${OVERHEAD_CONFIGS:-plain,run,sweep}" "${BUDGET_S:-585}" ${OVERHEAD_KINDS:-}
      wait ;;
 esac
 for f in "$R"/*.out; do echo "== $f"; tail -n 15 "$f"; done
