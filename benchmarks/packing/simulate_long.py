@@ -61,13 +61,13 @@ def knowledge(data: dict, with_pairs: bool) -> Knowledge:
     return k
 
 
-def truth(data: dict, mode: str):
+def truth(data: dict, mode: str, unmeasured: float = UNMEASURED):
     known = {}
     for p in data["pairs"]:
         if p["mode"] == mode:
             known[(p["a"], p["b"])] = p["slowdowns"][0]
             known[(p["b"], p["a"])] = p["slowdowns"][1]
-    return lambda a, b: known.get((a, b), UNMEASURED)
+    return lambda a, b: known.get((a, b), unmeasured)
 
 
 def measured_boots(data: dict) -> dict[tuple[str, str, str], float]:
@@ -87,9 +87,10 @@ def plain_makespan_s(data: dict, gpus: int = GPUS) -> float:
     return max(lanes)
 
 
-def replay(data: dict, with_pairs: bool, trials: bool, bound: float = BOUND, gpus: int = GPUS) -> dict:
-    """The queue planned from its profiles (and its measured pairs), played as it would run: each job's
-    lived slowdown, the makespan, the planned one."""
+def replay(data: dict, with_pairs: bool, trials: bool, bound: float = BOUND, gpus: int = GPUS,
+           unmeasured: float = UNMEASURED) -> dict:
+    """The queue planned from its profiles (and its measured pairs), played as it would run: the plan, each
+    job's lived slowdown, the makespan, the planned one, one job per GPU's."""
     k = knowledge(data, with_pairs)
     opts = PackOptions(max_slowdown=bound, modes=("naive", "mps"), trials=trials)
     plan = Planner(k, opts).plan([Job(name, name) for name in data["jobs"]], [str(g) for g in range(gpus)])
@@ -100,10 +101,10 @@ def replay(data: dict, with_pairs: bool, trials: bool, bound: float = BOUND, gpu
         for d in ds:
             names = [j.name for j in d.jobs]
             ph = [chains.phases(j.profile) for j in d.jobs]
-            x = truth(data, d.mode)
+            x = truth(data, d.mode, unmeasured)
 
             def pair(a, b, x=x, names=names):
-                return x(names[a], names[b]) if abs(a - b) == 1 else UNMEASURED
+                return x(names[a], names[b]) if abs(a - b) == 1 else unmeasured
 
             def boot(a, b, d=d, names=names):
                 found = boots.get((d.mode, names[a], names[b]))
@@ -119,7 +120,8 @@ def replay(data: dict, with_pairs: bool, trials: bool, bound: float = BOUND, gpu
             load += max(played.ends) + plan.overhead_s
         loads.append(load)
     worst = max(lived, key=lived.get)
-    return {"makespan_s": max(loads), "planned_makespan_s": plan.predicted_makespan_s(), "lived": lived,
+    return {"plan": plan, "makespan_s": max(loads), "planned_makespan_s": plan.predicted_makespan_s(), "lived": lived,
+            "one_per_gpu_s": plan.one_per_gpu_makespan_s(),
             "max_job": worst, "max_job_slowdown": lived[worst],
             "cored": sum(1 for d in plan.decisions for link in d.links if link is not None and link.overlap_s > 0)}
 

@@ -14,40 +14,19 @@ import os
 
 import pytest
 
-from benchmarks.packing.simulate_long import BOOT, BOUND, UNMEASURED, knowledge, measured_boots, truth
-from radt_ext.packing import chains, model
-from radt_ext.packing.options import PackOptions
-from radt_ext.packing.planner import Job, Planner
+from benchmarks.packing import simulate_long
+from benchmarks.packing.simulate_long import BOUND
+from radt_ext.packing import chains
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUEUES = sorted(glob.glob(os.path.join(HERE, "fixtures", "*_rates.json")))
 
 
-def replay(data: dict, with_pairs: bool, bound: float = BOUND):
+def replay(data: dict, with_pairs: bool, unmeasured: float = simulate_long.UNMEASURED):
     """The plan, each job's lived slowdown, the makespan over one job per GPU's, and the plan's error."""
-    k = knowledge(data, with_pairs)
-    jobs = [Job(name, name) for name in data["jobs"]]
-    plan = Planner(k, PackOptions(max_slowdown=bound, modes=("naive", "mps"))).plan(jobs, ["0", "1"])
-    boots = measured_boots(data)
-    lived, loads = {}, []
-    for ds in plan.gpus.values():
-        load = 0.0
-        for d in ds:
-            names = [j.name for j in d.jobs]
-            ph = [chains.phases(j.profile) for j in d.jobs]
-            x = truth(data, d.mode)
-            pair = lambda a, b: x(names[a], names[b]) if abs(a - b) == 1 else UNMEASURED  # noqa: E731
-            boot = lambda a, b: boots.get((d.mode, names[a], names[b])) or (  # noqa: E731
-                model.BOOT_LIGHT if model.boot_slowdown(d.jobs[a].profile, d.mode) > 2 else BOOT)
-            splits = {i: i - 1 for i, link in enumerate(d.links) if link is not None and link.basis == "trial"
-                      and max(x(names[i - 1], names[i]), x(names[i], names[i - 1])) > bound}
-            played = chains.simulate(ph, d.starts or [0.0], pair, splits, boot, chain=True, work_left=d.work_left)
-            for n, slow in zip(names, chains.lived(played, ph)):
-                lived[n] = slow
-            load += max(played.ends) + plan.overhead_s
-        loads.append(load)
-    planned = plan.predicted_makespan_s()
-    return plan, lived, max(loads) / plan.one_per_gpu_makespan_s(), abs(planned - max(loads)) / max(loads)
+    r = simulate_long.replay(data, with_pairs, trials=True, unmeasured=unmeasured)
+    error = abs(r["planned_makespan_s"] - r["makespan_s"]) / r["makespan_s"]
+    return r["plan"], r["lived"], r["makespan_s"] / r["one_per_gpu_s"], error
 
 
 # jobs of a minute or more: start-ups are a small share of them, so a first plan (start-ups beside active
@@ -76,12 +55,7 @@ def test_a_failed_trial_between_long_jobs_keeps_both_within_the_bound():
                       for a in "abcd" for b in "abcd" if a != b for m in ("naive", "mps")]}
     plan, lived, ratio, _ = replay(dict(data, pairs=[]), with_pairs=False)
     assert any(link is not None and link.basis == "trial" for d in plan.decisions for link in d.links)
-    global UNMEASURED
-    harsh, UNMEASURED = UNMEASURED, 3.0
-    try:
-        _, lived, _, _ = replay(dict(data, pairs=[]), with_pairs=False)
-    finally:
-        UNMEASURED = harsh
+    _, lived, _, _ = replay(dict(data, pairs=[]), with_pairs=False, unmeasured=3.0)
     assert max(lived.values()) <= BOUND
     _, lived2, _, _ = replay(data, with_pairs=True)  # measured bad: start-ups beside, no overlap
     assert max(lived2.values()) <= 1.05
