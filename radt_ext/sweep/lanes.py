@@ -92,12 +92,14 @@ class LocalExecutor:
 
         def run_one(v: Variant, devices: list[str]) -> None:
             key = f"pool:{v.index}:{','.join(devices)}"  # its own: the next variant may start before it ends
-            released = threading.Event()
+            released, once = threading.Event(), threading.Lock()
 
-            def release() -> None:
-                if not released.is_set():
+            def release() -> None:  # from the group's thread (on_free) and this one's end: the devices once
+                with once:
+                    if released.is_set():
+                        return
                     released.set()
-                    pool.release(devices)
+                pool.release(devices)
 
             def start(runner) -> bool:
                 with self._lock:
