@@ -223,6 +223,22 @@ def artifact_paths(client, run_id: str) -> list[str]:
         return []
 
 
+def local_artifacts(client, run_id: str) -> Path | None:
+    """The run's artifact folder where it is on this machine's disk (a file store), else None: its files
+    are read in place, with no copy and no download progress bar."""
+    from urllib.parse import unquote, urlparse
+
+    try:
+        uri = client.get_run(run_id).info.artifact_uri
+    except Exception:
+        return None
+    parsed = urlparse(uri)
+    if parsed.scheme not in ("", "file") or (parsed.netloc not in ("", "localhost")):
+        return None
+    root = Path(unquote(parsed.path))
+    return root if root.is_dir() else None
+
+
 def read_file(path: str | Path, keys=None) -> dict[str, list[tuple[int, int, float]]]:
     """{key: [(timestamp ms, step, value), ...] in time order} of one timeline file."""
     import pyarrow.parquet as pq
@@ -244,9 +260,12 @@ def read(client, run_id: str, keys=None) -> dict[str, list[tuple[int, int, float
     if not paths:
         return None
     out: dict[str, list[tuple[int, int, float]]] = {}
+    root = local_artifacts(client, run_id)
     with tempfile.TemporaryDirectory(prefix="radt-timelines-") as tmp:
         for path in paths:
-            local = client.download_artifacts(run_id, path, tmp)
+            local = root / path if root is not None and (root / path).is_file() else None
+            if local is None:
+                local = client.download_artifacts(run_id, path, tmp)
             for key, points in read_file(local, keys).items():
                 out.setdefault(key, []).extend(points)
     if len(paths) > 1:  # a point in two files (a compacted run) once

@@ -56,3 +56,21 @@ def test_the_chunk_size_comes_from_the_environment(monkeypatch):
     assert timelines._chunk_size() == 16
     monkeypatch.setenv(timelines.ENV_CHUNK, "many")
     assert timelines._chunk_size() == timelines.DEFAULT_CHUNK
+
+
+def test_a_file_store_timeline_is_read_in_place(tmp_path, monkeypatch):
+    from mlflow.tracking import MlflowClient
+
+    spill, points = _spill(tmp_path, monkeypatch, 6)
+    spill.write(tmp_path / timelines.SYSTEM_FILE)
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    exp = client.create_experiment("t", artifact_location=(tmp_path / "artifacts").as_uri())
+    run_id = client.create_run(exp).info.run_id
+    client.log_artifact(run_id, str(tmp_path / timelines.SYSTEM_FILE), timelines.ARTIFACT_DIR)
+    root = timelines.local_artifacts(client, run_id)
+    assert root is not None and (root / timelines.ARTIFACT_DIR / timelines.SYSTEM_FILE).is_file()
+    downloads = []
+    monkeypatch.setattr(client, "download_artifacts", lambda *a: downloads.append(a))
+    read = timelines.read(client, run_id)
+    assert sorted((k, *p) for k, pts in read.items() for p in pts) == sorted(points) and downloads == []
+
