@@ -92,13 +92,14 @@ class LocalExecutor:
 
         def run_one(v: Variant, devices: list[str]) -> None:
             key = f"pool:{v.index}:{','.join(devices)}"  # its own: the next variant may start before it ends
-            released, once = threading.Event(), threading.Lock()
+            released, once = False, threading.Lock()
 
             def release() -> None:  # from the group's thread (on_free) and this one's end: the devices once
+                nonlocal released
                 with once:
-                    if released.is_set():
+                    if released:
                         return
-                    released.set()
+                    released = True
                 pool.release(devices)
 
             def start(runner) -> bool:

@@ -99,9 +99,8 @@ def run(sweep: Sweep, dry: bool = False, console=None, output: str = "table", ur
         if not any(folder.iterdir()):
             shutil.rmtree(folder, ignore_errors=True)
     out.show(results_table(ended, jobs), console, output)
-    makespan = (max(e.ended for e in ended) - min(e.started for e in ended)) if ended else 0.0
     failed = [e.job.name for e in ended if e.status != "FINISHED"]
-    say(f"plain pass: {len(ended)} of {len(jobs)} jobs on {len(devices)} lane(s) in {makespan:.2f} s, "
+    say(f"plain pass: {len(ended)} of {len(jobs)} jobs on {len(devices)} lane(s) in {recorder.makespan_s:.2f} s, "
         f"{status} (run {run_id})" + (f"; not FINISHED: {', '.join(failed)}" if failed else ""))
     if lanes.stopping:
         return 128 + lanes.stopping

@@ -70,12 +70,11 @@ def plain_env(device: str, own: dict[str, str], base: dict[str, str] | None = No
 
 class Lanes:
     def __init__(self, jobs: list[PlainJob], devices: list[str], folder: Path,
-                 on_end: Callable[[Ended], None] = lambda e: None, on_start: Callable[[PlainJob, str], None] =
-                 lambda j, d: None):
+                 on_end: Callable[[Ended], None] = lambda e: None):
         self.jobs = list(jobs)
         self.devices = list(devices)
         self.folder = Path(folder)
-        self.on_end, self.on_start = on_end, on_start
+        self.on_end = on_end
         self._lock = threading.Lock()
         self._next = 0
         self._running: dict[str, subprocess.Popen] = {}
@@ -111,7 +110,6 @@ class Lanes:
 
     def _lane(self, device: str) -> None:
         while (job := self._take()) is not None:
-            self.on_start(job, device)
             ended = self._one(job, device)
             with self._lock:
                 self.ended.append(ended)

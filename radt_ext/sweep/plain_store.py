@@ -40,7 +40,6 @@ class Recorder:
         self.run_id = client.create_run(experiment_id, start_time=_ms(started), run_name=name, tags={
             MLFLOW_RUN_NAME: name, "sweep.id": sweep_id, PASS_TAG: PLAIN, "sweep.devices": ",".join(devices),
             "sweep.jobs": str(jobs)}).info.run_id
-        self.recorded: dict[str, str] = {}  # job name -> its run id
         self._queue: queue.Queue = queue.Queue()
         self._thread = threading.Thread(target=self._work, name="radt-plain-recorder", daemon=True)
         self._thread.start()
@@ -75,16 +74,17 @@ class Recorder:
             with contextlib.suppress(OSError):
                 e.log.unlink()
         self.client.set_terminated(run_id, e.status, end_time=_ms(e.ended))
-        self.recorded[job.name] = run_id
 
     def close(self, status: str, ended: list, started: float, end: float) -> str:
-        """Wait for every job's run, then end the pass's run with its makespan (first start to last end)."""
+        """Wait for every job's run, then end the pass's run with its makespan (first start to last end,
+        kept as `makespan_s`)."""
         self._queue.put(None)
         self._thread.join()
         first = min((e.started for e in ended), default=started)
         last = max((e.ended for e in ended), default=end)
+        self.makespan_s = last - first
         with contextlib.suppress(Exception):
-            self.client.log_metric(self.run_id, MAKESPAN, last - first, _ms(last), 0)
+            self.client.log_metric(self.run_id, MAKESPAN, self.makespan_s, _ms(last), 0)
         self.client.set_terminated(self.run_id, status, end_time=_ms(last))
         return self.run_id
 
@@ -95,7 +95,6 @@ class PlainPass:
     makespan_s: float
     walls: dict[tuple[str, str], float]  # {(sweep.workload, sweep.workload_hash): wall s}
     jobs: int
-    devices: str
 
     def wall(self, job: tuple[str, str]) -> float | None:
         return self.walls.get(job)
@@ -126,6 +125,5 @@ def newest(client, experiment: str, jobs) -> PlainPass | None:
             continue
         walls = {(j.data.tags.get(SOURCE_TAG), j.data.tags.get(KEY_TAG)): j.data.metrics[WALL] for j in ran}
         if keys <= set(walls):
-            return PlainPass(r.info.run_id, r.data.metrics[MAKESPAN], walls, len(ran),
-                             r.data.tags.get("sweep.devices", ""))
+            return PlainPass(r.info.run_id, r.data.metrics[MAKESPAN], walls, len(ran))
     return None

@@ -24,8 +24,10 @@ module's first call the wrapper decides:
   outside any other counted call;
 - an outermost module other than the model, decided while no optimizer exists in the process (inference,
   a decoder stepping through its layers from the script), loses its wrapper too: its calls could only
-  ever count as `other_calls`, and a wrapper costs 1-2 microseconds a call (benchmarks/sampling/hook_calls.py). The first optimizer made wraps those modules again (their calls with gradients on give a
-  step its samples), so `other_calls` counts the calls made since an optimizer exists.
+  ever count as `other_calls`, and a wrapper costs 1-2 microseconds a call
+  (benchmarks/sampling/hook_calls.py). The first optimizer made wraps those modules again (their calls
+  with gradients on give a step its samples), so `other_calls` counts the calls made since an optimizer
+  exists.
 
 So only the model and, where something trains, the other outermost modules keep a wrapper, and a call
 costs them one Python call and two additions (no hook dict, no slow path of _call_impl, nothing for their
