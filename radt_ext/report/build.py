@@ -26,19 +26,20 @@ def _info(run: data.RunData) -> str:
     return table(["", ""], rows)
 
 
-def run_html(client, run_id: str, timelines: dict | None = None) -> str:
+def run_html(client, run_id: str, timelines: dict | None = None, children_anywhere: bool = True) -> str:
     """A collocation parent's report (children stacked) when the run has children, else the
-    run's own timelines and summaries (`timelines`: its timeline file already read, see data.load_run)."""
+    run's own timelines and summaries (`timelines`: its timeline file already read, see data.load_run).
+    `children_anywhere`: look for children in every experiment when its own has none."""
     run = client.get_run(run_id)
-    kids = data.children(client, run_id, [run.info.experiment_id])
+    kids = data.children(client, run_id, [run.info.experiment_id], anywhere=children_anywhere)
     if kids:
         return group_html(client, run, kids)
     return run_document(data.load_run(client, run_id, run=run, timelines=timelines))
 
 
 def warm() -> None:
-    """Draw a small report once, storing nothing: the figure library's first figure costs several times
-    its next (its validators are built on first use); a run does this while its workload runs."""
+    """Draw a small report once, storing nothing (its first drawing reads plot.js and compiles the panels'
+    patterns); a run does this while its workload runs."""
     series = data.Series([0.0, 1.0], [1.0, 2.0])
     run = data.RunData(run_id="warm", name="warm", start_s=0.0, status="RUNNING", tags={}, params={}, metrics={},
                        system={"gpu0_power_w": series, "gpu0_util_pct": series, "cpu_pct": series})

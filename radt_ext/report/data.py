@@ -105,15 +105,15 @@ def _markers(workload: dict, origin_s: float):
     return [], markers
 
 
-def children(client, parent_run_id: str, experiment_ids: list[str] | None = None):
+def children(client, parent_run_id: str, experiment_ids: list[str] | None = None, anywhere: bool = True):
     """Child runs of a collocation parent (tag mlflow.parentRunId), oldest first: looked for in
-    the given experiments (default the parent's), then in every experiment."""
+    the given experiments (default the parent's), then (`anywhere`) in every experiment."""
     if experiment_ids is None:
         experiment_ids = [client.get_run(parent_run_id).info.experiment_id]
     query = f"tags.`{MLFLOW_PARENT_RUN_ID}` = '{parent_run_id}'"
     found = client.search_runs(experiment_ids, filter_string=query, order_by=["attributes.start_time ASC"],
                                max_results=1000)
-    if not found:
+    if not found and anywhere:
         found = client.search_runs(all_experiment_ids(client), filter_string=query,
                                    order_by=["attributes.start_time ASC"], max_results=1000)
     return found

@@ -1,15 +1,19 @@
-"""Plotly figures: one run's timelines, a collocation group stacked, a sweep's trade-offs."""
+"""Figures: one run's timelines and a collocation group's, stacked panels as plain dicts (stacked.py); a
+group's energy split and a sweep's trade-offs as plotly figures (plotly imported only where one is drawn,
+not at a run's end)."""
 from __future__ import annotations
 
 import math
 import re
-
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
+from typing import TYPE_CHECKING
 
 from listeners.energy_timeline import EnergyTimeline
 from radt_ext.report.data import RunData, Series
 from radt_ext.report.pareto import pareto_front
+from radt_ext.report.stacked import Stacked
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 MAX_POINTS = 1500  # per trace; longer series keep each bucket's min and max
 # points a figure draws in all: its series share them (a report stays a few hundred KB however long the
@@ -124,66 +128,57 @@ def _band(x0: float, x1: float, color: str, opacity: float, line: dict) -> dict:
                 line=line, layer="below")
 
 
-def _add_shapes(fig, shapes: list[dict]) -> None:
-    """All at once: plotly's add_vline/add_vrect scan every shape per call, minutes for a long run's epochs."""
-    if shapes:
-        fig.update_layout(shapes=list(fig.layout.shapes) + shapes)
-
-
-def _add_markers(fig, run: RunData) -> None:
+def _add_markers(fig: Stacked, run: RunData) -> None:
     shapes = []
     if run.active is not None:  # the span the unprefixed summaries cover; before it, start-up
         source = run.tags.get("radt_ext.active_source", "")
         shapes.append(_band(run.active[0], run.active[1], "#ffa15a", 0.06, dict(width=1, color="#ffa15a")))
-        fig.add_trace(go.Scatter(x=[run.active[0], run.active[1]], y=[0, 0], mode="markers",
-                                 marker=dict(symbol="line-ns-open", size=12, color="#ffa15a"),
-                                 text=[f"active phase starts ({source})", "active phase ends"],
-                                 hoverinfo="text+x", name="active phase", showlegend=True), row=1, col=1)
+        fig.add_trace(dict(x=[run.active[0], run.active[1]], y=[0, 0], mode="markers",
+                           marker=dict(symbol="line-ns-open", size=12, color="#ffa15a"),
+                           text=[f"active phase starts ({source})", "active phase ends"],
+                           hoverinfo="text+x", name="active phase", showlegend=True))
     for i, (start, end, label) in enumerate(run.epochs):
         shapes.append(_band(start, end, "#636efa" if i % 2 else "#00cc96", 0.08, dict(width=0)))
         shapes.append(_line(start, "#888"))
     shapes += [_line(t, "#888") for t, label in run.markers]
-    _add_shapes(fig, shapes)
+    fig.add_shapes(shapes)
     # hoverable labels: invisible points on the first panel
     labelled = [(s, lab) for s, _, lab in run.epochs] + list(run.markers)
     if labelled:
-        fig.add_trace(go.Scatter(x=[t for t, _ in labelled], y=[0] * len(labelled), mode="markers",
-                                 marker=dict(symbol="triangle-up", size=8, color="#888"),
-                                 text=[lab for _, lab in labelled], hoverinfo="text+x", name="epochs/phases",
-                                 showlegend=True), row=1, col=1)
+        fig.add_trace(dict(x=[t for t, _ in labelled], y=[0] * len(labelled), mode="markers",
+                           marker=dict(symbol="triangle-up", size=8, color="#888"),
+                           text=[lab for _, lab in labelled], hoverinfo="text+x", name="epochs/phases",
+                           showlegend=True))
 
 
-def run_timelines(run: RunData, title: str | None = None) -> go.Figure | None:
+def run_timelines(run: RunData, title: str | None = None) -> Stacked | None:
     """Every panel the run's data can fill, stacked on one shared time axis."""
     found = panels(run.system)
     if not found:
         return None
-    fig = make_subplots(rows=len(found), cols=1, shared_xaxes=True, vertical_spacing=0.03,
-                        subplot_titles=[f"{t} ({u})" for t, u, _ in found])
+    fig = Stacked([f"{t} ({u})" for t, u, _ in found])
     limit = point_limit(sum(len(series) for _, _, series in found))
     for row, (panel, unit, series) in enumerate(found, start=1):
         for name, s in series.items():
             s = downsample(s, limit)
-            fig.add_trace(go.Scatter(x=s.t, y=s.v, mode="lines", name=name, legendgroup=panel,
-                                     hovertemplate=f"{name}: %{{y:.4g}} {unit}<br>t=%{{x:.2f}} s<extra></extra>"),
-                          row=row, col=1)
-        fig.update_yaxes(title_text=unit, row=row, col=1)
+            fig.add_trace(dict(x=s.t, y=s.v, mode="lines", name=name, legendgroup=panel,
+                               hovertemplate=f"{name}: %{{y:.4g}} {unit}<br>t=%{{x:.2f}} s<extra></extra>"), row)
+        fig.axis_title("y", row, unit)
     _add_markers(fig, run)
-    fig.update_xaxes(title_text="seconds since start", row=len(found), col=1)
+    fig.axis_title("x", len(found), "seconds since start")
     fig.update_layout(title=title or f"{run.name} ({run.run_id[:8]}) · {run.status}", height=220 * len(found) + 120,
                       legend=dict(groupclick="toggleitem"), margin=dict(l=60, r=20, t=80, b=40))
     return fig
 
 
-def group_timelines(children: list[RunData], title: str) -> go.Figure | None:
+def group_timelines(children: list[RunData], title: str) -> Stacked | None:
     """A collocation group: for each panel, every child's lines on one shared time axis,
     children told apart by colour (one per child) — the panels stacked."""
     names = [t for t in PANELS if any(t == p for c in children for p, _, _ in panels(c.system))]
     if not names:
         return None
     palette = ["#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880"]
-    fig = make_subplots(rows=len(names), cols=1, shared_xaxes=True, vertical_spacing=0.03,
-                        subplot_titles=names)
+    fig = Stacked(names)
     limit = point_limit(sum(len(series) for c in children for _, _, series in panels(c.system)))
     shapes = []
     for ci, child in enumerate(children):
@@ -194,15 +189,14 @@ def group_timelines(children: list[RunData], title: str) -> go.Figure | None:
             row = names.index(panel) + 1
             for name, s in series.items():
                 s = downsample(s, limit)
-                fig.add_trace(go.Scatter(x=s.t, y=s.v, mode="lines", name=label, legendgroup=child.run_id,
-                                         showlegend=first, line=dict(color=color, width=1.5),
-                                         hovertemplate=f"{label} {name}: %{{y:.4g}} {unit}<extra></extra>"),
-                              row=row, col=1)
+                fig.add_trace(dict(x=s.t, y=s.v, mode="lines", name=label, legendgroup=child.run_id,
+                                   showlegend=first, line=dict(color=color, width=1.5),
+                                   hovertemplate=f"{label} {name}: %{{y:.4g}} {unit}<extra></extra>"), row)
                 first = False
-            fig.update_yaxes(title_text=unit, row=row, col=1)
+            fig.axis_title("y", row, unit)
         shapes += [_line(start, color) for start, _, _ in child.epochs] + [_line(t, color) for t, _ in child.markers]
-    _add_shapes(fig, shapes)
-    fig.update_xaxes(title_text="seconds since the group started", row=len(names), col=1)
+    fig.add_shapes(shapes)
+    fig.axis_title("x", len(names), "seconds since the group started")
     fig.update_layout(title=title, height=220 * len(names) + 120, margin=dict(l=60, r=20, t=80, b=40))
     return fig
 
@@ -213,6 +207,9 @@ ATTRIBUTED = re.compile(r"^gpu\d+_power_attributed_w$")
 def energy_split(parent: RunData, children: list[RunData]) -> go.Figure | None:
     """Each workload's share of the group's GPU energy: the attributed power stacked over time
     (with the GPU's own power as a line) and the energy by workload, active and idle parts."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
     kids = [c for c in children if "gpu_energy_attributed_j" in c.summary]
     if not kids:
         return None
@@ -284,6 +281,8 @@ def time_of(run: RunData) -> float | None:
 
 
 def time_energy_scatter(runs: list[RunData], title: str = "Time vs energy") -> go.Figure | None:
+    import plotly.graph_objects as go
+
     pts = [(time_of(r), energy_of(r), r) for r in runs if time_of(r) is not None and energy_of(r) is not None]
     if not pts:
         return None
@@ -304,6 +303,9 @@ def time_energy_scatter(runs: list[RunData], title: str = "Time vs energy") -> g
 def per_variant_bars(runs: list[RunData]) -> go.Figure | None:
     """Throughput and J/sample over the active phase by variant, one bar group per collocation mode (mean
     over repeats)."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
     metrics = [("throughput_samples_per_s", "throughput (samples/s)"), ("energy_per_sample_j", "J per sample")]
     groups: dict[tuple[str, str], dict[str, list[float]]] = {}
     for r in runs:
@@ -338,6 +340,8 @@ def slowdown_of(run: RunData) -> float | None:
 
 def slowdown_heatmap(runs: list[RunData]) -> go.Figure | None:
     """Mean slowdown of each variant (rows) under each collocation mode (columns)."""
+    import plotly.graph_objects as go
+
     cells: dict[tuple[str, str], list[float]] = {}
     for r in runs:
         value = slowdown_of(r)

@@ -726,7 +726,9 @@ class WorkloadSession:
             log.debug("radt-ext: the kept timeline file: %s", exc)
             timelines = None
         try:  # log_report never raises: a failed report is a run tag
-            self._within_store_deadline(lambda: log_report(self.client, self.run_id, timelines=timelines))
+            # children (runs a joined workload nests under it) looked for in its experiment only: two queries fewer
+            self._within_store_deadline(lambda: log_report(self.client, self.run_id, timelines=timelines,
+                                                           children_anywhere=False))
         except TimeoutError as exc:
             log.warning("radt-ext: no report for run %s (%s); the run itself is recorded", self.run_id, exc)
 

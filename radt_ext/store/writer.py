@@ -395,11 +395,12 @@ class MetricWriter:
 
         metrics = [Metric(m.key, float(m.value), int(m.timestamp), int(m.step)) for m in metrics]
         items = [RunTag(k, str(v)) for k, v in tags.items()]
-        for i in range(0, len(metrics), MAX_BATCH):
-            self._retry_locked(lambda: self.client.log_batch(self.run_id, metrics=metrics[i:i + MAX_BATCH],
-                                                             synchronous=True))
-        for i in range(0, len(items), MAX_TAGS):
-            self._retry_locked(lambda: self.client.log_batch(self.run_id, tags=items[i:i + MAX_TAGS],
+        # as few calls as MLflow's limits allow (each is a commit): tags with the first metrics
+        while metrics or items:
+            some_tags, items = items[:MAX_TAGS], items[MAX_TAGS:]
+            room = MAX_BATCH - len(some_tags)
+            some, metrics = metrics[:room], metrics[room:]
+            self._retry_locked(lambda: self.client.log_batch(self.run_id, metrics=some, tags=some_tags,
                                                              synchronous=True))
         if status:
             self._retry_locked(lambda: self.client.set_terminated(self.run_id, status, end_time))

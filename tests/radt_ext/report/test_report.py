@@ -199,7 +199,45 @@ def test_epoch_bands_and_lines_are_one_shape_each_through_every_panel():
     run.epochs = [(i * 3.0, i * 3.0 + 2.9, f"epoch {i}") for i in range(200)]
     run.active = (1.0, 599.0)
     fig = figures.run_timelines(run)
-    shapes = fig.layout.shapes
+    shapes = fig.to_dict()["layout"]["shapes"]
     assert len(shapes) == 1 + 2 * 200  # the active phase, then a band and a line per epoch
-    assert all(s.yref == "paper" and (s.y0, s.y1) == (0, 1) for s in shapes)
-    assert sorted(s.x0 for s in shapes if s.type == "line") == [i * 3.0 for i in range(200)]
+    assert all(s["yref"] == "paper" and (s["y0"], s["y1"]) == (0, 1) for s in shapes)
+    assert sorted(s["x0"] for s in shapes if s["type"] == "line") == [i * 3.0 for i in range(200)]
+
+
+def test_stacked_panels_are_the_layout_plotly_makes_for_them():
+    """The run's timelines are built as plain dicts (no plotly objects at a run's end): the axes, domains and
+    panel titles are those of plotly's make_subplots, so plotly.js draws the page as plot.js does."""
+    from plotly.subplots import make_subplots
+    import plotly.graph_objects as go
+
+    from radt_ext.report.stacked import Stacked
+
+    titles = ["Power (W)", "Temperature (°C)", "CPU (%)"]
+    ours = Stacked(titles)
+    ref = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.03, subplot_titles=titles)
+    ours.add_trace(dict(x=[0.0, 1.0], y=[1.0, 2.0], mode="lines", name="gpu0_temp_c"), 2)
+    ref.add_trace(go.Scatter(x=[0.0, 1.0], y=[1.0, 2.0], mode="lines", name="gpu0_temp_c"), row=2, col=1)
+    ours.axis_title("y", 2, "°C")
+    ref.update_yaxes(title_text="°C", row=2, col=1)
+    ours.axis_title("x", 3, "seconds since start")
+    ref.update_xaxes(title_text="seconds since start", row=3, col=1)
+    ours.update_layout(title="run", height=780)
+    ref.update_layout(title="run", height=780)
+    want = ref.to_dict()
+    want["layout"].pop("template")
+    got = ours.to_dict()
+    assert got["data"] == [{**t, "x": list(t["x"]), "y": list(t["y"])} for t in want["data"]]
+    assert got["layout"].keys() == want["layout"].keys()
+    for key, value in want["layout"].items():
+        if key == "annotations":
+            assert [a["text"] for a in got["layout"][key]] == [a["text"] for a in value]
+            assert [a["y"] for a in got["layout"][key]] == pytest.approx([a["y"] for a in value])
+            assert [{k: v for k, v in a.items() if k != "y"} for a in got["layout"][key]] == \
+                [{k: v for k, v in a.items() if k != "y"} for a in value]
+        elif isinstance(value, dict) and "domain" in value:
+            assert {k: v for k, v in got["layout"][key].items() if k != "domain"} == \
+                {k: v for k, v in value.items() if k != "domain"}
+            assert got["layout"][key]["domain"] == pytest.approx(value["domain"])
+        else:
+            assert got["layout"][key] == value

@@ -1,0 +1,52 @@
+"""Panels stacked on one shared time axis, as plain figure dicts: what plotly's make_subplots(rows=n,
+cols=1, shared_xaxes=True) gives, with none of its figure objects (building and validating those took
+most of a run's report time at its end, after the workload). `to_dict()` is drawn by plot.js and by
+plotly.js alike."""
+from __future__ import annotations
+
+
+def _axis(kind: str, row: int) -> str:
+    """The layout key of a row's axis (`xaxis`, `yaxis2`, ...)."""
+    return f"{kind}axis" + (str(row) if row > 1 else "")
+
+
+def _ref(kind: str, row: int) -> str:
+    """A trace's reference to a row's axis (`x`, `y2`, ...)."""
+    return kind + (str(row) if row > 1 else "")
+
+
+class Stacked:
+    def __init__(self, titles: list[str], spacing: float = 0.03):
+        n = len(titles)
+        self.rows = n
+        self.data: list[dict] = []
+        height = (1.0 - spacing * (n - 1)) / n
+        self.layout: dict = {"annotations": []}
+        for row, title in enumerate(titles, start=1):
+            top = 1.0 - (row - 1) * (height + spacing)
+            x = {"anchor": _ref("y", row), "domain": [0.0, 1.0]}
+            if row < n:  # every panel's time axis follows the bottom one, whose labels alone are shown
+                x.update(matches=_ref("x", n), showticklabels=False)
+            self.layout[_axis("x", row)] = x
+            self.layout[_axis("y", row)] = {"anchor": _ref("x", row), "domain": [max(0.0, top - height), top]}
+            self.layout["annotations"].append(
+                {"font": {"size": 16}, "showarrow": False, "text": title, "x": 0.5, "xanchor": "center",
+                 "xref": "paper", "y": top, "yanchor": "bottom", "yref": "paper"})
+
+    def add_trace(self, trace: dict, row: int = 1) -> None:
+        self.data.append({"type": "scatter", **trace, "xaxis": _ref("x", row), "yaxis": _ref("y", row)})
+
+    def axis_title(self, kind: str, row: int, text: str) -> None:
+        self.layout[_axis(kind, row)]["title"] = {"text": text}
+
+    def add_shapes(self, shapes: list[dict]) -> None:
+        if shapes:
+            self.layout.setdefault("shapes", []).extend(shapes)
+
+    def update_layout(self, **values) -> None:
+        if isinstance(values.get("title"), str):
+            values["title"] = {"text": values["title"]}
+        self.layout.update(values)
+
+    def to_dict(self) -> dict:
+        return {"data": self.data, "layout": self.layout}
