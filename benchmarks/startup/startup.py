@@ -68,14 +68,18 @@ def stamped_run(store: str, tmp: Path, options: list[str], workload: list[str], 
     return wall
 
 
+def _listeners(listeners: str) -> list[str]:
+    return ["-l", listeners] if listeners else []  # "": radt-ext's defaults
+
+
 def start_latency(store: str, tmp: Path, listeners: str) -> float:
-    stamped_run(store, tmp, ["-l", listeners], ["true"], RADT_EXT_REPORT="0")
+    stamped_run(store, tmp, _listeners(listeners), ["true"], RADT_EXT_REPORT="0")
     return LATENCIES[-1]
 
 
 def return_overhead(store: str, tmp: Path, seconds: float, listeners: str) -> dict[str, float]:
     alone = seconds + _timed(["sleep", "0"], _env(store))[0]
-    wrapped = stamped_run(store, tmp, ["-l", listeners], ["sleep", str(seconds)])
+    wrapped = stamped_run(store, tmp, _listeners(listeners), ["sleep", str(seconds)])
     return {"alone_s": alone, "under_radt_ext_s": wrapped, "overhead_s": wrapped - alone}
 
 
@@ -84,7 +88,7 @@ import json, sys, time
 t0 = time.time()
 from radt_ext.run.session import WorkloadSession, WorkloadSpec
 imported = time.time()
-session = WorkloadSession(WorkloadSpec(command=sys.argv[2:], listeners=sys.argv[1]))
+session = WorkloadSession(WorkloadSpec(command=sys.argv[2:], listeners=sys.argv[1] or None))
 session.run()
 t = dict(session.timings, process_started=t0, imported=imported, ended=time.time())
 print(json.dumps(t))
@@ -132,7 +136,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--sleep-s", type=float, default=5.0)
     ap.add_argument("--sleep-repeats", type=int, default=1)
-    ap.add_argument("--listeners", default="top", help="for the latency and return figures")
+    ap.add_argument("--listeners", default="top", help="for the latency and return figures (\"\": the defaults)")
     ap.add_argument("--matmul-s", type=float, default=None, help="also time README command 1 with this --seconds")
     ap.add_argument("--matmul-alone", action=argparse.BooleanOptionalAction, default=True,
                     help="also time the matmul without radt-ext")

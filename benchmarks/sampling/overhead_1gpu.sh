@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# radt-ext's cost against the plain run on a host of one GPU, in two calls (benchmarks/sampling/overhead_plain.sh's
+# jobs part, each kind's rounds interleaved and paired with a plain run of the same round):
+#   STAGE=1: where radt-ext's own time around a job goes with a GPU named (benchmarks/startup/startup.py with
+#            CUDA_VISIBLE_DEVICES=0, and NVML's start timed alone), then each listener of the pack proofs at its rate
+#            there, alone and together as those proofs ran them (sweep-pack), beside the launch-bound decoder and
+#            the host-bound GRU trainer (KINDS1, CONFIGS1, SECONDS1);
+#   STAGE=2: `radt-ext run` and a sweep at their defaults beside the decoder, the GRU trainer and the DataLoader
+#            trainer (KINDS2, CONFIGS2, SECONDS2).
+# Each call leaves $OUT/overhead_1gpu.tar.gz (stage<N>/: overhead/, startup/, nvml_start.json).
+#   STAGE=1 OUT=<dir> bash benchmarks/sampling/overhead_1gpu.sh
+set -u
+. benchmarks/gpu_lib.sh
+gpu_wheels
+R=${RES:-/tmp/res}/stage${STAGE:?STAGE=1 or 2}
+mkdir -p "$R"
+case $STAGE in
+  1) CUDA_VISIBLE_DEVICES=0 timeout 30 python3 - > "$R/nvml_start.json" 2> "$R/nvml_start.err" <<'EOF'
+import json, os, time
+import pynvml as nv
+from listeners.registry import check_target
+from listeners.base import Target
+rows = []
+for _ in range(5):
+    t0 = time.perf_counter(); nv.nvmlInit(); t1 = time.perf_counter(); nv.nvmlDeviceGetCount(); nv.nvmlShutdown()
+    t2 = time.perf_counter(); check_target(Target(pid=None, cuda_visible_devices="0")); t3 = time.perf_counter()
+    rows.append({"init_s": t1 - t0, "init_count_shutdown_s": t2 - t0, "check_target_s": t3 - t2})
+procs = sorted(os.listdir("/proc/driver/nvidia/gpus")) if os.path.isdir("/proc/driver/nvidia/gpus") else None
+print(json.dumps({"rows": rows, "proc_driver_gpus": procs}, indent=1))
+EOF
+     CUDA_VISIBLE_DEVICES=0 timeout 120 python3 -m benchmarks.startup.startup --out "$R/startup" --repeats 3 \
+       --sleep-s 2 --listeners "" > "$R/startup.log" 2>&1; tail -n 25 "$R/startup.log"
+     env -u OUT RESULTS="$R/overhead" WORK=/tmp/overhead_1gpu PARTS=jobs KINDS="${KINDS1:-decoder,gru}" JOBS_GPU=0 \
+       ALONE_S=0 CONFIGS="${CONFIGS1:-plain,sweep-pack,nvml:0.1,top:0.5,gpu_procs:0.2}" REPEATS=3 \
+       SECONDS_PER_JOB="${SECONDS1:-8}" BUDGET_S="${BUDGET_S:-$((560 - SECONDS))}" \
+       bash benchmarks/sampling/overhead_plain.sh > "$R/overhead.out" 2>&1 ;;
+  2) env -u OUT RESULTS="$R/overhead" WORK=/tmp/overhead_1gpu PARTS=jobs KINDS="${KINDS2:-decoder,gru,loader}" JOBS_GPU=0 \
+       ALONE_S=0 CONFIGS="${CONFIGS2:-plain,run,sweep}" REPEATS=3 SECONDS_PER_JOB="${SECONDS2:-12}" \
+       BUDGET_S="${BUDGET_S:-$((570 - SECONDS))}" bash benchmarks/sampling/overhead_plain.sh > "$R/overhead.out" 2>&1 ;;
+esac
+tail -n 30 "$R/overhead.out"
+[ -n "${OUT:-}" ] && tar -czf "$OUT/overhead_1gpu.tar.gz" -C "$(dirname "$R")" "$(basename "$R")"
+true
