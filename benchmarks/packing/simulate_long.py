@@ -4,6 +4,8 @@ jobs' active phases x10 and their start-ups and wind-downs unchanged, planned tw
 radt_ext.packing.chains.simulate as the group runner starts a chain's jobs:
 
 - chains: start-ups beside active phases only (no pair measured, no trial);
+- first: a first pass, as `radt sweep` plans a queue no pair of which was measured: start-ups beside, and
+  trials under the guard where the budgets pay for them;
 - packed: the pairs the store measured side by side, those within the bound for as long as both jobs'
   budgets pay (their whole length where the slowdowns are small), and trials under the guard.
 
@@ -15,8 +17,9 @@ the packed plan knows them too), else BOOT (model.BOOT_LIGHT where the model kee
 
     python -m benchmarks.packing.simulate_long --out docs/validation/pack_plain/simulated_long.json
 
-Writes {"<queue>": {"chains": r1, "packed": r2, ...}, "command": ...}: r1, r2 each makespan over the plain
-one, with each plan's worst job (as it lives it: by wall, or by work where it stops on time) and plan error.
+Writes {"<queue>": {"chains": r1, "first": r2, "packed": r3, ...}, "command": ...}: each makespan over the
+plain one, with each plan's worst job (as it lives it: by wall, or by work where it stops on time) and plan
+error.
 """
 from __future__ import annotations
 
@@ -130,7 +133,7 @@ def queue(data: dict, scale: float = SCALE, bound: float = BOUND, gpus: int = GP
     long = scaled(data, scale)
     plain = plain_makespan_s(long, gpus)
     out = {"plain_makespan_s": round(plain, 1)}
-    for name, with_pairs, trials in (("chains", False, False), ("packed", True, True)):
+    for name, with_pairs, trials in (("chains", False, False), ("first", False, True), ("packed", True, True)):
         r = replay(long, with_pairs, trials, bound, gpus)
         out[name] = round(r["makespan_s"] / plain, 3)
         out[f"{name}_makespan_s"] = round(r["makespan_s"], 1)
@@ -162,7 +165,8 @@ def main(argv=None) -> None:
         result[name] = queue(data, args.scale, args.bound, args.gpus)
         r = result[name]
         print(f"{name}: plain {r['plain_makespan_s']:.0f} s; chains {r['chains']:.3f} (worst job "
-              f"{r['chains_max_job_slowdown']:.2f}), packed {r['packed']:.3f} (worst job {r['packed_max_job_slowdown']:.2f},"
+              f"{r['chains_max_job_slowdown']:.2f}), first {r['first']:.3f} (worst job {r['first_max_job_slowdown']:.2f}), "
+              f"packed {r['packed']:.3f} (worst job {r['packed_max_job_slowdown']:.2f},"
               f" {r['packed_links_side_by_side']} links side by side)", file=sys.stderr)
     result["command"] = "python -m benchmarks.packing.simulate_long " + " ".join(argv if argv is not None else sys.argv[1:])
     text = json.dumps(result, indent=1)
