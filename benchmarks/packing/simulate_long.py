@@ -4,7 +4,7 @@ jobs' active phases x10 and their start-ups and wind-downs unchanged, planned tw
 radt_ext.packing.chains.simulate as the group runner starts a chain's jobs:
 
 - chains: start-ups beside active phases only (no pair measured, no trial);
-- first: a first pass, as `radt sweep` plans a queue no pair of which was measured: start-ups beside, and
+- first: a first pass, as `radt-ext sweep` plans a queue no pair of which was measured: start-ups beside, and
   trials under the guard where the budgets pay for them;
 - packed: the pairs the store measured side by side, those within the bound for as long as both jobs'
   budgets pay (their whole length where the slowdowns are small), and trials under the guard.

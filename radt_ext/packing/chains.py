@@ -10,9 +10,8 @@ job's active phase (alone) still to go when the later one's begins:
   r (1 + x_i/x_j - x_i) of the GPU's time).
 - *trial*: nothing measured, both watched by the guard, which reads both rates over its steady window
   (guard.SETTLE_S + guard.WINDOW_S = W) and, where one is beyond the bound, pauses the later job until
-  the earlier one's active phase ends. At worst the earlier job loses W (r (x_i - 1) where the model
-  keeps both within the bound and that is more) and the later W + r: r is the largest that fits both
-  jobs' budgets beside their other links (below), no trial where that is under MIN_TRIAL_S.
+  the earlier one's active phase ends. At worst the earlier job loses W and the later W + r: r is the
+  largest that fits both budgets, no trial where that is under MIN_TRIAL_S.
 - *start-up*: the later job's active phase begins where the earlier one's ends (its start-up beside it).
 - *after*: the two do not fit the GPU's memory together: the later job starts when the earlier ends.
 
@@ -27,13 +26,8 @@ A job's budget is what the bound leaves it, planned at PLAN_SHARE of the bound (
 active phase, the seconds a job that stops on time can lose of its work and keep its rate within b (a job
 that stops on work could lose (b - 1) x its wall, never less). A measured pair within the bound may spend
 all of both jobs' budgets, so that two whose slowdowns are small run side by side for their whole
-length. A trial spends what the job's other link leaves: a middle job is the later job of one link and
-the earlier of the next, and each link's worst case (`Link.costs`: the earlier job's, the later job's) is
-counted against it, the earlier end's first (W plus its start-up's cost for a trial, the start-up's cost
-for a start-up, r (x_i - 1) plus it for a measured pair); a job at either end of the chain gives its one
-link its whole budget. The links are built from the chain's end back (`ChainPlanner.links`). Where the play
-puts a job beyond PLAN_SHARE of the bound its links step down: whole budget, half, its start-up beside
-only, nothing beside.
+length; a trial spends half of each (one for each end of the job); where the play puts a job beyond
+PLAN_SHARE of the bound its links step down: whole budget, half, its start-up beside only, nothing beside.
 
 `simulate` plays a chain forward from the jobs' phases alone (start-up, active phase, wind-down), the
 pair slowdowns, the start-ups' cost and the guard's splits; with `chain=True` it starts the jobs as the
@@ -107,11 +101,8 @@ class Link:
     boot: float = 1.0  # the earlier job's slowdown while the later one starts up beside its active phase
     boot_s: float | None = None  # seconds of the later job's start-up beside that active phase (None: all of it)
     boot_evidence: str = ""  # the group run that measured `boot`
-    share: float = 1.0  # the share of each job's budget a measured overlap or a trial may spend
+    share: float = 1.0  # the share of each job's budget a measured overlap may spend
     why: str = ""  # why the link is no closer than it is
-    # the worst-case seconds of work the link costs (the earlier job, the later job): what it spends of their budgets
-    costs: tuple[float, float] = (0.0, 0.0)
-    gives: tuple[float, float] | None = None  # a trial: the budgets (earlier, later) it was given beside its other links
 
     def boot_text(self) -> str:
         """How much of the later job's start-up lies beside the earlier one's active phase, at what cost."""
@@ -264,7 +255,7 @@ class ChainPlanner:
                  headroom_pct: float = 10.0):
         self.k, self.mode, self.bound, self.trials = knowledge, mode, bound, trials
         self.room = gpu_memory_mib * (1 - headroom_pct / 100) if gpu_memory_mib else None
-        self._links: dict[tuple[str, str, float, float], Link] = {}
+        self._links: dict[tuple[str, str], Link] = {}
         self._chains: dict[tuple[str, ...], Chain] = {}
 
     def measured(self, a: Profile, b: Profile) -> tuple[float, float, str] | None:
@@ -286,36 +277,13 @@ class ChainPlanner:
         return model.boot_slowdown(active, self.mode), ""
 
     def link(self, i, j) -> Link:
-        """How j follows i in a chain of the two (each job's whole budget for this one link)."""
-        return self.links([i, j])[1]
-
-    def links(self, jobs: list) -> list[Link | None]:
-        """Each job's link to the one before it (None for the first), built from the chain's end back: a
-        trial gives its later job's budget less what that job's next link costs it as the earlier job, and
-        its earlier job's whole budget, which the link before then leaves it (where that link is measured
-        and leaves less, the trial is built again on what is left)."""
-        n = len(jobs)
-        budgets = [budget_s(phases(j.profile), self.bound) for j in jobs]
-        out: list[Link | None] = [None] * n
-        for k in range(n - 1, 0, -1):
-            keep = out[k + 1].costs[0] if k + 1 < n else 0.0
-            out[k] = self._given(jobs[k - 1], jobs[k], budgets[k - 1], budgets[k] - keep)
-        for k in range(2, n):
-            left = budgets[k - 1] - out[k - 1].costs[1]
-            if out[k].basis == "trial" and out[k].costs[0] > left + 1e-9:
-                out[k] = self._given(jobs[k - 1], jobs[k], left, out[k].gives[1])
-        return out
-
-    def _given(self, i, j, give_i: float, give_j: float) -> Link:
-        key = (i.name, j.name, round(give_i, 6), round(give_j, 6))
+        key = (i.name, j.name)
         if key not in self._links:
-            self._links[key] = self._link(i.profile, j.profile, 1.0, give_i, give_j)
+            self._links[key] = self._link(i.profile, j.profile)
         return self._links[key]
 
-    def _link(self, pi: Profile, pj: Profile, share: float = 1.0, give_i: float | None = None,
-              give_j: float | None = None) -> Link:
-        """share: the part of each job's budget the link may spend; give_i, give_j: what the jobs' other links
-        leave of their budgets for a trial (default: all of them)."""
+    def _link(self, pi: Profile, pj: Profile, share: float = 1.0) -> Link:
+        """share: the part of each job's budget the link may spend (a trial: half, whatever `share`)."""
         if self.room is not None and (pi.mem_mib is None or pj.mem_mib is None or pi.mem_mib + pj.mem_mib > self.room):
             return Link("after", why="memory")
         hi, hj = phases(pi), phases(pj)
@@ -338,21 +306,13 @@ class ChainPlanner:
                 r = min(r, gi / (xi - 1.0))
             if xj > 1.0:
                 r = min(r, gj / (xi * (1.0 - 1.0 / xj)))
-            r = max(0.0, r)
-            return Link("measured", r, (xi, xj), run, share=share,
-                        costs=(boot_cost + r * max(0.0, xi - 1.0), r * xi * max(0.0, 1.0 - 1.0 / xj)), **boot)
+            return Link("measured", max(0.0, r), (xi, xj), run, share=share, **boot)
         xi, xj = start_up.slowdowns
-        give_i, give_j = bi if give_i is None else give_i, bj if give_j is None else give_j
-        gi, gj = share * give_i - boot_cost, share * give_j
-        split = max(xi, xj) > self.bound
+        gi, gj = bi / 2 - boot_cost, bj / 2
         if self.trials and pi.throughput and pj.throughput and gi >= STEADY_S:
             r = min(hi.active - STEADY_S, gj - STEADY_S)
-            if not split and xi > 1.0:  # the guard lets both run on: the earlier one loses r (x_i - 1)
-                r = min(r, gi / (xi - 1.0))
             if r >= MIN_TRIAL_S:
-                lost = STEADY_S if split else max(STEADY_S, r * (xi - 1.0))
-                return Link("trial", r, (xi, xj), split=split, share=share, costs=(boot_cost + lost, STEADY_S + r),
-                            gives=(give_i, give_j), **boot)
+                return Link("trial", r, (xi, xj), split=max(xi, xj) > self.bound, share=0.5, **boot)
         return start_up
 
     def _start_up(self, pi: Profile, pj: Profile, share: float) -> tuple[Link, float]:
@@ -371,22 +331,16 @@ class ChainPlanner:
             return link, 0.0
         if cost > budget:
             link.boot_s, link.why = budget / (1.0 - 1.0 / x), "the rest of its start-up after: the budget"
-            cost = budget
-        link.costs = (cost, 0.0)
+            return link, budget
         return link, cost
 
     def _weaker(self, link: Link, pi: Profile, pj: Profile) -> Link | None:
-        """The next link closer to one after the other: a measured overlap, a trial or a start-up on half
-        the budgets, then the start-up beside only, then nothing beside; None where nothing is beside already."""
+        """The next link closer to one after the other: a measured overlap or a start-up on half the
+        budgets, then the start-up beside only, then nothing beside; None where nothing is beside already."""
         if link.basis == "after" or (link.basis == "start-up" and link.boot_s == 0.0):
             return None
         if link.share > 0.5 and link.basis in ("measured", "start-up"):
             return self._link(pi, pj, share=0.5)
-        if link.share > 0.5 and link.basis == "trial":
-            half = self._link(pi, pj, 0.5, *link.gives)
-            if half.basis == "trial":
-                half.why = "its sharing beyond its budget in the plan"
-                return half
         if link.basis in ("measured", "trial"):
             weaker, _ = self._start_up(pi, pj, 0.5)
             weaker.why = "its sharing beyond its budget in the plan"
@@ -403,7 +357,7 @@ class ChainPlanner:
         """Start times that give each link its overlap, as the runner starts a chain's jobs (never job k
         before job k-2 has ended); where the play puts a job beyond PLAN_SHARE of the bound, its links
         step down (`_weaker`)."""
-        links = self.links(jobs)
+        links = [None] + [self.link(a, b) for a, b in zip(jobs, jobs[1:])]
         ph = [phases(j.profile) for j in jobs]
         for _ in range(4 * len(jobs) + 1):
             played = self._play(jobs, ph, links)

@@ -27,9 +27,8 @@ H100 = "NVIDIA H100 80GB HBM3"
 
 
 def long_job(uri: str, key: str, model: str | None = None) -> None:
-    """5 s of start-up, 15 s of active phase, 1 s of wind-down: too short a budget for a trial after it, even
-    the whole of it (a job at a chain's end)."""
-    log_profile(uri, EXP, key, (40.0, 10.0, 50.0, 2000.0, 250.0, 15.0), whole=(20.0, 5.0, 25.0, 2000.0, 150.0, 21.0),
+    """5 s of start-up, 30 s of active phase, 1 s of wind-down: too short a budget for a trial after it."""
+    log_profile(uri, EXP, key, (40.0, 10.0, 50.0, 2000.0, 250.0, 30.0), whole=(20.0, 5.0, 25.0, 2000.0, 150.0, 36.0),
                 startup_s=5.0, model=model)
 
 
@@ -133,7 +132,7 @@ def test_the_dry_run_says_how_each_job_follows_the_one_before(tmp_path, two_gpus
     path = one_gpu(spec(tmp_path, {n: f"--seconds 0.3{i}" for i, n in enumerate("abcd")},
                         extra="pack: {max_jobs_per_gpu: 4}\n"))
     keys = {queue.job_name(v)[0]: v.workloads[0].key for v in queue.job_variants(load(path))}
-    for name in "abc":  # 5 s of start-up, 15 s active
+    for name in "abc":  # 5 s of start-up, 30 s active
         long_job(two_gpus, keys[name])
     run = log_pair(two_gpus, EXP, "naive", [("a-0", keys["a"], 1.1), ("b-1", keys["b"], 1.12)])
     rows, stderr = dry_rows(path)

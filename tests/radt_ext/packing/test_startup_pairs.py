@@ -51,7 +51,7 @@ def light(uri: str, key: str) -> None:
 def chain_of(uri: str):
     k = profiles.read(MlflowClient(uri), EXP)
     jobs = [Job(n, n, profile=k.profiles[n]) for n in ("timed", "next")]
-    return k, chains.ChainPlanner(k, "naive", BOUND, False, None).chain(jobs)  # start-ups only: no trial
+    return k, chains.ChainPlanner(k, "naive", BOUND, True, None).chain(jobs)
 
 
 def test_a_light_job_gets_no_start_up_beside_it_until_the_store_measured_it_within_the_bound(tracking_uri):
