@@ -19,6 +19,7 @@ from listeners.base import Listener, ListenerError, Reading, Target
 from listeners.streaming import DRAIN_EVERY_S, StreamingProcess
 
 TOOL = "nvidia-smi"
+EXIT_GRACE_S = 0.1  # seconds nvidia-smi gets to leave on SIGTERM at close before it is killed
 
 # metric suffix -> the query field names that can serve it, preferred first
 FIELDS: dict[str, tuple[str, ...]] = {
@@ -266,7 +267,9 @@ class SmiListener(Listener):
     def close(self) -> None:
         stream = getattr(self, "stream", None)
         if stream is not None:
-            stream.stop()
+            # its lines after the last reading are not used: an nvidia-smi that takes its time to leave on
+            # SIGTERM (up to a query interval) is killed after EXIT_GRACE_S, not waited for at the run's end
+            stream.stop(timeout=EXIT_GRACE_S)
 
     def tags(self) -> dict[str, str]:
         out = {"smi.fields": ",".join(getattr(self, "fields", {}).values())}

@@ -6,13 +6,15 @@
 #            there, alone and together as those proofs ran them (sweep-pack), beside the launch-bound decoder and
 #            the host-bound GRU trainer (KINDS1, CONFIGS1, SECONDS1);
 #   STAGE=2: `radt-ext run` and a sweep at their defaults beside the decoder, the GRU trainer and the DataLoader
-#            trainer (KINDS2, CONFIGS2, SECONDS2).
+#            trainer (KINDS2, CONFIGS2, SECONDS2);
+#   STAGE=3: more rounds of `radt-ext run` at its defaults, with and without progress counting (run-np), beside the
+#            decoder and the GRU trainer (KINDS3, CONFIGS3, SECONDS3, REPEATS3), on the code after the second.
 # Each call leaves $OUT/overhead_1gpu.tar.gz (stage<N>/: overhead/, startup/, nvml_start.json).
 #   STAGE=1 OUT=<dir> bash benchmarks/sampling/overhead_1gpu.sh
 set -u
 . benchmarks/gpu_lib.sh
 gpu_wheels
-R=${RES:-/tmp/res}/stage${STAGE:?STAGE=1 or 2}
+R=${RES:-/tmp/res}/stage${STAGE:?STAGE=1, 2 or 3}
 mkdir -p "$R"
 case $STAGE in
   1) CUDA_VISIBLE_DEVICES=0 timeout 30 python3 - > "$R/nvml_start.json" 2> "$R/nvml_start.err" <<'EOF'
@@ -37,6 +39,9 @@ EOF
   2) env -u OUT RESULTS="$R/overhead" WORK=/tmp/overhead_1gpu PARTS=jobs KINDS="${KINDS2:-decoder,gru,loader}" JOBS_GPU=0 \
        ALONE_S=0 CONFIGS="${CONFIGS2:-plain,run,sweep}" REPEATS=3 SECONDS_PER_JOB="${SECONDS2:-12}" \
        BUDGET_S="${BUDGET_S:-$((570 - SECONDS))}" bash benchmarks/sampling/overhead_plain.sh > "$R/overhead.out" 2>&1 ;;
+  3) env -u OUT RESULTS="$R/overhead" WORK=/tmp/overhead_1gpu PARTS=jobs KINDS="${KINDS3:-decoder,gru}" JOBS_GPU=0 \
+       ALONE_S=0 CONFIGS="${CONFIGS3:-plain,run,run-np}" REPEATS="${REPEATS3:-5}" SECONDS_PER_JOB="${SECONDS3:-8}" \
+       BUDGET_S="${BUDGET_S:-$((560 - SECONDS))}" bash benchmarks/sampling/overhead_plain.sh > "$R/overhead.out" 2>&1 ;;
 esac
 tail -n 30 "$R/overhead.out"
 [ -n "${OUT:-}" ] && tar -czf "$OUT/overhead_1gpu.tar.gz" -C "$(dirname "$R")" "$(basename "$R")"

@@ -290,15 +290,24 @@ def _call(round_id) -> str:
     return str(round_id).split(":")[0] if ":" in str(round_id) else "0"
 
 
+def _folder(arg: str) -> tuple[Path, set[str] | None]:
+    """FOLDER[:KIND,KIND...]: a call's results folder and the kinds taken from it (default all)."""
+    path, _, kinds = arg.partition(":")
+    return Path(path), set(kinds.split(",")) if kinds else None
+
+
 def analyse(args) -> None:
     out = Path(args.out)
     recs = []
-    folders = [out, *map(Path, args.also or [])]
-    listener_folders = list(map(Path, args.listeners_from or []))
-    for i, d in enumerate(folders + listener_folders):  # each call's rounds apart: plain pairs within its call
+    also = [_folder(a) for a in args.also or []]
+    folders = [(out, None), *also]
+    listener_folders = [_folder(a) for a in args.listeners_from or []]
+    for i, (d, only) in enumerate(folders + listener_folders):  # each call's rounds apart: plain pairs within it
         if (d / "jobs.jsonl").exists():
             for line in open(d / "jobs.jsonl"):
                 r = json.loads(line)
+                if only is not None and r["kind"] not in only:
+                    continue
                 if i >= len(folders) and r["config"] != "plain" and ":" not in r["config"]:
                     continue  # --listeners-from: its listeners alone and the plain runs they pair with
                 recs.append({**r, "round": f"{i}:{r['round']}" if i else r["round"], "listeners_only": i >= len(folders)})
@@ -417,11 +426,11 @@ def main(argv=None) -> None:
                                      "CUDA's default for the rest)")
     sub.choices["analyse"].add_argument("--summary", help="also write the summary JSON here")
     sub.choices["analyse"].add_argument("--also", action="append", help="another call's results folder (its jobs "
-                                        "paired with its own plain runs)")
+                                        "paired with its own plain runs); FOLDER:KIND,KIND takes those kinds only")
     sub.choices["analyse"].add_argument("--card", help="the GPU's name (default: NVML's)")
     sub.choices["analyse"].add_argument("--listeners-from", action="append",
                                         help="another call's results folder whose listeners alone count (each "
-                                        "against its own plain runs), nothing else of it")
+                                        "against its own plain runs), nothing else of it; FOLDER:KIND,KIND as --also")
     sub.choices["analyse"].add_argument("--alone", help="the results folder of the alone pass (default: --out)")
     args = ap.parse_args(argv)
     {"jobs": jobs, "alone": alone, "analyse": analyse}[args.what](args)

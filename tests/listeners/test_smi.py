@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import csv
+import os
 import shutil
 import time
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from listeners import smi
 from listeners.base import ListenerError, Target
 from listeners.smi import (RowParser, SmiListener, choose_fields, parse_gpu_list, parse_number,
                            parse_timestamp, supported_fields, visible_gpus)
@@ -139,6 +141,21 @@ def test_close_kills_a_tool_that_ignores_sigterm(argv_log, monkeypatch):
     collect(listener, 1)
     listener.stream.stop(timeout=0.5)
     assert listener.stream.returncode == -9  # SIGKILL ended it after SIGTERM was ignored
+
+
+def test_the_listener_close_waits_for_the_tool_no_longer_than_its_grace(argv_log, monkeypatch):
+    """The run's end waits for the listeners' closes: a tool slow to leave on SIGTERM is killed after the
+    grace, its process reaped (no zombie) and its last readings already taken."""
+    monkeypatch.setenv("STANDIN_IGNORE_TERM", "1")
+    listener = open_listener(Target(cuda_visible_devices=None), interval=0.2)
+    assert collect(listener, 1)
+    pid = listener.stream._proc.pid
+    t0 = time.monotonic()
+    listener.close()
+    assert time.monotonic() - t0 < smi.EXIT_GRACE_S + 1.0
+    assert listener.stream.returncode == -9
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # already reaped
 
 
 def test_field_choice_follows_the_help_text():
