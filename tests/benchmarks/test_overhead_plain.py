@@ -69,3 +69,27 @@ def test_the_pack_proofs_alone_pass_counting_off_and_listeners_from_another_call
     summary = json.loads((tmp_path / "s.json").read_text())
     assert len(summary["kinds"]["kv"]["plain_s"]) == 1  # this call's plain runs only
     assert "kv" in summary["listeners"]["top:0.5"] and "sweep-pack+np" not in summary["listeners"]
+
+
+def _jobs(folder, kinds, own):
+    folder.mkdir(parents=True)
+    with open(folder / "jobs.jsonl", "w") as fh:
+        for kind in kinds:
+            for config in ("plain", "run"):
+                fh.write(json.dumps({"kind": kind, "config": config, "round": 0, "rc": 0, "own_s": own, "wall_s": own + 1,
+                                     "job_wall_s": own + 0.5, "before_s": 0.1, "after_s": 0.1}) + "\n")
+
+
+def test_another_calls_folder_gives_only_the_kinds_named_after_it(tmp_path):
+    """`--also FOLDER:KIND,...`: a call's results, those kinds only (the others come from the calls that ran
+    them on the code being summarised)."""
+    out, old = tmp_path / "new", tmp_path / "old"
+    _jobs(out, ["decoder"], 5.0)
+    _jobs(old, ["decoder", "gemm"], 3.0)
+    from benchmarks.sampling import overhead_plain
+
+    overhead_plain.main(["analyse", "--out", str(out), "--also", f"{old}:gemm", "--card", "cpu",
+                         "--summary", str(tmp_path / "s.json")])
+    kinds = json.loads((tmp_path / "s.json").read_text())["kinds"]
+    assert kinds["decoder"]["plain_s"] == [5.0] and kinds["decoder"]["run_s"] == [5.0]  # not the old call's 3.0
+    assert kinds["gemm"]["plain_s"] == [3.0]
