@@ -1,7 +1,7 @@
 """Panels stacked on one shared time axis, as plain figure dicts: what plotly's make_subplots(rows=n,
 cols=1, shared_xaxes=True) gives, with none of its figure objects (building and validating those took
 most of a run's report time at its end, after the workload). `to_dict()` is drawn by plot.js and by
-plotly.js alike."""
+plotly.js alike; `figure()` and `show()` give it to plotly where it is wanted (a notebook)."""
 from __future__ import annotations
 
 
@@ -50,3 +50,12 @@ class Stacked:
 
     def to_dict(self) -> dict:
         return {"data": self.data, "layout": self.layout}
+
+    def figure(self):
+        """The same figure as a plotly Figure (plotly imported here): for `show()` in a notebook, `write_html`."""
+        import plotly.graph_objects as go
+
+        return go.Figure(self.to_dict())
+
+    def show(self, *args, **kwargs):
+        return self.figure().show(*args, **kwargs)

@@ -205,6 +205,16 @@ def test_epoch_bands_and_lines_are_one_shape_each_through_every_panel():
     assert sorted(s["x0"] for s in shapes if s["type"] == "line") == [i * 3.0 for i in range(200)]
 
 
+def _rounded(value):
+    if isinstance(value, float):
+        return round(value, 9)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_rounded(v) for v in value]
+    return value
+
+
 def test_stacked_panels_are_the_layout_plotly_makes_for_them():
     """The run's timelines are built as plain dicts (no plotly objects at a run's end): the axes, domains and
     panel titles are those of plotly's make_subplots, so plotly.js draws the page as plot.js does."""
@@ -227,6 +237,9 @@ def test_stacked_panels_are_the_layout_plotly_makes_for_them():
     want = ref.to_dict()
     want["layout"].pop("template")
     got = ours.to_dict()
+    as_plotly = ours.figure().to_dict()  # what a notebook's fig.show() draws
+    as_plotly["layout"].pop("template")
+    assert _rounded(as_plotly) == _rounded(want)
     assert got["data"] == [{**t, "x": list(t["x"]), "y": list(t["y"])} for t in want["data"]]
     assert got["layout"].keys() == want["layout"].keys()
     for key, value in want["layout"].items():
