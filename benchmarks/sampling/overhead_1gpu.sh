@@ -9,7 +9,7 @@
 #            trainer (KINDS2, CONFIGS2, SECONDS2);
 #   STAGE=3: more rounds of `radt-ext run` at its defaults, with and without progress counting (run-np), beside the
 #            decoder and the GRU trainer (KINDS3, CONFIGS3, SECONDS3, REPEATS3), on the code after the second.
-# Each call leaves $OUT/overhead_1gpu.tar.gz (stage<N>/: overhead/, startup/, nvml_start.json).
+# Each call leaves $OUT/overhead_1gpu.tar.gz (stage<N>/: overhead_gpu0/, startup/, nvml_start.json).
 #   STAGE=1 OUT=<dir> bash benchmarks/sampling/overhead_1gpu.sh
 set -u
 . benchmarks/gpu_lib.sh
@@ -32,17 +32,14 @@ print(json.dumps({"rows": rows, "proc_driver_gpus": procs}, indent=1))
 EOF
      CUDA_VISIBLE_DEVICES=0 timeout 120 python3 -m benchmarks.startup.startup --out "$R/startup" --repeats 3 \
        --sleep-s 2 --listeners "" > "$R/startup.log" 2>&1; tail -n 25 "$R/startup.log"
-     env -u OUT RESULTS="$R/overhead" WORK=/tmp/overhead_1gpu PARTS=jobs KINDS="${KINDS1:-decoder,gru}" JOBS_GPU=0 \
-       ALONE_S=0 CONFIGS="${CONFIGS1:-plain,sweep-pack,nvml:0.1,top:0.5,gpu_procs:0.2}" REPEATS=3 \
-       SECONDS_PER_JOB="${SECONDS1:-8}" BUDGET_S="${BUDGET_S:-$((560 - SECONDS))}" \
-       bash benchmarks/sampling/overhead_plain.sh > "$R/overhead.out" 2>&1 ;;
-  2) env -u OUT RESULTS="$R/overhead" WORK=/tmp/overhead_1gpu PARTS=jobs KINDS="${KINDS2:-decoder,gru,loader}" JOBS_GPU=0 \
-       ALONE_S=0 CONFIGS="${CONFIGS2:-plain,run,sweep}" REPEATS=3 SECONDS_PER_JOB="${SECONDS2:-12}" \
-       BUDGET_S="${BUDGET_S:-$((570 - SECONDS))}" bash benchmarks/sampling/overhead_plain.sh > "$R/overhead.out" 2>&1 ;;
-  3) env -u OUT RESULTS="$R/overhead" WORK=/tmp/overhead_1gpu PARTS=jobs KINDS="${KINDS3:-decoder,gru}" JOBS_GPU=0 \
-       ALONE_S=0 CONFIGS="${CONFIGS3:-plain,run,run-np}" REPEATS="${REPEATS3:-5}" SECONDS_PER_JOB="${SECONDS3:-8}" \
-       BUDGET_S="${BUDGET_S:-$((560 - SECONDS))}" bash benchmarks/sampling/overhead_plain.sh > "$R/overhead.out" 2>&1 ;;
+     REPEATS=3 SECONDS_PER_JOB="${SECONDS1:-8}" gpu_overhead_each "$R" 0 \
+       "${CONFIGS1:-plain,sweep-pack,nvml:0.1,top:0.5,gpu_procs:0.2}" "${BUDGET_S:-$((560 - SECONDS))}" "${KINDS1:-decoder,gru}" ;;
+  2) REPEATS=3 SECONDS_PER_JOB="${SECONDS2:-12}" gpu_overhead_each "$R" 0 "${CONFIGS2:-plain,run,sweep}" \
+       "${BUDGET_S:-$((570 - SECONDS))}" "${KINDS2:-decoder,gru,loader}" ;;
+  3) REPEATS="${REPEATS3:-5}" SECONDS_PER_JOB="${SECONDS3:-8}" gpu_overhead_each "$R" 0 "${CONFIGS3:-plain,run,run-np}" \
+       "${BUDGET_S:-$((560 - SECONDS))}" "${KINDS3:-decoder,gru}" ;;
 esac
-tail -n 30 "$R/overhead.out"
+wait
+tail -n 30 "$R/overhead_gpu0.out"
 [ -n "${OUT:-}" ] && tar -czf "$OUT/overhead_1gpu.tar.gz" -C "$(dirname "$R")" "$(basename "$R")"
 true

@@ -18,7 +18,6 @@ def _ref(kind: str, row: int) -> str:
 class Stacked:
     def __init__(self, titles: list[str], spacing: float = 0.03):
         n = len(titles)
-        self.rows = n
         self.data: list[dict] = []
         height = (1.0 - spacing * (n - 1)) / n
         self.layout: dict = {"annotations": []}

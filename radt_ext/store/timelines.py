@@ -226,16 +226,16 @@ def artifact_paths(client, run_id: str) -> list[str]:
 def local_artifacts(client, run_id: str) -> Path | None:
     """The run's artifact folder where it is on this machine's disk (a file store), else None: its files
     are read in place, with no copy and no download progress bar."""
-    from urllib.parse import unquote, urlparse
+    from mlflow.utils.file_utils import local_file_uri_to_path
+    from mlflow.utils.uri import is_local_uri
 
     try:
         uri = client.get_run(run_id).info.artifact_uri
-    except Exception:
+        if not is_local_uri(uri, is_tracking_or_registry_uri=False):
+            return None
+    except Exception:  # a run it cannot read, a URI MLflow refuses: downloaded as before
         return None
-    parsed = urlparse(uri)
-    if parsed.scheme not in ("", "file") or (parsed.netloc not in ("", "localhost")):
-        return None
-    root = Path(unquote(parsed.path))
+    root = Path(local_file_uri_to_path(uri))
     return root if root.is_dir() else None
 
 
