@@ -18,8 +18,6 @@ import re
 import time
 from dataclasses import dataclass
 
-from mlflow.entities import Metric
-
 from radt_ext.collocation.attribution import Attribution, WorkloadActivity, attribute, binned
 from radt_ext.collocation.modes import CPU, metric_name
 
@@ -84,8 +82,10 @@ def split(devices: list[str], parent_series: dict[str, list[tuple[float, float]]
     return out
 
 
-def child_metrics(name: str, parts: dict[int, Attribution], samples: float, t0: float) -> list[Metric]:
+def child_metrics(name: str, parts: dict[int, Attribution], samples: float, t0: float) -> list:
     """A child's attributed energy (summed over its GPUs) and its attributed power timeline."""
+    from mlflow.entities import Metric
+
     mine = [a.shares[name] for a in parts.values() if name in a.shares]
     if not mine:
         return []
@@ -119,8 +119,10 @@ def energy_in(timeline, a: float, b: float) -> float:
 
 
 def overlap_metrics(name: str, parts: dict[int, Attribution], samples: float,
-                    window: tuple[float, float]) -> list[Metric]:
+                    window: tuple[float, float]) -> list:
     """A workload's attributed energy (and J/sample) over the group's overlap window."""
+    from mlflow.entities import Metric
+
     mine = [a.shares[name] for a in parts.values() if name in a.shares]
     if not mine:
         return []

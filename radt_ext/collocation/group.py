@@ -12,12 +12,11 @@ the caller supplies exclusive baselines, each child's slowdown.
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
-
-from mlflow.entities import Metric, RunTag
-from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
 
 from listeners import registry
 from listeners.base import ListenerError, Target
@@ -46,6 +45,8 @@ from radt_ext import view
 DEVICE_LISTENERS = ("nvml", "gpm", "smi", "dcgm", "rapl")
 CHILD_LISTENERS = ("top", "gpu_procs")
 MIG_CHILD_LISTENERS = ("top", "gpu_procs", "gpm")
+ENV_TIMINGS = "RADT_EXT_TIMINGS"  # set: each group's steps (time.time()) are kept in TIMINGS for the caller to write
+TIMINGS: list[dict] = []
 WORK_SLACK_S = 0.5  # a chain's next job starts once the one before is this close to the work planned at its start
 
 
@@ -156,6 +157,9 @@ class GroupRunner:
         # the next group while this one writes its summaries and reports (a sweep's pool)
         self.on_free = None
         self._freed = False
+        self._head: tuple[Recorder, list, dict, float] | None = None  # head_start(): recorder, listeners, skipped, t0
+        self._head_waiter: threading.Thread | None = None
+        self.timings: dict[str, float] = {}  # time.time() of each step (RADT_EXT_TIMINGS)
 
     # -- setting up ------------------------------------------------------------------
     def _mode_env(self, stack: contextlib.ExitStack) -> dict[str, tuple[dict[str, str], str]]:
@@ -195,6 +199,8 @@ class GroupRunner:
         return tags
 
     def _log_tags(self, run_id: str, tags: dict[str, str]) -> None:
+        from mlflow.entities import RunTag
+
         items = [RunTag(k, str(v)[:5000]) for k, v in tags.items()]
         for i in range(0, len(items), 100):
             self.client.log_batch(run_id, tags=items[i:i + 100])
@@ -316,8 +322,11 @@ class GroupRunner:
     def _wait_and_finish(self, s: _Session, result: ChildResult, between=None) -> None:
         """Wait for the workload, then (`between`, e.g. the devices handed back) end its run."""
         try:
-            result.returncode = s.wait()
-            result.ended = time.time()
+            if self._head is not None and s is self.sessions[0]:
+                join(self._head_waiter, 0.2)  # waited for since it started (head_start)
+            else:
+                result.returncode = s.wait()
+                result.ended = time.time()
         finally:
             result.status = s.status()
             try:
@@ -333,6 +342,8 @@ class GroupRunner:
     def _own_span(self, s: _Session, result: ChildResult) -> None:
         """Its run ends when its process ended (not when its figures were written), and says how long it
         waited after the group started (`summary/wait_s`)."""
+        from mlflow.entities import Metric
+
         if not result.started:
             return
         wait = max(0.0, result.started - s.spec.t0) if s.spec.t0 else 0.0
@@ -342,19 +353,98 @@ class GroupRunner:
             if result.ended:
                 self.client.set_terminated(s.run_id, result.status, end_time=int(result.ended * 1000))
 
+    # -- a head start: the first workload before MLflow ------------------------------
+    def head_start(self) -> bool:
+        """An exclusive group's first workload started, and the device listeners with it, before MLflow is
+        imported (MLflow's import and the store take seconds before a sweep's first job); its runs are
+        made once `run()` reaches the store. False, nothing started, where only MLflow can tell where the
+        run goes or the command cannot be spawned (`run()` then goes the usual way)."""
+        g = self.group
+        if g.mode != "exclusive" or not g.experiment_name or self.sessions:
+            return False
+        self.experiment_name = g.experiment_name
+        mode_env = self._mode_env(contextlib.ExitStack())  # exclusive: each workload's devices, nothing to undo
+        w = g.workloads[0]  # the others' sessions are made under the parent run, as usual
+        first, result = self._session(w, 0, *mode_env[w.name]), ChildResult(w.name, None, w.device, 0.0)
+        if not first.check():
+            return False
+        t0 = first.spec.t0 = time.time()
+        result.started = time.time()
+        try:
+            first.start()
+        except UsageError:
+            return False
+        self.sessions, self.results = [first], [result]
+        self.timings["workload_started"] = time.time()
+        # its exit is seen when it comes, not when the sweep reaches this group (its run ends then)
+        self._head_waiter = threading.Thread(target=self._wait_head, args=(first, result), daemon=True)
+        self._head_waiter.start()
+        listeners, skipped = self._device_listeners()
+        recorder = Recorder(None, None, self.uri, listeners, t0=t0, keep=energy_split.PARENT_SERIES).start()
+        self._head = (recorder, listeners, skipped, t0)
+        self.timings["listeners_started"] = time.time()
+        return True
+
+    @staticmethod
+    def _wait_head(s: _Session, result: ChildResult) -> None:
+        with contextlib.suppress(Exception):
+            result.returncode = s.wait()
+        result.ended = time.time()
+
+    def abandon(self, signum: int = signal.SIGTERM) -> None:
+        """A head start whose group never ran (the sweep stopped or failed first): the workload stopped and
+        its run spooled (`radt-ext sync` records it)."""
+        if self._head is None or self.parent_run_id is not None:
+            return
+        recorder = self._head[0]
+        self.stop(signum)
+        s = self.sessions[0]
+        self._head_waiter.join()
+        with contextlib.suppress(Exception):
+            recorder.stop(timeout=0.5)
+        with contextlib.suppress(Exception):
+            s._to_spool(TimeoutError("the sweep stopped before its store was reached"))
+            s.finish()
+
+    def _device_listeners(self) -> tuple[list, dict[str, str]]:
+        """The group's device listeners (every available one unless the group names them) and why any
+        asked for was skipped."""
+        g = self.group
+        watch = ",".join(_visible(d) for d in g.devices) if CPU not in g.devices else ""
+        target = Target(pid=None, cuda_visible_devices=watch)
+        spec = g.listeners if g.listeners is not None else available(DEVICE_LISTENERS, target)
+        return select_listeners(spec, g.interval, target) if spec else ([], {})
+
+    def _bind_head(self, experiment_id: str) -> None:
+        """The head start's first workload gets its run under the parent, with the points held so far."""
+        s = self.sessions[0]
+        s.spec.parent_run_id = self.parent_run_id
+        s.spec.tags[view.ORDER_TAG] = view.order_key(*self.order, 0)
+        s.fresh_store = False  # the sweep made it by now
+        s.open_run_alongside()
+        if s.run_id is not None and not s.spooled and s.experiment_id != experiment_id:
+            raise UsageError(f"workload {s.spec.run_name}: its run went to experiment {s.experiment_id}, "
+                             f"not the group's {experiment_id}; unset MLFLOW_RUN_ID")
+        self.results[0].run_id = s.run_id
+
     def run(self) -> GroupResult:
         g = self.group
+        self.timings["run"] = time.time()
         self.client = connect(self.uri)
         experiment_id = experiment_id_for(self.client, g.experiment_name)
         self.experiment_name = self.client.get_experiment(experiment_id).name
         with SignalRelay(self.stop), contextlib.ExitStack() as stack:
-            mode_env = self._mode_env(stack)
+            mode_env = self._mode_env(stack) if self._head is None else {}
             return self._run(experiment_id, mode_env)
 
     def _run(self, experiment_id: str, mode_env) -> GroupResult:
+        from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
+
         g = self.group
         run_name = g.run_name or f"{g.mode}:{'+'.join(w.name for w in g.workloads)}"
-        parent = self.client.create_run(experiment_id, tags={MLFLOW_RUN_NAME: run_name, **owner_tags()},
+        started = int(self._head[3] * 1000) if self._head is not None else None  # a head start: when it began
+        parent = self.client.create_run(experiment_id, start_time=started,
+                                        tags={MLFLOW_RUN_NAME: run_name, **owner_tags()},
                                         run_name=run_name)  # owner tags: the next run ends it if we are killed
         self.parent_run_id = parent.info.run_id
         self.experiment_id = experiment_id
@@ -362,18 +452,19 @@ class GroupRunner:
         if self.on_parent is not None:
             self.on_parent(self.parent_run_id)
         self.echo(f"radt-ext: group {g.mode} run {self.parent_run_id} ({len(g.workloads)} workloads)")
+        self.timings["parent_created"] = time.time()
+        head = self._head is not None
         try:
-            watch = ",".join(_visible(d) for d in g.devices) if CPU not in g.devices else ""
-            target = Target(pid=None, cuda_visible_devices=watch)
-            spec = g.listeners if g.listeners is not None else available(DEVICE_LISTENERS, target)
-            listeners, skipped = select_listeners(spec, g.interval, target) if spec else ([], {})
+            listeners, skipped = self._head[1:3] if head else self._device_listeners()
             tags = self._parent_tags()
             tags[view.ORDER_TAG] = view.order_key(*self.order)
             tags["radt_ext.listeners"] = ",".join(f"{lst.name}:{lst.interval:g}" for lst in listeners)
             for name, why in skipped.items():
                 tags[f"radt_ext.listener_skipped.{name}"] = why[:4000]
             self._log_tags(self.parent_run_id, tags)
-            for i, w in enumerate(g.workloads):
+            if head:
+                self._bind_head(experiment_id)
+            for i, w in enumerate(g.workloads[len(self.sessions):], start=len(self.sessions)):
                 env, dev = mode_env[w.name]
                 session = self._session(w, i, env, dev)
                 if not self._waits(i):  # the others' runs are made when their turn comes
@@ -383,20 +474,31 @@ class GroupRunner:
             if g.baselines and g.mode != "exclusive":
                 self.alone_rates = self._alone_rates()
         except BaseException:
+            if head:  # its workload is running: stopped, its listeners closed
+                self.stop(signal.SIGTERM)
+                self._head_waiter.join()
+                with contextlib.suppress(Exception):
+                    self._head[0].stop(timeout=0.5)
             self._fail_unstarted("FAILED")
             with contextlib.suppress(Exception):
                 self.client.set_terminated(self.parent_run_id, "FAILED")
             raise
-        t0 = time.time()
-        recorder = Recorder(self.client, self.parent_run_id, self.uri, listeners, t0=t0,
-                            keep=energy_split.PARENT_SERIES).start()
+        if head:
+            recorder, _, _, t0 = self._head
+            recorder.bind(self.client, self.parent_run_id)
+        else:
+            t0 = time.time()
+            recorder = Recorder(self.client, self.parent_run_id, self.uri, listeners, t0=t0,
+                                keep=energy_split.PARENT_SERIES).start()
+        self.timings["bound"] = time.time()
         try:
             if g.mode == "exclusive":
                 last = len(self.sessions) - 1
                 for k, (s, r) in enumerate(zip(self.sessions, self.results)):
-                    if self.stopping:
+                    started = head and k == 0  # its workload runs already (or was stopped: waited for)
+                    if self.stopping and not started:
                         break
-                    if self._start(s, r, t0):  # the last one's run ends after the devices are given back
+                    if started or self._start(s, r, t0):  # the last one's run ends after the devices are given back
                         self._wait_and_finish(s, r, (lambda: self._free(recorder)) if k == last else None)
             else:
                 if g.guard_slowdown is not None and not self.stopping:
@@ -421,7 +523,12 @@ class GroupRunner:
                 self.guard.stop()  # nothing stays paused
             self._fail_unstarted("KILLED" if self.stopping else "FAILED")
             self._free(recorder)
-        return self._close(recorder, t0)
+        try:
+            return self._close(recorder, t0)
+        finally:
+            self.timings["closed"] = time.time()
+            if os.environ.get(ENV_TIMINGS):
+                TIMINGS.append({**self.timings, "group": run_name, "workloads": [s.timings for s in self.sessions]})
 
     def _free(self, recorder: Recorder) -> None:
         """The device listeners closed, any MPS daemon gone, then the devices handed back (`on_free`); once."""
@@ -433,6 +540,7 @@ class GroupRunner:
             for daemon in self.daemons.values():
                 daemon.quit()  # before the parent's last tags, so they carry its answer
         finally:
+            self.timings["freed"] = time.time()
             if self.on_free is not None:
                 self.on_free()
 
@@ -440,6 +548,8 @@ class GroupRunner:
                       overlap: tuple[float, float] | None = None) -> str | None:
         """Each child's share of the GPU energy onto its run, the group's side into `summary`;
         returns why it failed (never raises: the group's own results come first)."""
+        from mlflow.entities import RunTag
+
         g = self.group
         try:
             kids = [energy_split.Child(r.name, w.device, r.started, r.ended,
@@ -472,6 +582,8 @@ class GroupRunner:
     def _attributed_timeline(self, run_id: str, metrics: list) -> list:
         """A child's attributed power timeline: every point into its timeline artifact
         (timelines/attributed.parquet), its shape into the store (every point with the full rate)."""
+        from mlflow.entities import Metric
+
         timeline = [m for m in metrics if m.key.startswith("system/")]
         if not timeline:
             return metrics
@@ -488,6 +600,8 @@ class GroupRunner:
                          now: int) -> None:
         """The window in which every workload of the group is active: its span and the GPU's figures over
         it on the parent, each workload's throughput over it on its run."""
+        from mlflow.entities import Metric, RunTag
+
         a, b = overlap
         seconds = b - a
         summary["overlap_s"] = seconds
@@ -556,6 +670,8 @@ class GroupRunner:
     def _guard_figures(self, windows, summary: dict) -> None:
         """What the guard saw and did, onto each workload's run (its paused seconds, in its active phase
         too, and the highest live slowdown it read) and the group's."""
+        from mlflow.entities import Metric, RunTag
+
         active_of = {r.name: w for r, _, w in windows}
         now = int(time.time() * 1000)
         for r in self.results:
@@ -588,6 +704,8 @@ class GroupRunner:
                 if s.recorder is not None and s.recorder.window is not None]
 
     def _close(self, recorder: Recorder, t0: float) -> GroupResult:
+        from mlflow.entities import Metric, RunTag
+
         g = self.group
         ends = [r.ended for r in self.results if r.ended]
         makespan = (max(ends) - t0) if ends else 0.0

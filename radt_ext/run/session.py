@@ -283,7 +283,9 @@ class WorkloadSession:
                 tags[MLFLOW_PARENT_RUN_ID] = spec.parent_run_id
             if spec.run_name:
                 tags[MLFLOW_RUN_NAME] = spec.run_name
-            run = self.client.create_run(self.experiment_id, tags=tags, run_name=spec.run_name)
+            started = self.timings.get("workload_started")  # running already: its run starts with its process
+            run = self.client.create_run(self.experiment_id, start_time=int(started * 1000) if started else None,
+                                         tags=tags, run_name=spec.run_name)
             self.run_id = run.info.run_id
         self.marker = self.marker or self.run_id
         try:

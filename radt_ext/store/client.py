@@ -13,9 +13,11 @@ CONNECT_TIMEOUT_S = 15.0  # a tracking server's first answer
 
 
 def tracking_uri(explicit: str | None = None) -> str:
+    if explicit:
+        return explicit  # MLflow not imported: a sweep's first job starts before it is (head_start.py)
     import mlflow
 
-    return explicit or mlflow.get_tracking_uri()
+    return mlflow.get_tracking_uri()
 
 
 def unreachable(uri: str, timeout: float = 5.0) -> str | None:

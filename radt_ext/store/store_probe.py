@@ -197,3 +197,17 @@ class StoreProbe:
         if answer.body.get("error_code") in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
             return False
         return None
+
+    def finished_with_tag(self, experiment: str, key: str, value: str) -> bool | None:
+        """Whether the (active) experiment of that name holds an active FINISHED run tagged `key` = `value`
+        (a sweep's variant done before); None when unknown here: only a SQLite file is read (a fresh
+        store holds none)."""
+        if self.fresh:
+            return False
+        if not self._db or not self.readable:
+            return None
+        row = self._query("SELECT 1 FROM runs r JOIN experiments e ON e.experiment_id = r.experiment_id "
+                          "JOIN tags t ON t.run_uuid = r.run_uuid WHERE e.name = ? AND e.lifecycle_stage = 'active' "
+                          "AND r.lifecycle_stage = 'active' AND r.status = 'FINISHED' AND t.key = ? AND t.value = ? "
+                          "LIMIT 1", (experiment, key, value))
+        return None if row is None else bool(row)

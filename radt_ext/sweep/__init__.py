@@ -12,11 +12,17 @@ the whole spec (packing) plug in through `schedulers.py`'s entry-point group.
 """
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
-from radt_ext.sweep.executor import Outcome, execute
 from radt_ext.sweep.plan import Variant, expand
 from radt_ext.sweep.spec import SpecError, Sweep, load, parse
+
+
+def __getattr__(name):  # the executor (MLflow) is imported when used: a plan, and a first job, need no MLflow
+    if name in ("Outcome", "execute"):
+        return getattr(importlib.import_module("radt_ext.sweep.executor"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def plan(path: str | Path, local: bool = True) -> list[Variant]:
@@ -35,11 +41,14 @@ def plan_from_dict(data: dict, source: str = "<dict>", name: str = "sweep") -> l
 
 
 def run(variants: list[Variant], dry_run: bool = False, tracking_uri: str | None = None, console=None,
-        executor="local", output: str = "table") -> list[Outcome]:
+        executor="local", output: str = "table", head=None) -> list:
     """executor: "local" (a pool of devices, or a lane per device), "sequential", "slurm", or an
     executor object such as `radt_ext.sweep.slurm.SlurmExecutor(options)`; output: how a dry run shows
     its plan (table, csv, json)."""
-    return execute(variants, dry_run=dry_run, uri=tracking_uri, console=console, executor=executor, output=output)
+    from radt_ext.sweep.executor import execute
+
+    return execute(variants, dry_run=dry_run, uri=tracking_uri, console=console, executor=executor, output=output,
+                   head=head)
 
 
 __all__ = ["plan", "plan_from_dict", "run", "load", "parse", "expand", "execute", "Variant", "Outcome",

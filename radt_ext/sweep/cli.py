@@ -1,12 +1,17 @@
 """`radt-ext sweep FILE`: a YAML sweep spec or a radT CSV file."""
 from __future__ import annotations
 
+import contextlib
+import os
+import threading
+import time
 from pathlib import Path
 
 import click
 
 from radt_ext.errors import UsageError
 
+ENV_TIMINGS = "RADT_EXT_TIMINGS"  # a file: the sweep's start and its first variant's steps (JSON)
 SLURM_FLAGS = ("partition", "gpus_per_job", "cpus_per_job", "mem", "time_limit", "account", "sbatch", "slurm_folder",
                "no_wait")
 
@@ -97,7 +102,8 @@ def sweep(file, dry_run, executor, status, cancel, output, no_progress, plain, *
         from radt_ext.sweep.slurm import SlurmExecutor
 
         runner = SlurmExecutor(_slurm_options(file, spec, slurm_flags), wait=not slurm_flags["no_wait"])
-    outcomes = api.run(variants, dry_run=dry_run, console=console, executor=runner, output=output)
+    outcomes = _run_local(variants, console, runner, output) if not dry_run else \
+        api.run(variants, dry_run=True, console=console, executor=runner, output=output)
     if _shown(outcomes, len(variants), "variants", dry_run, console, output):
         return
     if slurm_flags["no_wait"]:
@@ -106,6 +112,58 @@ def sweep(file, dry_run, executor, status, cancel, output, no_progress, plain, *
                    f"radt-ext sweep {file} --executor slurm --status", err=output != "table")
         return
     _exit(outcomes, len(variants))
+
+
+def _run_local(variants, console, executor, output: str):
+    """The variants run, the first one's first job started before MLflow is imported where it can be
+    (head_start.py); a stop signal meanwhile stops that job, and the sweep records it and stops."""
+    from radt_ext import sweep as api
+    from radt_ext.run.signals import SignalRelay
+    from radt_ext.sweep import head_start
+
+    lock, got, holder = threading.Lock(), [], []
+
+    def stop(signum: int) -> None:  # before the head start exists too: then it is stopped once it does
+        with lock:
+            got.append(signum)
+            head = holder[0] if holder else None
+        if head is not None:
+            head.stop(signum)
+
+    timings, planned, head = os.environ.get(ENV_TIMINGS), time.time(), None
+    relay = SignalRelay(stop).__enter__()
+    try:
+        head = head_start.begin(variants, executor, echo=lambda m: console.print(m, highlight=False))
+        with lock:
+            holder.append(head)
+            early = got[0] if got else None
+        if head is None:  # nothing runs yet: a signal stops the sweep as it always did
+            relay.__exit__(None, None, None)
+            relay = None
+            if early is not None:
+                raise KeyboardInterrupt
+        elif early is not None:
+            head.stop(early)
+        return api.run(variants, console=console, executor=executor, output=output, head=head)
+    finally:
+        if relay is not None:
+            relay.__exit__(None, None, None)
+        if head is not None:
+            head.release()
+        if timings:
+            _write_timings(timings, planned, head)
+
+
+def _write_timings(path: str, started: float, head) -> None:
+    """RADT_EXT_TIMINGS=FILE: when the plan was made, the first variant's steps where it started early, and
+    every group's steps (time.time())."""
+    import json
+
+    from radt_ext.collocation.group import TIMINGS
+
+    with contextlib.suppress(OSError), open(path, "w") as fh:
+        json.dump({"planned": started, "ended": time.time(), "groups": TIMINGS, "head": None if head is None else {
+            **head.runner.timings, "variant": head.variant.index, "mlflow_loaded": head.mlflow_loaded}}, fh)
 
 
 def _view_links(outcomes) -> None:

@@ -17,7 +17,7 @@ from radt_ext.store.client import connect, experiment_id_for, tracking_uri
 from radt_ext.sweep import console as out
 from radt_ext.sweep import report as sweep_report
 from radt_ext.sweep.plan import Variant
-from radt_ext.sweep.variant_run import Outcome, baseline, experiment_ids  # noqa: F401  (imported from here)
+from radt_ext.sweep.variant_run import Outcome, baseline, check_devices, experiment_ids  # noqa: F401  (imported from here)
 from radt_ext import view
 
 
@@ -65,13 +65,6 @@ def resume_state(client, variants: list[Variant]) -> tuple[dict[tuple, str], dic
         if key(v) not in done and hit and hit[0] != v.hash:
             changed[key(v)] = hit[1]
     return done, changed
-
-
-def check_devices(variants: list[Variant]) -> None:
-    """A one-line UsageError, before anything runs, for a GPU of the variants that this machine lacks."""
-    from radt_ext.collocation.group import check_devices as check
-
-    check([d for v in variants for d in (v.pool or [w.device for w in v.workloads])], where="devices:")
 
 
 def system_checks(variants: list[Variant]) -> dict[int, dict[str, str]]:
@@ -162,6 +155,7 @@ class Context:
     uri: str
     console: object
     changed: dict[tuple, str]
+    head: object = None  # a HeadStart (head_start.py): the first variant, running already
 
     def what_changed(self, run_id: str, v: Variant) -> str:
         return what_changed(self.client, run_id, v)
@@ -186,11 +180,12 @@ def executor_for(name_or_executor="local"):
 
 
 def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = None,
-            console=None, executor="local", output: str = "table") -> list[Outcome]:
+            console=None, executor="local", output: str = "table", head=None) -> list[Outcome]:
     """Skip the variants FINISHED before (by `sweep.hash`), run the rest with the executor (see
     `executor_for`; any object with `run(todo, ctx) -> [Outcome]` and optionally `check(uri)` does),
     then rebuild the sweep reports and the means of its repeated settings. A dry run shows the plan
-    (`output`: table, csv or json)."""
+    (`output`: table, csv or json). `head`: the first variant started already (head_start.py; the local
+    executors), run whatever the store says."""
     console = console or out.console()
     uri = tracking_uri(uri)
     if dry_run:
@@ -230,6 +225,8 @@ def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = No
         runner.check(uri)  # e.g. Slurm refuses a local store, before anything is recorded
     client = connect(uri)
     done, changed = resume_state(client, variants)
+    if head is not None:
+        done.pop(key(head.variant), None)  # finished meanwhile by another sweep: this one runs already
     outcomes: list[Outcome] = []
     for v in variants:
         if key(v) in done:
@@ -242,7 +239,7 @@ def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = No
         view.refresh_quietly(client, experiment_id, sorted({k for v in todo if v.experiment == experiment
                                                             for k in [*v.setting, *(hostsettings.TAG + s
                                                                                     for s in v.system)]}))
-    ctx = Context(client, uri, console, changed)
+    ctx = Context(client, uri, console, changed, head)
     outcomes += runner.run(todo, ctx) if todo else []
     outcomes.sort(key=lambda o: o.variant.index)
     for sweep_id, experiment in dict.fromkeys((v.sweep_id, v.experiment) for v in variants):

@@ -65,6 +65,10 @@ class LocalExecutor:
         pooled = [v for v in todo if v.pool]
         lanes = lanes_of([v for v in todo if not v.pool], self.parallel)
         outcomes: dict[int, Outcome] = {}
+        head = getattr(ctx, "head", None)
+        if head is not None and not head.taken:
+            with self._lock:
+                self._active["head"] = head.runner  # a stop reaches its running workload before its turn
         with out.progress(ctx.console) as progress, SignalRelay(self.stop):
             tasks = {lane: progress.add_task(lane_label(lane), total=len(vs)) for lane, vs in lanes.items()}
             threads = [threading.Thread(target=self._lane, args=(lane, vs, ctx, progress, tasks[lane], outcomes),
@@ -129,7 +133,11 @@ class LocalExecutor:
             for phase in phases:  # the baselines end before the collocated variants that need them start
                 threads = []
                 for v in phase:
-                    devices = pool.acquire(v.gpus, v.pool, halted)
+                    head = getattr(ctx, "head", None)
+                    if head is not None and head.is_for(v):  # running already: run to its end and recorded
+                        devices = pool.acquire(v.gpus, head.devices)
+                    else:
+                        devices = pool.acquire(v.gpus, v.pool, halted)
                     if devices is None:
                         break
                     progress.update(task, description=f"pool: [{v.index}] {v.title} on {','.join(devices)}")
@@ -154,7 +162,14 @@ class LocalExecutor:
         if supersedes:  # resume matches content: say why this place of the plan runs again
             echo(f"[{v.index}] {v.title}: spec changed since FINISHED run {supersedes} "
                  f"({ctx.what_changed(supersedes, v)}); running it again")
-        outcome = run_variant(ctx.client, v, ctx.uri, supersedes, echo=echo, start=start, **where)
+        head = getattr(ctx, "head", None)
+        runner = None
+        if head is not None and head.is_for(v):
+            runner = head.take()
+            with self._lock:
+                self._active.pop("head", None)
+                self.stopping = self.stopping or runner.stopping  # stopped before its turn: nothing after it
+        outcome = run_variant(ctx.client, v, ctx.uri, supersedes, echo=echo, start=start, runner=runner, **where)
         if outcome is not None and outcome.status == "KILLED":
             with self._lock:
                 self.stopping = self.stopping or 15
@@ -172,8 +187,9 @@ class LocalExecutor:
                 return True
 
         try:
+            head = getattr(ctx, "head", None)
             for v in variants:
-                if self.stopping or self._error is not None:
+                if (self.stopping or self._error is not None) and not (head is not None and head.is_for(v)):
                     break
                 progress.update(task, description=f"{lane_label(lane)}: [{v.index}] {v.title}")
                 try:

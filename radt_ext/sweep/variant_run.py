@@ -26,6 +26,13 @@ class Outcome:
     device: str = ""  # the device(s) it ran on (a pooled variant's are chosen at dispatch)
 
 
+def check_devices(variants: list[Variant]) -> None:
+    """A one-line UsageError, before anything runs, for a GPU of the variants that this machine lacks."""
+    from radt_ext.collocation.group import check_devices as check
+
+    check([d for v in variants for d in (v.pool or [w.device for w in v.workloads])], where="devices:")
+
+
 def experiment_ids(client, name: str) -> list[str]:
     exp = client.get_experiment_by_name(name)
     return [exp.experiment_id] if exp is not None and exp.lifecycle_stage == "active" else []
@@ -103,12 +110,21 @@ def result_line(v: Variant, result, device: str | None = None) -> str:
 def run_variant(client, v: Variant, uri: str, supersedes: str | None = None, echo=print,
                 start: Callable[[GroupRunner], bool] | None = None, tags: dict[str, str] | None = None,
                 device_map: dict[str, str] | None = None, devices: list[str] | None = None,
-                model: str | None = None):
+                model: str | None = None, runner: GroupRunner | None = None):
     """The variant's Outcome. `start(runner)` is asked first (an executor registers the runner so a
-    signal reaches it; False: the sweep is stopping, nothing runs, None comes back)."""
+    signal reaches it; False: the sweep is stopping, nothing runs, None comes back). `runner`: one made
+    already, its first workload running (head_start.py); it runs whatever `start` says, so that it ends."""
     device = ",".join(devices) if devices else v.device
     try:
-        runner = runner_for(client, v, uri, supersedes, echo, tags, device_map, devices, model)
+        if runner is None:
+            runner = runner_for(client, v, uri, supersedes, echo, tags, device_map, devices, model)
+        else:
+            runner.echo = echo
+            if supersedes:
+                runner.group.tags["sweep.supersedes"] = supersedes
+            if start is not None:
+                start(runner)
+            start = None
         device = runner.group.tags["sweep.device"]
         if start is not None and not start(runner):
             return None
