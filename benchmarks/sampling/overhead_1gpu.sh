@@ -8,13 +8,19 @@
 #   STAGE=2: `radt-ext run` and a sweep at their defaults beside the decoder, the GRU trainer and the DataLoader
 #            trainer (KINDS2, CONFIGS2, SECONDS2);
 #   STAGE=3: more rounds of `radt-ext run` at its defaults, with and without progress counting (run-np), beside the
-#            decoder and the GRU trainer (KINDS3, CONFIGS3, SECONDS3, REPEATS3), on the code after the second.
+#            decoder and the GRU trainer (KINDS3, CONFIGS3, SECONDS3, REPEATS3), on the code after the second;
+#   STAGE=4: MLflow's import in a fresh interpreter (mlflow_import.txt), then the four kinds as a queue: plain, one
+#            job at a time, and as a sweep's alone pass, each sweep's steps in its RADT_EXT_TIMINGS file (alone/,
+#            SECONDS4 of own compute a job, REPEATS4 passes each, interleaved);
+#   STAGE=5: the same queue with longer jobs (alone_long/, SECONDS5, REPEATS5);
+#   STAGE=6: `radt-ext run` and a sweep at their defaults beside longer jobs of the decoder and the GRU trainer
+#            (KINDS6, CONFIGS6, SECONDS6, REPEATS6).
 # Each call leaves $OUT/overhead_1gpu.tar.gz (stage<N>/: overhead_gpu0/, startup/, nvml_start.json).
 #   STAGE=1 OUT=<dir> bash benchmarks/sampling/overhead_1gpu.sh
 set -u
 . benchmarks/gpu_lib.sh
 gpu_wheels
-R=${RES:-/tmp/res}/stage${STAGE:?STAGE=1, 2 or 3}
+R=${RES:-/tmp/res}/stage${STAGE:?STAGE=1 .. 6}
 mkdir -p "$R"
 case $STAGE in
   1) CUDA_VISIBLE_DEVICES=0 timeout 30 python3 - > "$R/nvml_start.json" 2> "$R/nvml_start.err" <<'EOF'
@@ -38,8 +44,21 @@ EOF
        "${BUDGET_S:-$((570 - SECONDS))}" "${KINDS2:-decoder,gru,loader}" ;;
   3) REPEATS="${REPEATS3:-5}" SECONDS_PER_JOB="${SECONDS3:-8}" gpu_overhead_each "$R" 0 "${CONFIGS3:-plain,run,run-np}" \
        "${BUDGET_S:-$((560 - SECONDS))}" "${KINDS3:-decoder,gru}" ;;
+  4|5) if [ "$STAGE" = 4 ]; then
+       for _ in 1 2 3; do
+         python3 -c 'import time; t = time.time(); import mlflow; print(f"import mlflow: {time.time() - t:.2f} s")'
+       done > "$R/mlflow_import.txt" 2>&1; cat "$R/mlflow_import.txt"
+       name=alone seconds=${SECONDS4:-10} repeats=${REPEATS4:-2}
+     else
+       name=alone_long seconds=${SECONDS5:-30} repeats=${REPEATS5:-1}
+     fi
+     env -u OUT RESULTS="$R/$name" WORK="/tmp/$name" PARTS=alone ALONE_SECONDS="$seconds" ALONE_REPEATS="$repeats" \
+       BUDGET_S="${BUDGET_S:-$((570 - SECONDS))}" bash benchmarks/sampling/overhead_plain.sh > "$R/$name.out" 2>&1
+     tail -n 12 "$R/$name.out" ;;
+  6) REPEATS="${REPEATS6:-4}" SECONDS_PER_JOB="${SECONDS6:-15}" gpu_overhead_each "$R" 0 "${CONFIGS6:-plain,run,sweep}" \
+       "${BUDGET_S:-$((570 - SECONDS))}" "${KINDS6:-decoder,gru}" ;;
 esac
 wait
-tail -n 30 "$R/overhead_gpu0.out"
+[ -f "$R/overhead_gpu0.out" ] && tail -n 30 "$R/overhead_gpu0.out"
 [ -n "${OUT:-}" ] && tar -czf "$OUT/overhead_1gpu.tar.gz" -C "$(dirname "$R")" "$(basename "$R")"
 true

@@ -252,8 +252,10 @@ def alone(args) -> None:
                 spec.write_text(sweep_spec(f"alone-{r}", {k: stamped(stamps[k], script_cmd(k, amounts[k], args.dry))
                                                           for k in kinds}, None if not args.dry else ["cpu"]))
                 t0 = time.time()
+                env = {**os.environ, "RADT_EXT_TIMINGS": str(out / "logs" / f"alone-sweep-{r}.timings.json")}
                 with open(out / "logs" / f"alone-sweep-{r}.log", "w") as fh:
-                    rc = subprocess.call([*radt_ext(), "sweep", str(spec)], stdout=fh, stderr=subprocess.STDOUT)
+                    rc = subprocess.call([*radt_ext(), "sweep", str(spec)], stdout=fh, stderr=subprocess.STDOUT,
+                                         env=env)
                 res = {"makespan_s": time.time() - t0, "rc": rc, "jobs": {}}
                 for k in kinds:
                     try:
