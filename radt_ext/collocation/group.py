@@ -526,6 +526,7 @@ class GroupRunner:
         try:
             return self._close(recorder, t0)
         finally:
+            recorder.wait_closed()
             self.timings["closed"] = time.time()
             if os.environ.get(ENV_TIMINGS):
                 TIMINGS.append({**self.timings, "group": run_name, "workloads": [s.timings for s in self.sessions]})
@@ -536,7 +537,7 @@ class GroupRunner:
             return
         self._freed = True
         try:
-            recorder.stop()
+            recorder.stop(defer_close=True)  # the listeners close (nvidia-smi's exit, NVML's shutdown) beside what follows
             for daemon in self.daemons.values():
                 daemon.quit()  # before the parent's last tags, so they carry its answer
         finally:
