@@ -370,30 +370,49 @@ def analyse(args) -> None:
                  "own cost % best", "wall cost %", "before s", "after s",
                  "extra s"], rows)]
     alone_summary = None
-    alone_dir = Path(args.alone) if args.alone else out
-    if (alone_dir / "alone.json").exists():
-        a = json.loads((alone_dir / "alone.json").read_text())
-        plain = [p for p in a["passes"] if p["how"] == "plain"]
-        sweep = [p for p in a["passes"] if p["how"] == "sweep"]
-        arows = []
-        for p in a["passes"]:
-            arows.append([p["round"], p["how"], fmt(p["makespan_s"], 1),
+    folders = [Path(a) for a in args.alone] if args.alone else [out]
+    passes = []  # (folder, its alone.json, a pass)
+    for folder in folders:
+        if (folder / "alone.json").exists():
+            a = json.loads((folder / "alone.json").read_text())
+            passes += [(folder, a, p) for p in a["passes"]]
+    if passes:
+        arows, worst, pairs = [], [], []
+        for folder, a, p in passes:
+            walls = [j.get("job_wall_s") for j in p["jobs"].values()]
+            own = p["makespan_s"] - sum(w for w in walls if w) if all(walls) else None
+            where = "" if folder == out else f"{folder.name} "
+            arows.append([f"{where}{p['round']}", p["how"], fmt(p["makespan_s"], 1), fmt(own, 2),
                           *[fmt(p["jobs"].get(k, {}).get("job_wall_s"), 2) for k in a["amounts"]]])
-        worst = []
-        for s in sweep:
-            base = next((p for p in plain if p["round"] == s["round"]), plain[0] if plain else None)
-            for k, j in s["jobs"].items():
-                pw = base["jobs"].get(k, {}).get("job_wall_s") if base else None
+            if p["how"] != "sweep":
+                continue
+            base = next((q for f, _, q in passes if f == folder and q["how"] == "plain" and q["round"] == p["round"]),
+                        None)
+            if base is None:
+                continue
+            base_walls = [j.get("job_wall_s") for j in base["jobs"].values()]
+            pairs.append({"folder": folder.name if folder != out else ".", "round": p["round"],
+                          "plain_makespan_s": round(base["makespan_s"], 3), "radt_makespan_s": round(p["makespan_s"], 3),
+                          "ratio": round(p["makespan_s"] / base["makespan_s"], 4),
+                          # the launcher's own time: the makespan less the jobs' own walls
+                          "plain_own_s": round(base["makespan_s"] - sum(base_walls), 3) if all(base_walls) else None,
+                          "radt_own_s": round(own, 3) if own is not None else None})
+            for k, j in p["jobs"].items():
+                pw = base["jobs"].get(k, {}).get("job_wall_s")
                 if pw and j.get("job_wall_s"):
-                    worst.append({"job": k, "round": s["round"], "plain_wall_s": round(pw, 3),
+                    worst.append({"job": k, "round": p["round"], "plain_wall_s": round(pw, 3),
                                   "radt_wall_s": round(j["job_wall_s"], 3),
-                                  "within": j["job_wall_s"] <= 1.05 * pw + 0.5})
-        alone_summary = {"devices": a["devices"],
-                         "plain_makespan_s": round(statistics.median(p["makespan_s"] for p in plain), 3) if plain else None,
-                         "radt_makespan_s": round(statistics.median(p["makespan_s"] for p in sweep), 3) if sweep else None,
-                         "jobs": worst}
-        md += ["", f"### The queue plain (one job per GPU at a time, {len(a['devices'])} lane(s)) and as a sweep's "
-               "alone pass", "", table(["round", "how", "makespan s", *[f"{k} wall s" for k in a["amounts"]]], arows)]
+                                  "within": j["job_wall_s"] <= 1.05 * pw + 0.5,
+                                  **({"folder": folder.name} if folder != out else {})})
+        # several passes: their sums (every queue run each way); one pass: its own figures
+        alone_summary = {"devices": passes[0][1]["devices"],
+                         "plain_makespan_s": round(sum(x["plain_makespan_s"] for x in pairs), 3) if pairs else None,
+                         "radt_makespan_s": round(sum(x["radt_makespan_s"] for x in pairs), 3) if pairs else None,
+                         "passes": pairs, "jobs": worst}
+        kinds = passes[0][1]["amounts"]
+        md += ["", f"### The queue plain (one job per GPU at a time, {len(passes[0][1]['devices'])} lane(s)) and as a "
+               "sweep's alone pass", "", "own s: the makespan less the jobs' own walls (the launcher's own time).", "",
+               table(["round", "how", "makespan s", "own s", *[f"{k} wall s" for k in kinds]], arows)]
     result = {"card": args.card or gpu_name() or "cpu", "repeats": max((len(e["plain_s"]) for e in summary_kinds.values()), default=0),
               "kinds": summary_kinds, "listeners": listeners, "alone_pass": alone_summary,
               "amounts": json.loads((out / "amounts.json").read_text())["amounts"] if (out / "amounts.json").exists() else {},
@@ -433,7 +452,9 @@ def main(argv=None) -> None:
     sub.choices["analyse"].add_argument("--listeners-from", action="append",
                                         help="another call's results folder whose listeners alone count (each "
                                         "against its own plain runs), nothing else of it; FOLDER:KIND,KIND as --also")
-    sub.choices["analyse"].add_argument("--alone", help="the results folder of the alone pass (default: --out)")
+    sub.choices["analyse"].add_argument("--alone", action="append",
+                                        help="a results folder of alone passes (default: --out); repeatable: "
+                                             "the summary sums every pass's makespans")
     args = ap.parse_args(argv)
     {"jobs": jobs, "alone": alone, "analyse": analyse}[args.what](args)
 

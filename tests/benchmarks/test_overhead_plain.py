@@ -41,6 +41,11 @@ def test_each_job_is_stamped_in_every_configuration_and_summarised(tmp_path, tra
     alone = summary["alone_pass"]
     assert alone["plain_makespan_s"] > 0 and alone["radt_makespan_s"] > 0
     assert sorted(j["job"] for j in alone["jobs"]) == ["decoder", "gemm"]
+    one, = alone["passes"]  # the sweep's makespan against the plain pass of its round, and each one's own time
+    assert abs(one["ratio"] - one["radt_makespan_s"] / one["plain_makespan_s"]) < 1e-3
+    assert one["radt_own_s"] > 0 and one["plain_own_s"] > 0
+    steps = json.loads((out / "logs" / "alone-sweep-0.timings.json").read_text())  # the sweep's RADT_EXT_TIMINGS
+    assert steps["head"]["mlflow_loaded"] is False and len(steps["groups"]) == 2  # its first job before MLflow
 
 
 def test_a_configuration_list_without_plain_is_refused(tmp_path, tracking_uri):
