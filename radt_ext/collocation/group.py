@@ -2,7 +2,8 @@
 
 Every session is prepared first (runs created, listeners checked), then all start
 together from one time origin (the barrier); for `exclusive` they run one after
-another. A workload that waits its turn (one after another, or a chain's start
+another, the first of them started before the runs are made where `head_start()`
+was called (its runs then start at its process's start). A workload that waits its turn (one after another, or a chain's start
 offset, and where the guard follows the workload before it, that one's work planned
 done by then) gets its run when its process starts, so that the run's start and end in
 MLflow are its process's; the seconds it waited after the group started are its
@@ -434,7 +435,7 @@ class GroupRunner:
         experiment_id = experiment_id_for(self.client, g.experiment_name)
         self.experiment_name = self.client.get_experiment(experiment_id).name
         with SignalRelay(self.stop), contextlib.ExitStack() as stack:
-            mode_env = self._mode_env(stack) if self._head is None else {}
+            mode_env = self._mode_env(stack)  # a head start's group is exclusive: nothing started here
             return self._run(experiment_id, mode_env)
 
     def _run(self, experiment_id: str, mode_env) -> GroupResult:

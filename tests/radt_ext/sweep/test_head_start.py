@@ -89,6 +89,33 @@ def test_the_first_variant_not_done_is_the_one_started_early(tmp_path, tracking_
     assert len(runs["a"]) == 1 and [r.info.status for r in runs["b"]] == ["FINISHED"]
 
 
+def test_an_exclusive_group_of_two_starts_its_first_early_and_its_second_after_it(tmp_path, tracking_uri):
+    path = tmp_path / "pair.yaml"
+    path.write_text(textwrap.dedent(f"""
+        name: pair
+        experiment: head-pair
+        devices: [cpu]
+        interval: 0.1
+        workloads:
+          a: {{command: {json.dumps(job(tmp_path, "a"))}}}
+          b: {{command: {json.dumps(job(tmp_path, "b"))}}}
+        groups:
+          - {{workloads: [a, b], modes: [exclusive]}}
+    """))
+    timings = tmp_path / "timings.json"
+    done = radt("sweep", str(path), env={"RADT_EXT_TIMINGS": str(timings)})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(timings.read_text())["head"]["mlflow_loaded"] is False
+    a, b = (json.loads((tmp_path / f"{k}.json").read_text()) for k in "ab")
+    assert a["ended"] <= b["started"]  # one after the other
+    runs = runs_by_name(tracking_uri)
+    parent, = runs["pair:exclusive a+b on cpu"]
+    for name in "ab":
+        child, = runs[name]
+        assert child.info.status == "FINISHED" and child.data.tags["mlflow.parentRunId"] == parent.info.run_id
+    assert runs["b"][0].info.start_time / 1000 >= a["ended"] - 0.5  # the second's run starts at its turn
+
+
 def test_a_stop_while_mlflow_loads_ends_the_early_job_and_records_it(tmp_path, tracking_uri):
     hold = tmp_path / "hold"
     hold.write_text("")
