@@ -14,7 +14,7 @@
 #            SECONDS4 of own compute a job, REPEATS4 passes each, interleaved);
 #   STAGE=5: the same queue with longer jobs (alone_long/, SECONDS5, REPEATS5);
 #   STAGE=6: `radt-ext run` and a sweep at their defaults beside longer jobs of the decoder and the GRU trainer
-#            (KINDS6, CONFIGS6, SECONDS6, REPEATS6).
+#            (KINDS6, CONFIGS6, SECONDS6, REPEATS6; JOBS_PIN=CPUS: every job on those CPUs, plain too).
 # Each call leaves $OUT/overhead_1gpu.tar.gz (stage<N>/: overhead_gpu0/, startup/, nvml_start.json).
 #   STAGE=1 OUT=<dir> bash benchmarks/sampling/overhead_1gpu.sh
 set -u

@@ -96,10 +96,13 @@ def radt_ext() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "radt_ext.cli"]
 
 
+PIN: list[str] = []  # `jobs --pin CPUS`: every job on those CPUs, plain too (taskset), radt-ext's own threads free
+
+
 def script_cmd(kind: str, amount: int, dry: bool) -> list[str]:
     k = KINDS[kind]
     args = [*k.cpu_args, "--device", "cpu", "--tiny"] if dry else list(k.args)
-    return [sys.executable, str(SCRIPTS / k.script), *args, k.work, str(amount)]
+    return [*PIN, sys.executable, str(SCRIPTS / k.script), *args, k.work, str(amount)]
 
 
 def stamped(path: Path, cmd: list[str]) -> list[str]:
@@ -178,6 +181,8 @@ def sized(out: Path, kinds: list[str], seconds: float, dry: bool, env: dict | No
 
 
 def jobs(args) -> None:
+    if args.pin:  # where a job's own compute falls in bands, its CPU may be what moves: the same CPUs every run
+        PIN[:] = ["taskset", "-c", args.pin]
     out = Path(args.out)
     (out / "logs").mkdir(parents=True, exist_ok=True)
     kinds, configs = args.kinds.split(","), args.configs.split(",")
@@ -206,7 +211,7 @@ def jobs(args) -> None:
             env = {**config_env(config, args.gpu), "RADT_EXT_TIMINGS": str(out / "logs" / f"{name}.timings.json")}
             rec = run_one(command(config, script_cmd(kind, amounts[kind], args.dry), stamp, name, out, args.gpu),
                           stamp, stamp.with_suffix(".log"), env)
-            rec.update(kind=kind, config=config, round=r, amount=amounts[kind])
+            rec.update(kind=kind, config=config, round=r, amount=amounts[kind], **({"pin": args.pin} if args.pin else {}))
             with open(records, "a") as fh:
                 fh.write(json.dumps(rec) + "\n")
             print(f"round {r} {kind:8s} {config:14s} own {fmt(rec.get('own_s'), 3)} s, wall {rec['wall_s']:.2f} s, "
@@ -443,6 +448,8 @@ def main(argv=None) -> None:
     sub.choices["jobs"].add_argument("--budget-s", type=float, default=3600.0,
                                      help="no round started that would end past it (as long as the last one)")
     sub.choices["jobs"].add_argument("--seed", type=int, default=0)
+    sub.choices["jobs"].add_argument("--pin", help="CPUS for taskset -c: every job runs on them in every "
+                                                   "configuration, plain too (radt-ext's own threads do not)")
     sub.choices["jobs"].add_argument("--gpu", help="the GPU the jobs run on (default: the sweep's own choice; "
                                      "CUDA's default for the rest)")
     sub.choices["analyse"].add_argument("--summary", help="also write the summary JSON here")

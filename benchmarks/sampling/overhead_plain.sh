@@ -9,7 +9,8 @@
 # radt-ext as a user installs it: a radt-ext wheel in .whl/ (`pip wheel --no-deps --no-build-isolation -w .whl .`)
 # goes in with MLflow's (gpu_wheels); else the checkout on PYTHONPATH serves. DRY=1: the scripts' CPU versions
 # and the NVML replay (plumbing only). Changes no GPU setting. PARTS="jobs alone" picks the parts; JOBS_GPU: the
-# GPU the jobs part runs its jobs on (default: CUDA's first, the sweep's own pick).
+# GPU the jobs part runs its jobs on (default: CUDA's first, the sweep's own pick); JOBS_PIN: CPUs every job of the
+# jobs part runs on (taskset -c), in every configuration, plain too.
 set -u
 . benchmarks/gpu_lib.sh  # REPO, PYTHONPATH; gpu_* and say
 ARGS=()
@@ -27,7 +28,7 @@ for p in ${PARTS:-jobs alone}; do
     jobs) say "jobs"; timeout -k 10 $((BUDGET_S - SECONDS - ${ALONE_S:-90})) python3 -m benchmarks.sampling.overhead_plain jobs \
             --out "$RESULTS" --kinds "$KINDS" --repeats "${REPEATS:-3}" --seconds "${SECONDS_PER_JOB:-2}" \
             --budget-s $((BUDGET_S - SECONDS - ${ALONE_S:-90} - 20)) ${CONFIGS:+--configs "$CONFIGS"} \
-            ${JOBS_GPU:+--gpu "$JOBS_GPU"} "${ARGS[@]}" \
+            ${JOBS_GPU:+--gpu "$JOBS_GPU"} ${JOBS_PIN:+--pin "$JOBS_PIN"} "${ARGS[@]}" \
             > "$RESULTS/jobs.log" 2>&1
           say "jobs exited $?: $(grep -c '^round' "$RESULTS/jobs.log") jobs" ;;
     alone) say "alone"; timeout -k 10 $((BUDGET_S - SECONDS - 15)) python3 -m benchmarks.sampling.overhead_plain alone \

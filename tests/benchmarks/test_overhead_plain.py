@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -98,3 +99,20 @@ def test_another_calls_folder_gives_only_the_kinds_named_after_it(tmp_path):
     kinds = json.loads((tmp_path / "s.json").read_text())["kinds"]
     assert kinds["decoder"]["plain_s"] == [5.0] and kinds["decoder"]["run_s"] == [5.0]  # not the old call's 3.0
     assert kinds["gemm"]["plain_s"] == [3.0]
+
+
+@pytest.mark.skipif(not shutil.which("taskset") or len(os.sched_getaffinity(0)) < 2, reason="needs taskset, 2 CPUs")
+def test_pinned_jobs_run_on_the_cpus_asked_in_every_configuration(tmp_path, tracking_uri):
+    from mlflow.tracking import MlflowClient
+
+    out = tmp_path / "res"
+    cpu = str(min(os.sched_getaffinity(0)))
+    bench("jobs", out, tracking_uri, "--dry", "--kinds", "gemm", "--configs", "plain,run", "--repeats", "1",
+          "--pin", cpu)
+    jobs = [json.loads(line) for line in (out / "jobs.jsonl").read_text().splitlines()]
+    assert sorted(j["config"] for j in jobs) == ["plain", "run"]
+    assert all(j["rc"] == 0 and j["own_s"] > 0 and j["pin"] == cpu for j in jobs)
+    client = MlflowClient(tracking_uri)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    commands = [r.data.tags["radt_ext.command"] for r in runs if "radt_ext.command" in r.data.tags]
+    assert commands and all(f"taskset -c {cpu} " in c for c in commands)  # the job itself, radt-ext not
