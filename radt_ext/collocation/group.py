@@ -325,6 +325,8 @@ class GroupRunner:
         try:
             if self._head is not None and s is self.sessions[0]:
                 join(self._head_waiter, 0.2)  # waited for since it started (head_start)
+                if len(self.group.workloads) == 1 and result.ended:
+                    self._head[0].until = result.ended  # the group's figures end with its job, not when reached
             else:
                 result.returncode = s.wait()
                 result.ended = time.time()
@@ -390,7 +392,8 @@ class GroupRunner:
     def _wait_head(s: _Session, result: ChildResult) -> None:
         with contextlib.suppress(Exception):
             result.returncode = s.wait()
-        result.ended = time.time()
+        # its figures end with its process, though its listeners go on until its run is made and ended
+        result.ended = s.recorder.until = time.time()
 
     def abandon(self, signum: int = signal.SIGTERM) -> None:
         """A head start whose group never ran (the sweep stopped or failed first): the workload stopped and

@@ -25,6 +25,7 @@ class Recorder:
                  keep: re.Pattern | None = None, workload_runs=None, full_rate: bool | None = None,
                  spill_dir: str | None = None):
         self.t0 = time.time() if t0 is None else t0
+        self.until: float | None = None  # set: the figures end here (the workload's exit), not at stop()
         self.keep = keep  # metric names whose (t, value) series stay in memory (collocation's energy split)
         self._kept: dict[str, tuple[array, array]] = {}  # name -> (times, values): 16 bytes a point
         self.workload_runs = workload_runs  # WorkloadRuns: the points also go to the runs the workload started
@@ -112,7 +113,7 @@ class Recorder:
         metrics' span `logged`, else the whole run; or the `window` given) and over the whole run."""
         from radt_ext.figures.active import summarise
 
-        end = self.stopped or time.time()
+        end = self.until or self.stopped or time.time()
         summary, self.window = summarise(self.summaries, self.started or self.t0, end, marks, logged, window,
                                          owns_workload=True)
         return summary

@@ -48,7 +48,7 @@ def runs_by_name(uri: str) -> dict[str, list]:
 
 
 def test_first_job_starts_before_mlflow_and_its_runs_are_its_process(tmp_path, tracking_uri):
-    path = spec(tmp_path, {"a": job(tmp_path, "a", 1.0), "b": job(tmp_path, "b")})
+    path = spec(tmp_path, {"a": job(tmp_path, "a", 0.3), "b": job(tmp_path, "b")})
     timings = tmp_path / "timings.json"
     launched = time.time()
     done = radt("sweep", str(path), env={"RADT_EXT_TIMINGS": str(timings)})
@@ -70,6 +70,11 @@ def test_first_job_starts_before_mlflow_and_its_runs_are_its_process(tmp_path, t
     assert 0 <= child.info.end_time / 1000 - a["ended"] < 1.0
     assert abs(parent.data.metrics["summary/makespan_s"] - (a["ended"] - head["workload_started"])) < 1.0
     assert child.data.metrics["summary/wait_s"] < 0.01
+    # its figures end with its process, not when the sweep reached its group (after MLflow's import)
+    assert head["run"] > a["ended"], head  # it ended before MLflow's import was done
+    lived = a["ended"] - head["workload_started"]
+    for r in (child, parent):
+        assert r.data.metrics["summary/e2e_duration_s"] < lived + 0.5, (r.info.run_name, lived)
     assert "b" in runs and runs["b"][0].info.status == "FINISHED"  # the next one ran the usual way
     again = radt("sweep", str(path), env={"RADT_EXT_TIMINGS": str(timings)})
     assert again.returncode == 0, again.stderr
