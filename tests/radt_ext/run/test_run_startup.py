@@ -32,14 +32,16 @@ def _prepared_experiment(uri: str, name: str) -> str:
 def test_the_workload_starts_before_the_run_exists_and_its_first_second_is_kept(tracking_uri, tmp_path):
     experiment_id = _prepared_experiment(tracking_uri, "startup")
     seen_path = tmp_path / "seen.json"
+    steps = tmp_path / "timings.json"
     res = radt("run", "--listeners", "top", "--interval", "0.05", "--experiment-name", "startup", "--",
-               sys.executable, "-c", FIRST, str(seen_path))
+               sys.executable, "-c", FIRST, str(seen_path), env={"RADT_EXT_TIMINGS": str(steps)})
     assert res.returncode == 0, res.stderr
     client = MlflowClient(tracking_uri)
     (run,) = client.search_runs([experiment_id])
     seen = json.loads(seen_path.read_text())
-    created = run.info.start_time / 1000.0
+    created = json.loads(steps.read_text())["run_created"]
     assert seen["began"] < created  # the workload ran before radt-ext's run was created
+    assert run.info.start_time / 1000.0 <= seen["began"]  # and the run starts with the workload's process
     assert seen["monitor_run_id"] == run.info.run_id  # and learnt its id once it existed
     assert seen["active"] != run.info.run_id and seen["run_id_env"] is None  # a run it did not create: not handed over
     history = client.get_metric_history(run.info.run_id, "system/proc_rss_mib")
