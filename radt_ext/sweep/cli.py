@@ -11,7 +11,7 @@ import click
 
 from radt_ext.errors import UsageError
 
-ENV_TIMINGS = "RADT_EXT_TIMINGS"  # a file: the sweep's start and its first variant's steps (JSON)
+ENV_TIMINGS = "RADT_EXT_TIMINGS"  # a file: when the plan was made, the head start, every group's steps (JSON)
 SLURM_FLAGS = ("partition", "gpus_per_job", "cpus_per_job", "mem", "time_limit", "account", "sbatch", "slurm_folder",
                "no_wait")
 
@@ -102,7 +102,7 @@ def sweep(file, dry_run, executor, status, cancel, output, no_progress, plain, *
         from radt_ext.sweep.slurm import SlurmExecutor
 
         runner = SlurmExecutor(_slurm_options(file, spec, slurm_flags), wait=not slurm_flags["no_wait"])
-    outcomes = _run_local(variants, console, runner, output) if not dry_run else \
+    outcomes = _run_variants(variants, console, runner, output) if not dry_run else \
         api.run(variants, dry_run=True, console=console, executor=runner, output=output)
     if _shown(outcomes, len(variants), "variants", dry_run, console, output):
         return
@@ -114,9 +114,10 @@ def sweep(file, dry_run, executor, status, cancel, output, no_progress, plain, *
     _exit(outcomes, len(variants))
 
 
-def _run_local(variants, console, executor, output: str):
-    """The variants run, the first one's first job started before MLflow is imported where it can be
-    (head_start.py); a stop signal meanwhile stops that job, and the sweep records it and stops."""
+def _run_variants(variants, console, executor, output: str):
+    """The variants run by the executor (local, sequential or Slurm), the first one's first job started before
+    MLflow is imported where it can be (head_start.py: the local executors); a stop signal meanwhile stops that
+    job, and the sweep records it and stops."""
     from radt_ext import sweep as api
     from radt_ext.run.signals import SignalRelay
     from radt_ext.sweep import head_start
