@@ -125,7 +125,8 @@ def command(config: str, job: list[str], stamp: Path, name: str, work: Path, gpu
         return [*base, "--", *inner]
     if config == "run-np":
         return [*base, "--no-progress", "--", *inner]
-    return [*base, "-l", config, "--no-progress", "--", *inner]  # a listener alone: its cost without counting's
+    # a listener alone (or several, LISTENER:RATE/LISTENER:RATE...): its cost without counting's
+    return [*base, "-l", config.replace("/", ","), "--no-progress", "--", *inner]
 
 
 def sweep_spec(name: str, commands: dict[str, list[str]], devices: list[str] | None, pack: bool = False) -> str:
@@ -190,8 +191,9 @@ def jobs(args) -> None:
         raise SystemExit("--configs must hold plain: every cost is taken against it")
     for c in configs:
         if not known_config(c):
-            raise SystemExit(f"unknown configuration {c!r}; use plain, run, run-np, sweep, sweep-pack or "
-                             f"LISTENER:RATE, each optionally with {NP}")
+            raise SystemExit(f"unknown configuration {c!r}; use plain, run, run-np, sweep, sweep-pack, "
+                             f"LISTENER:RATE or several joined by / (LISTENER:RATE/LISTENER:RATE), each "
+                             f"optionally with {NP}")
     deadline = time.time() + args.budget_s
     amounts = sized(out, kinds, args.seconds, args.dry, config_env("plain", args.gpu))
     (out / "amounts.json").write_text(json.dumps({"seconds": args.seconds, "amounts": amounts}))
@@ -206,7 +208,7 @@ def jobs(args) -> None:
         order = [(k, c) for k in kinds for c in configs]
         rng.shuffle(order)
         for kind, config in order:
-            name = f"{kind}-{config.replace(':', '_').replace('+', '_')}-{r}"
+            name = f"{kind}-{config.replace(':', '_').replace('+', '_').replace('/', '-')}-{r}"
             stamp = out / "logs" / f"{name}.json"
             env = {**config_env(config, args.gpu), "RADT_EXT_TIMINGS": str(out / "logs" / f"{name}.timings.json")}
             rec = run_one(command(config, script_cmd(kind, amounts[kind], args.dry), stamp, name, out, args.gpu),

@@ -107,12 +107,15 @@ def test_pinned_jobs_run_on_the_cpus_asked_in_every_configuration(tmp_path, trac
 
     out = tmp_path / "res"
     cpu = str(min(os.sched_getaffinity(0)))
-    bench("jobs", out, tracking_uri, "--dry", "--kinds", "gemm", "--configs", "plain,run", "--repeats", "1",
-          "--pin", cpu)
+    several = "top:0.5/gpu_procs:0.2"  # a configuration of several listeners (the defaults less one, say)
+    bench("jobs", out, tracking_uri, "--dry", "--kinds", "gemm", "--configs", f"plain,run,{several}", "--repeats",
+          "1", "--pin", cpu)
     jobs = [json.loads(line) for line in (out / "jobs.jsonl").read_text().splitlines()]
-    assert sorted(j["config"] for j in jobs) == ["plain", "run"]
+    assert sorted(j["config"] for j in jobs) == ["plain", "run", several]
     assert all(j["rc"] == 0 and j["own_s"] > 0 and j["pin"] == cpu for j in jobs)
     client = MlflowClient(tracking_uri)
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     commands = [r.data.tags["radt_ext.command"] for r in runs if "radt_ext.command" in r.data.tags]
-    assert commands and all(f"taskset -c {cpu} " in c for c in commands)  # the job itself, radt-ext not
+    assert len(commands) == 2 and all(f"taskset -c {cpu} " in c for c in commands)  # the job itself, radt-ext not
+    listened = {r.data.tags["radt_ext.listeners"] for r in runs if "radt_ext.command" in r.data.tags}
+    assert "top:0.5,gpu_procs:0.2" in listened  # the several listeners asked for, and only those
