@@ -246,6 +246,10 @@ class GroupRunner:
     def _open(self, s: _Session, experiment_id: str) -> None:
         """Its run created (listeners checked, the run described)."""
         s.prepare()
+        self._in_experiment(s, experiment_id)
+
+    @staticmethod
+    def _in_experiment(s: _Session, experiment_id: str) -> None:
         if s.experiment_id != experiment_id:
             raise UsageError(f"workload {s.spec.run_name}: its run went to experiment {s.experiment_id}, "
                              f"not the group's {experiment_id}; unset MLFLOW_RUN_ID")
@@ -426,9 +430,8 @@ class GroupRunner:
         s.spec.tags[view.ORDER_TAG] = view.order_key(*self.order, 0)
         s.fresh_store = False  # the sweep made it by now
         s.open_run_alongside()
-        if s.run_id is not None and not s.spooled and s.experiment_id != experiment_id:
-            raise UsageError(f"workload {s.spec.run_name}: its run went to experiment {s.experiment_id}, "
-                             f"not the group's {experiment_id}; unset MLFLOW_RUN_ID")
+        if s.run_id is not None and not s.spooled:
+            self._in_experiment(s, experiment_id)
         self.results[0].run_id = s.run_id
 
     def run(self) -> GroupResult:

@@ -231,8 +231,7 @@ class PackExecutor:
                     return
                 self._active[device] = runner
             try:
-                if group.mode == "exclusive":
-                    runner.head_start()  # its job starts before its runs are made (False: the usual way)
+                runner.head_start()  # an exclusive group's job starts before its runs are made (else False)
                 result = runner.run()
             except UsageError as exc:  # refused at run time (another MPS daemon owns the GPU): the queue goes on
                 echo(f"gpu {device}: {d.summary}: REFUSED: {exc}")

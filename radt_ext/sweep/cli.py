@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 import time
 from pathlib import Path
 
@@ -11,7 +10,6 @@ import click
 
 from radt_ext.errors import UsageError
 
-ENV_TIMINGS = "RADT_EXT_TIMINGS"  # a file: when the plan was made, the head start, every group's steps (JSON)
 SLURM_FLAGS = ("partition", "gpus_per_job", "cpus_per_job", "mem", "time_limit", "account", "sbatch", "slurm_folder",
                "no_wait")
 
@@ -119,32 +117,28 @@ def _run_variants(variants, console, executor, output: str):
     MLflow is imported where it can be (head_start.py: the local executors); a stop signal meanwhile stops that
     job, and the sweep records it and stops."""
     from radt_ext import sweep as api
+    from radt_ext.collocation.group import ENV_TIMINGS
     from radt_ext.run.signals import SignalRelay
     from radt_ext.sweep import head_start
 
-    lock, got, holder = threading.Lock(), [], []
+    head = None
 
-    def stop(signum: int) -> None:  # before the head start exists too: then it is stopped once it does
-        with lock:
-            got.append(signum)
-            head = holder[0] if holder else None
+    def stop(signum: int) -> None:  # one that comes before the head start exists is read from `received` below
         if head is not None:
             head.stop(signum)
 
-    timings, planned, head = os.environ.get(ENV_TIMINGS), time.time(), None
+    timings, planned = os.environ.get(ENV_TIMINGS), time.time()
     relay = SignalRelay(stop).__enter__()
     try:
         head = head_start.begin(variants, executor, echo=lambda m: console.print(m, highlight=False))
-        with lock:
-            holder.append(head)
-            early = got[0] if got else None
         if head is None:  # nothing runs yet: a signal stops the sweep as it always did
+            early = relay.received
             relay.__exit__(None, None, None)
             relay = None
             if early is not None:
                 raise KeyboardInterrupt
-        elif early is not None:
-            head.stop(early)
+        elif relay.received is not None:
+            head.stop(relay.received)
         return api.run(variants, console=console, executor=executor, output=output, head=head)
     finally:
         if relay is not None:

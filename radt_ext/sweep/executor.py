@@ -217,7 +217,8 @@ def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = No
         executor = "sequential"
     runner = executor_for(executor)
     if getattr(runner, "local", True):
-        check_devices(variants)  # before the store is touched: nothing is recorded when a device is wrong
+        if head is None:  # a head start checked them before its job started
+            check_devices(variants)  # before the store is touched: nothing is recorded when a device is wrong
         for line in host_restore.leftovers() if any(v.system for v in variants) else []:
             console.print(f"radt-ext: {line}", highlight=False, soft_wrap=True)
         check_system([v for v in variants], console)

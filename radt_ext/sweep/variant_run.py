@@ -118,18 +118,17 @@ def run_variant(client, v: Variant, uri: str, supersedes: str | None = None, ech
     try:
         if runner is None:
             runner = runner_for(client, v, uri, supersedes, echo, tags, device_map, devices, model)
-        else:
+            if start is not None and not start(runner):
+                return None
+            if not v.system:  # its first job starts before its runs are made, as the sweep's first does
+                runner.head_start()  # (head_start.py); False: the usual way
+        else:  # running already: registered, then run to its end whatever `start` says
             runner.echo = echo
             if supersedes:
                 runner.group.tags["sweep.supersedes"] = supersedes
             if start is not None:
                 start(runner)
-            start = None
         device = runner.group.tags["sweep.device"]
-        if start is not None and not start(runner):
-            return None
-        if not v.system and not runner.sessions:  # its first job starts before its runs are made, as the
-            runner.head_start()                   # sweep's first does (head_start.py); False: the usual way
         result = with_host_settings(client, v, runner, uri, echo) if v.system else runner.run()
     except UsageError as exc:  # refused at run time (e.g. another MPS daemon owns the GPU): the sweep goes on
         echo(f"[{v.index}] {v.title}: REFUSED: {exc}")
