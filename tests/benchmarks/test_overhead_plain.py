@@ -47,6 +47,11 @@ def test_each_job_is_stamped_in_every_configuration_and_summarised(tmp_path, tra
     assert one["radt_own_s"] > 0 and one["plain_own_s"] > 0
     steps = json.loads((out / "logs" / "alone-sweep-0.timings.json").read_text())  # the sweep's RADT_EXT_TIMINGS
     assert steps["head"]["mlflow_loaded"] is False and len(steps["groups"]) == 2  # its first job before MLflow
+    from benchmarks.sampling import sweep_steps
+
+    row = sweep_steps.alone(out)[-2]  # the pass's first job after the plan, its one gap, its exit after the last
+    first, gaps, exit_s = (float(x) for x in row.strip("| ").split(" | ")[1:])
+    assert first > 0 and gaps > 0 and exit_s > 0
 
 
 def test_a_configuration_list_without_plain_is_refused(tmp_path, tracking_uri):
@@ -119,3 +124,14 @@ def test_pinned_jobs_run_on_the_cpus_asked_in_every_configuration(tmp_path, trac
     assert len(commands) == 2 and all(f"taskset -c {cpu} " in c for c in commands)  # the job itself, radt-ext not
     listened = {r.data.tags["radt_ext.listeners"] for r in runs if "radt_ext.command" in r.data.tags}
     assert "top:0.5,gpu_procs:0.2" in listened  # the several listeners asked for, and only those
+
+
+def test_a_one_job_sweeps_own_time_is_split_at_its_steps(tmp_path, tracking_uri):
+    from benchmarks.sampling import sweep_steps
+
+    out = tmp_path / "res"
+    bench("jobs", out, tracking_uri, "--dry", "--kinds", "gemm", "--configs", "plain,sweep", "--repeats", "1")
+    lines = sweep_steps.one_job(out)
+    row = next(line for line in lines if line.startswith("| gemm 0 |"))
+    plan, process, first, free, group, ended, exited = (float(x) for x in row.strip("| ").split(" | ")[1:])
+    assert 0 < plan < process < first and 0 <= free <= group <= ended <= exited  # in the order they happen
