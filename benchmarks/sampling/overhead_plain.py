@@ -349,13 +349,18 @@ def analyse(args) -> None:
                             for r in rounds)
             # the fastest round against the fastest plain one: the host's noise only ever slows a run down
             best = (min(mine[r]["own_s"] for r in rounds) / min(p["own_s"] for p in base) - 1) * 100
+            # radt-ext's own time around the job, each round against the plain run of its round
+            own_time = sorted(mine[r]["before_s"] + mine[r]["after_s"] - plain[r]["before_s"] - plain[r]["after_s"]
+                              for r in rounds)
             rows.append([kind, config, len(rounds), fmt(statistics.median(mine[r]["own_s"] for r in rounds), 3),
                          f"{own[0]:+.2f} ({own[1]:+.2f} .. {own[2]:+.2f})" if config != "plain" else "",
                          f"{statistics.median(paired):+.1f} ({paired[0]:+.1f} .. {paired[-1]:+.1f})"
                          if config != "plain" else "",
                          f"{best:+.1f}" if config != "plain" else "",
                          f"{wall[0]:+.2f} ({wall[1]:+.2f} .. {wall[2]:+.2f})" if config != "plain" else "",
-                         fmt(before, 2), fmt(after, 2), fmt(extra, 2) if config != "plain" else ""])
+                         fmt(before, 2), fmt(after, 2), fmt(extra, 2) if config != "plain" else "",
+                         f"{own_time[0]:.2f} .. {own_time[-1]:.2f} ({sum(x <= 0.5 for x in own_time)})"
+                         if config != "plain" else ""])
             if config in ("run", "sweep"):
                 entry[f"{config}_s"] = [mine[r]["own_s"] for r in rounds]
                 entry[f"{config}_cost_pct"] = [round(x, 3) for x in own]
@@ -375,7 +380,7 @@ def analyse(args) -> None:
           "best: the fastest round against the fastest plain run.", "",
           table(["kind", "config", "rounds", "own s (median)", "own cost %", "own cost % paired (median, range)",
                  "own cost % best", "wall cost %", "before s", "after s",
-                 "extra s"], rows)]
+                 "extra s", "extra s paired (range; rounds ≤ 0.5 s)"], rows)]
     alone_summary = None
     folders = [Path(a) for a in args.alone] if args.alone else [out]
     passes = []  # (folder, its alone.json, a pass)
@@ -427,8 +432,14 @@ def analyse(args) -> None:
                          for r in recs if r not in good]}
     text = "\n".join(md) + "\n"
     (out / "overhead_plain.md").write_text(text)
-    (out / "overhead_plain.json").write_text(json.dumps({**result, "environment": environment(), "command": [os.path.relpath(a, REPO) if a.startswith(str(REPO)) else a for a in sys.argv]},
-                                                        indent=1))
+    here = environment()
+    try:  # analysed again elsewhere: the host that measured stays the folder's environment
+        measured = json.loads((out / "overhead_plain.json").read_text()).get("environment")
+    except (OSError, ValueError):
+        measured = None
+    where = {"environment": here} if not measured or measured == here else {"environment": measured, "analysed_on": here}
+    command = [os.path.relpath(a, REPO) if a.startswith(str(REPO)) else a for a in sys.argv]
+    (out / "overhead_plain.json").write_text(json.dumps({**result, **where, "command": command}, indent=1))
     if args.summary:
         Path(args.summary).parent.mkdir(parents=True, exist_ok=True)
         Path(args.summary).write_text(json.dumps(result, indent=1) + "\n")
