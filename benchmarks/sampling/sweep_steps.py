@@ -50,13 +50,14 @@ def alone(folder: Path) -> list[str]:
            "| round | first job after the plan | gaps between jobs | exit after the last job |", "| --- | --- | --- | --- |"]
     for p in json.loads(path.read_text())["passes"]:
         steps = folder / "logs" / f"alone-sweep-{p['round']}.timings.json"
-        if p["how"] != "sweep" or not steps.exists():
+        if p["how"] != "sweep":
             continue
-        t = json.loads(steps.read_text())
+        t = json.loads(steps.read_text()) if steps.exists() else None  # passes before the timings file: gaps only
         jobs = sorted((j for j in p["jobs"].values() if "job_started" in j), key=lambda j: j["job_started"])
         gaps = [b["job_started"] - a["job_ended"] for a, b in zip(jobs, jobs[1:])]
-        out.append(f"| {p['round']} | {jobs[0]['job_started'] - t['planned']:.2f} | "
-                   f"{', '.join(f'{g:.2f}' for g in gaps)} | {t['ended'] - jobs[-1]['job_ended']:.2f} |")
+        first = f"{jobs[0]['job_started'] - t['planned']:.2f}" if t else "-"
+        last = f"{t['ended'] - jobs[-1]['job_ended']:.2f}" if t else "-"
+        out.append(f"| {p['round']} | {first} | {', '.join(f'{g:.2f}' for g in gaps)} | {last} |")
     return out + [""]
 
 
