@@ -14,13 +14,18 @@
 #            SECONDS4 of own compute a job, REPEATS4 passes each, interleaved);
 #   STAGE=5: the same queue with longer jobs (alone_long/, SECONDS5, REPEATS5);
 #   STAGE=6: `radt-ext run` and a sweep at their defaults beside longer jobs of the decoder and the GRU trainer
-#            (KINDS6, CONFIGS6, SECONDS6, REPEATS6; JOBS_PIN=CPUS: every job on those CPUs, plain too).
+#            (KINDS6, CONFIGS6, SECONDS6, REPEATS6; JOBS_PIN=CPUS: every job on those CPUs, plain too);
+#   STAGE=7: every job on CPUs of its own (JOBS_PIN, default 2-5), plain too: `radt-ext run` and a sweep at their
+#            defaults, `run` without counting (run-np) and the same without nvidia-smi's listener (every other
+#            default listener at its rate), beside the decoder and the GRU trainer (KINDS7, CONFIGS7, SECONDS7,
+#            REPEATS7): the decoder's cost where its CPU is its own, and whether nvidia-smi starting beside a job
+#            lengthens its start-up.
 # Each call leaves $OUT/overhead_1gpu.tar.gz (stage<N>/: overhead_gpu0/, startup/, nvml_start.json).
 #   STAGE=1 OUT=<dir> bash benchmarks/sampling/overhead_1gpu.sh
 set -u
 . benchmarks/gpu_lib.sh
 gpu_wheels
-R=${RES:-/tmp/res}/stage${STAGE:?STAGE=1 .. 6}
+R=${RES:-/tmp/res}/stage${STAGE:?STAGE=1 .. 7}
 mkdir -p "$R"
 case $STAGE in
   1) CUDA_VISIBLE_DEVICES=0 timeout 30 python3 - > "$R/nvml_start.json" 2> "$R/nvml_start.err" <<'EOF'
@@ -57,6 +62,9 @@ EOF
      tail -n 12 "$R/$name.out" ;;
   6) REPEATS="${REPEATS6:-4}" SECONDS_PER_JOB="${SECONDS6:-15}" gpu_overhead_each "$R" 0 "${CONFIGS6:-plain,run,sweep}" \
        "${BUDGET_S:-$((570 - SECONDS))}" "${KINDS6:-decoder,gru}" ;;
+  7) JOBS_PIN="${JOBS_PIN:-2-5}" REPEATS="${REPEATS7:-3}" SECONDS_PER_JOB="${SECONDS7:-8}" gpu_overhead_each "$R" 0 \
+       "${CONFIGS7:-plain,run,sweep,run-np,nvml:0.1/gpm:0.5/top:1/gpu_procs:0.2}" "${BUDGET_S:-$((570 - SECONDS))}" \
+       "${KINDS7:-decoder,gru}" ;;
 esac
 wait
 [ -f "$R/overhead_gpu0.out" ] && tail -n 30 "$R/overhead_gpu0.out"

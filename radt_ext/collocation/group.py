@@ -375,6 +375,7 @@ class GroupRunner:
         first, result = self._session(w, 0, *mode_env[w.name]), ChildResult(w.name, None, w.device, 0.0)
         if not first.check():
             return False
+        self.timings["workload_checked"] = time.time()
         t0 = first.spec.t0 = time.time()
         result.started = time.time()
         try:
@@ -533,6 +534,7 @@ class GroupRunner:
         try:
             return self._close(recorder, t0)
         finally:
+            self.timings["ended"] = time.time()
             recorder.wait_closed()
             self.timings["closed"] = time.time()
             if os.environ.get(ENV_TIMINGS):
@@ -773,6 +775,7 @@ class GroupRunner:
             summary["avg_slowdown_ratio"] = sum(slowdowns) / len(slowdowns)
             summary["max_slowdown_ratio"] = max(slowdowns)
         split_error = self._split_energy(recorder, t0, summary, overlap)
+        self.timings["energy_split"] = time.time()
         statuses = [r.status for r in self.results]
         if self.stopping or "KILLED" in statuses:
             status = "KILLED"
@@ -790,6 +793,7 @@ class GroupRunner:
         if status != "FINISHED" and not code:
             code = 1
         recorder.log_timelines(self.client, self.parent_run_id, call=lambda fn: recorder.writer.call(fn, 60.0))
+        self.timings["timelines_logged"] = time.time()
         tags = recorder.listener_tags()
         if self.guard is not None:
             tags["collocation.guard"] = f"max slowdown {g.guard_slowdown:g}: {self.guard.log_text()}"[:5000]
@@ -810,9 +814,12 @@ class GroupRunner:
         # like a workload's end: spooled with the samples when the store is away (`radt-ext sync` applies it)
         metrics = [Metric(f"summary/{k}", float(v), now, 0) for k, v in summary.items()]
         if recorder.writer.end_run(metrics, tags, status):
+            self.timings["summaries_logged"] = time.time()
             log_report(self.client, self.parent_run_id)  # the children's timelines stacked; never raises
+            self.timings["report_logged"] = time.time()
             with contextlib.suppress(TimeoutError):  # a server that stopped answering: no view update
                 recorder.writer.call(lambda: view.refresh_quietly(self.client, self.experiment_id), 10.0)
+            self.timings["view_refreshed"] = time.time()
         return GroupResult(self.parent_run_id, g.mode, status, code, t0, makespan, self.results, summary,
                            self.experiment_id)
 

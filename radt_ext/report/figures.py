@@ -1,6 +1,6 @@
-"""Figures: one run's timelines and a collocation group's, stacked panels as plain dicts (stacked.py); a
-group's energy split and a sweep's trade-offs as plotly figures (plotly imported only where one is drawn,
-not at a run's end)."""
+"""Figures: one run's timelines, a collocation group's and its energy split, panels as plain dicts
+(stacked.py); a sweep's trade-offs as plotly figures (plotly imported only where one is drawn, not at a
+run's or a group's end)."""
 from __future__ import annotations
 
 import math
@@ -204,54 +204,51 @@ def group_timelines(children: list[RunData], title: str) -> Stacked | None:
 ATTRIBUTED = re.compile(r"^gpu\d+_power_attributed_w$")
 
 
-def energy_split(parent: RunData, children: list[RunData]) -> go.Figure | None:
+def energy_split(parent: RunData, children: list[RunData]) -> Stacked | None:
     """Each workload's share of the group's GPU energy: the attributed power stacked over time
     (with the GPU's own power as a line) and the energy by workload, active and idle parts."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
     kids = [c for c in children if "gpu_energy_attributed_j" in c.summary]
     if not kids:
         return None
     palette = ["#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880"]
-    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.12, row_heights=[0.65, 0.35],
-                        subplot_titles=["GPU power by workload (stacked)", "GPU energy by workload"])
+    fig = Stacked(["GPU power by workload (stacked)", "GPU energy by workload"], spacing=0.12,
+                  heights=[0.65, 0.35], shared=False)
     for ci, child in enumerate(kids):
         color = palette[ci % len(palette)]
         for name, s in child.system.items():
             if ATTRIBUTED.match(name):
                 s = downsample(s)
-                fig.add_trace(go.Scatter(x=s.t, y=s.v, mode="lines", stackgroup="power", name=child.name,
-                                         legendgroup=child.run_id, line=dict(color=color, width=0.5),
-                                         hovertemplate=f"{child.name}: %{{y:.4g}} W<extra></extra>"), row=1, col=1)
+                fig.add_trace(dict(x=s.t, y=s.v, mode="lines", stackgroup="power", name=child.name,
+                                   legendgroup=child.run_id, line=dict(color=color, width=0.5),
+                                   hovertemplate=f"{child.name}: %{{y:.4g}} W<extra></extra>"), 1)
     for name, s in parent.system.items():
         if re.fullmatch(r"gpu\d+_power_w", name):
             s = downsample(s)
-            fig.add_trace(go.Scatter(x=s.t, y=s.v, mode="lines", name=f"GPU {name}", line=dict(color="black", width=1),
-                                     hovertemplate=f"{name}: %{{y:.4g}} W<extra></extra>"), row=1, col=1)
+            fig.add_trace(dict(x=s.t, y=s.v, mode="lines", name=f"GPU {name}", line=dict(color="black", width=1),
+                               hovertemplate=f"{name}: %{{y:.4g}} W<extra></extra>"), 1)
     names = [c.name for c in kids]
     active = [c.summary.get("gpu_energy_active_attributed_j", c.summary["gpu_energy_attributed_j"]) for c in kids]
     idle = [c.summary.get("gpu_energy_idle_attributed_j", 0.0) for c in kids]
     rest = parent.summary.get("gpu_energy_unattributed_j")
     if rest is not None:
         names, active, idle = names + ["group (no workload running)"], active + [rest], idle + [0.0]
-    fig.add_trace(go.Bar(y=names, x=active, orientation="h", name="active", marker_color="#636efa",
-                         hovertemplate="%{y}: %{x:.4g} J active<extra></extra>"), row=2, col=1)
-    fig.add_trace(go.Bar(y=names, x=idle, orientation="h", name="idle share", marker_color="#b6b6b6",
-                         hovertemplate="%{y}: %{x:.4g} J of idle power<extra></extra>"), row=2, col=1)
+    fig.add_trace(dict(type="bar", y=names, x=active, orientation="h", name="active", marker=dict(color="#636efa"),
+                       hovertemplate="%{y}: %{x:.4g} J active<extra></extra>"), 2)
+    fig.add_trace(dict(type="bar", y=names, x=idle, orientation="h", name="idle share", marker=dict(color="#b6b6b6"),
+                       hovertemplate="%{y}: %{x:.4g} J of idle power<extra></extra>"), 2)
     bounded = [c for c in kids if "gpu_energy_attributed_low_j" in c.summary and "gpu_energy_attributed_high_j" in c.summary]
     if bounded:  # the interval the samples allow around each share (active + idle)
         energy = [c.summary["gpu_energy_attributed_j"] for c in bounded]
-        fig.add_trace(go.Scatter(
+        fig.add_trace(dict(
             y=[c.name for c in bounded], x=energy, mode="markers", name="interval the samples allow",
             marker=dict(color="black", size=6, symbol="line-ns-open"),
             error_x=dict(type="data", symmetric=False, color="black",
                          array=[c.summary["gpu_energy_attributed_high_j"] - e for c, e in zip(bounded, energy)],
                          arrayminus=[e - c.summary["gpu_energy_attributed_low_j"] for c, e in zip(bounded, energy)]),
-            hovertemplate="%{y}: %{x:.4g} J, interval from the low to the high end<extra></extra>"), row=2, col=1)
-    fig.update_yaxes(title_text="W", row=1, col=1)
-    fig.update_xaxes(title_text="seconds since the group started", row=1, col=1)
-    fig.update_xaxes(title_text="J", row=2, col=1)
+            hovertemplate="%{y}: %{x:.4g} J, interval from the low to the high end<extra></extra>"), 2)
+    fig.axis_title("y", 1, "W")
+    fig.axis_title("x", 1, "seconds since the group started")
+    fig.axis_title("x", 2, "J")
     total = parent.summary.get("e2e_gpu_total_energy_j")
     title = "Each workload's share of the GPU energy" + (f" (counter: {total:.4g} J)" if total else "")
     fig.update_layout(title=title, barmode="stack", height=700, margin=dict(l=60, r=20, t=80, b=40))
@@ -340,8 +337,6 @@ def slowdown_of(run: RunData) -> float | None:
 
 def slowdown_heatmap(runs: list[RunData]) -> go.Figure | None:
     """Mean slowdown of each variant (rows) under each collocation mode (columns)."""
-    import plotly.graph_objects as go
-
     cells: dict[tuple[str, str], list[float]] = {}
     for r in runs:
         value = slowdown_of(r)
@@ -351,6 +346,8 @@ def slowdown_heatmap(runs: list[RunData]) -> go.Figure | None:
         cells.setdefault((r.tags.get("variant") or r.name, mode), []).append(value)
     if not cells:
         return None
+    import plotly.graph_objects as go
+
     variants = sorted({v for v, _ in cells})
     modes = sorted({m for _, m in cells})
     z = [[(sum(cells[(v, m)]) / len(cells[(v, m)])) if (v, m) in cells else None for m in modes] for v in variants]

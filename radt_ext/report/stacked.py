@@ -1,6 +1,7 @@
 """Panels stacked on one shared time axis, as plain figure dicts: what plotly's make_subplots(rows=n,
-cols=1, shared_xaxes=True) gives, with none of its figure objects (building and validating those took
-most of a run's report time at its end, after the workload). `to_dict()` is drawn by plot.js and by
+cols=1, shared_xaxes=True) gives (or, `shared=False`, rows of their own axes and `heights`), with none of its
+figure objects (building and validating those, and importing them, took most of a report's time at a run's
+end, after the workload). `to_dict()` is drawn by plot.js and by
 plotly.js alike; `figure()` and `show()` give it to plotly where it is wanted (a notebook)."""
 from __future__ import annotations
 
@@ -16,21 +17,25 @@ def _ref(kind: str, row: int) -> str:
 
 
 class Stacked:
-    def __init__(self, titles: list[str], spacing: float = 0.03):
+    def __init__(self, titles: list[str], spacing: float = 0.03, heights: list[float] | None = None,
+                 shared: bool = True):
         n = len(titles)
         self.data: list[dict] = []
-        height = (1.0 - spacing * (n - 1)) / n
+        heights = heights or [1.0] * n
+        room = 1.0 - spacing * (n - 1)
         self.layout: dict = {"annotations": []}
+        top = 1.0
         for row, title in enumerate(titles, start=1):
-            top = 1.0 - (row - 1) * (height + spacing)
+            height = room * heights[row - 1] / sum(heights)
             x = {"anchor": _ref("y", row), "domain": [0.0, 1.0]}
-            if row < n:  # every panel's time axis follows the bottom one, whose labels alone are shown
+            if shared and row < n:  # every panel's time axis follows the bottom one, whose labels alone are shown
                 x.update(matches=_ref("x", n), showticklabels=False)
             self.layout[_axis("x", row)] = x
             self.layout[_axis("y", row)] = {"anchor": _ref("x", row), "domain": [max(0.0, top - height), top]}
             self.layout["annotations"].append(
                 {"font": {"size": 16}, "showarrow": False, "text": title, "x": 0.5, "xanchor": "center",
                  "xref": "paper", "y": top, "yanchor": "bottom", "yref": "paper"})
+            top -= height + spacing
 
     def add_trace(self, trace: dict, row: int = 1) -> None:
         self.data.append({"type": "scatter", **trace, "xaxis": _ref("x", row), "yaxis": _ref("y", row)})

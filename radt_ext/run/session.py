@@ -364,6 +364,7 @@ class WorkloadSession:
             self.watchdog = Watchdog(self.run_id, self.uri, marker=self.marker, spill_dir=spill_root(self._workdir))
         except OSError as exc:  # no process to spare: the run goes on; an orphan is still ended by the next run
             log.warning("radt-ext: cannot start the watchdog process (%s)", exc.strerror or exc)
+        self.timings["watchdog_started"] = time.time()
         self.hook_missing = hook_missing() if self.progress_on() else None
         if self.hook_missing:
             log.warning("radt-ext: %s", self.hook_missing)

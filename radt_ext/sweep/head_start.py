@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import time
 from dataclasses import dataclass
 
 from radt_ext.errors import UsageError
@@ -69,9 +70,11 @@ def begin(variants: list[Variant], executor: str, echo=print) -> HeadStart | Non
     first = first_to_run(variants, probe)
     if first is None or first.mode != "exclusive":
         return None
+    probed = time.time()
     from radt_ext.sweep.variant_run import check_devices, runner_for
 
     check_devices(variants)
+    checked = time.time()
     devices = model = None
     if first.pool:
         from radt_ext.sweep.lanes import pool_of
@@ -80,6 +83,7 @@ def begin(variants: list[Variant], executor: str, echo=print) -> HeadStart | Non
         devices = [d for d in pool.devices if d in first.pool][:first.gpus]
         model = pool.model(devices)
     runner = runner_for(None, first, probe.uri, echo=echo, devices=devices, model=model)
+    runner.timings.update(store_probed=probed, devices_checked=checked)
     if not runner.head_start():
         return None
     return HeadStart(first, runner, devices, mlflow_loaded="mlflow" in sys.modules)

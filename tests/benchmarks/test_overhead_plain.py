@@ -134,4 +134,4 @@ def test_a_one_job_sweeps_own_time_is_split_at_its_steps(tmp_path, tracking_uri)
     lines = sweep_steps.one_job(out)
     row = next(line for line in lines if line.startswith("| gemm 0 |"))
     plan, process, first, free, group, ended, exited = (float(x) for x in row.strip("| ").split(" | ")[1:])
-    assert 0 < plan < process < first and 0 <= free <= group <= ended <= exited  # in the order they happen
+    assert 0 < plan <= process < first and 0 <= free <= group <= ended <= exited  # in the order they happen

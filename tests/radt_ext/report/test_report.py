@@ -254,3 +254,94 @@ def test_stacked_panels_are_the_layout_plotly_makes_for_them():
             assert got["layout"][key]["domain"] == pytest.approx(value["domain"])
         else:
             assert got["layout"][key] == value
+
+
+def _plotly_energy_split(parent: RunData, kids: list[RunData]):
+    """The energy split as plotly's figure objects draw it: make_subplots and a trace object each."""
+    import re
+
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.12, row_heights=[0.65, 0.35],
+                        subplot_titles=["GPU power by workload (stacked)", "GPU energy by workload"])
+    for ci, child in enumerate(kids):
+        s = child.system["gpu0_power_attributed_w"]
+        fig.add_trace(go.Scatter(x=s.t, y=s.v, mode="lines", stackgroup="power", name=child.name,
+                                 legendgroup=child.run_id, line=dict(color=["#636efa", "#ef553b"][ci], width=0.5),
+                                 hovertemplate=f"{child.name}: %{{y:.4g}} W<extra></extra>"), row=1, col=1)
+    for name, s in parent.system.items():
+        if re.fullmatch(r"gpu\d+_power_w", name):
+            fig.add_trace(go.Scatter(x=s.t, y=s.v, mode="lines", name=f"GPU {name}", line=dict(color="black", width=1),
+                                     hovertemplate=f"{name}: %{{y:.4g}} W<extra></extra>"), row=1, col=1)
+    names = [c.name for c in kids] + ["group (no workload running)"]
+    active = [c.summary["gpu_energy_active_attributed_j"] for c in kids] + [parent.summary["gpu_energy_unattributed_j"]]
+    idle = [c.summary["gpu_energy_idle_attributed_j"] for c in kids] + [0.0]
+    fig.add_trace(go.Bar(y=names, x=active, orientation="h", name="active", marker_color="#636efa",
+                         hovertemplate="%{y}: %{x:.4g} J active<extra></extra>"), row=2, col=1)
+    fig.add_trace(go.Bar(y=names, x=idle, orientation="h", name="idle share", marker_color="#b6b6b6",
+                         hovertemplate="%{y}: %{x:.4g} J of idle power<extra></extra>"), row=2, col=1)
+    energy = [c.summary["gpu_energy_attributed_j"] for c in kids]
+    fig.add_trace(go.Scatter(
+        y=[c.name for c in kids], x=energy, mode="markers", name="interval the samples allow",
+        marker=dict(color="black", size=6, symbol="line-ns-open"),
+        error_x=dict(type="data", symmetric=False, color="black",
+                     array=[c.summary["gpu_energy_attributed_high_j"] - e for c, e in zip(kids, energy)],
+                     arrayminus=[e - c.summary["gpu_energy_attributed_low_j"] for c, e in zip(kids, energy)]),
+        hovertemplate="%{y}: %{x:.4g} J, interval from the low to the high end<extra></extra>"), row=2, col=1)
+    fig.update_yaxes(title_text="W", row=1, col=1)
+    fig.update_xaxes(title_text="seconds since the group started", row=1, col=1)
+    fig.update_xaxes(title_text="J", row=2, col=1)
+    fig.update_layout(title=f"Each workload's share of the GPU energy (counter: {parent.summary['e2e_gpu_total_energy_j']:.4g} J)",
+                      barmode="stack", height=700, margin=dict(l=60, r=20, t=80, b=40))
+    return fig
+
+
+def test_the_energy_split_is_the_figure_plotly_makes_without_its_objects():
+    """A group's energy split is built as plain dicts (no plotly import at a group's end): the same data and
+    layout as plotly's make_subplots and trace objects give, so plot.js and plotly.js draw it alike."""
+    t = [0.0, 1.0, 2.0, 3.0]
+    def summaries(**values):
+        return {f"summary/{k}": v for k, v in values.items()}
+
+    kids = [RunData(run_id=f"r{i}", name=name, start_s=0.0, status="FINISHED", tags={}, params={},
+                    metrics=summaries(gpu_energy_attributed_j=300.0 * (i + 1), gpu_energy_active_attributed_j=250.0 * (i + 1),
+                                      gpu_energy_idle_attributed_j=50.0 * (i + 1), gpu_energy_attributed_low_j=290.0 * (i + 1),
+                                      gpu_energy_attributed_high_j=310.0 * (i + 1)),
+                    system={"gpu0_power_attributed_w": Series(t, [100.0 * (i + 1)] * 4)})
+            for i, name in enumerate(["small", "large"])]
+    parent = RunData(run_id="p", name="group", start_s=0.0, status="FINISHED", tags={}, params={},
+                     metrics=summaries(gpu_energy_unattributed_j=12.0, e2e_gpu_total_energy_j=912.0),
+                     system={"gpu0_power_w": Series(t, [320.0] * 4), "gpu0_util_pct": Series(t, [90.0] * 4)})
+    want = _plotly_energy_split(parent, kids).to_dict()
+    want["layout"].pop("template")
+    got = figures.energy_split(parent, kids)
+    as_plotly = got.figure().to_dict()
+    as_plotly["layout"].pop("template")
+    assert _rounded(as_plotly) == _rounded(want)
+    assert "plotly" not in type(got).__module__
+    got = got.to_dict()
+    assert [(d["type"], d["name"], d["xaxis"], d["yaxis"]) for d in got["data"]] == \
+        [(d["type"], d["name"], d["xaxis"], d["yaxis"]) for d in want["data"]]
+    for key in ("xaxis", "yaxis", "xaxis2", "yaxis2"):
+        assert got["layout"][key]["domain"] == pytest.approx(want["layout"][key]["domain"])
+
+
+def test_a_group_report_without_slowdowns_imports_no_plotly():
+    """The exclusive group's report at its end (timelines, energy split, no slowdowns) draws without plotly's
+    figure objects: importing them took a tenth of a second and more after the job had ended."""
+    import subprocess
+
+    code = ("import sys\nfrom radt_ext.report import figures\nfrom radt_ext.report.data import RunData, Series\n"
+            "t = [0.0, 1.0]\n"
+            "kid = RunData(run_id='r', name='job', start_s=0.0, status='FINISHED', tags={'collocation.mode': 'exclusive'},"
+            " params={}, metrics={'summary/gpu_energy_attributed_j': 3.0},"
+            " system={'gpu0_power_attributed_w': Series(t, [1.0, 2.0]), 'gpu0_power_w': Series(t, [1.0, 2.0])})\n"
+            "parent = RunData(run_id='p', name='g', start_s=0.0, status='FINISHED', tags={}, params={}, metrics={},"
+            " system={'gpu0_power_w': Series(t, [1.0, 2.0])})\n"
+            "assert figures.energy_split(parent, [kid]) is not None\n"
+            "assert figures.slowdown_heatmap([kid]) is None\n"
+            "assert figures.group_timelines([kid], 'x') is not None\n"
+            "print(sorted(m for m in sys.modules if m.startswith('plotly')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
