@@ -18,8 +18,12 @@ import re
 import time
 from dataclasses import dataclass
 
-from radt_ext.collocation.attribution import Attribution, WorkloadActivity, attribute, binned
+from typing import TYPE_CHECKING
+
 from radt_ext.collocation.modes import CPU, metric_name
+
+if TYPE_CHECKING:
+    from radt_ext.collocation.attribution import Attribution
 
 PARENT_SERIES = re.compile(r"^gpu\d+_(power_w|energy_j)$")
 CHILD_SERIES = re.compile(r"^gpu\d+_(proc_sm_pct)$|^gpu0_mig\d+_sm_active_pct$")
@@ -59,6 +63,8 @@ def activity(child: Child, position: int = 0) -> tuple[list[tuple[float, float]]
 def split(devices: list[str], parent_series: dict[str, list[tuple[float, float]]],
           children: list[Child]) -> dict[int, Attribution]:
     """{parent GPU index: attribution} for every GPU with power or energy logged."""
+    from radt_ext.collocation.attribution import WorkloadActivity, attribute  # a group's end only
+
     out = {}
     for i, device in enumerate(devices):
         power, energy = parent_series.get(f"gpu{i}_power_w", []), parent_series.get(f"gpu{i}_energy_j", [])
@@ -85,6 +91,8 @@ def split(devices: list[str], parent_series: dict[str, list[tuple[float, float]]
 def child_metrics(name: str, parts: dict[int, Attribution], samples: float, t0: float) -> list:
     """A child's attributed energy (summed over its GPUs) and its attributed power timeline."""
     from mlflow.entities import Metric
+
+    from radt_ext.collocation.attribution import binned
 
     mine = [a.shares[name] for a in parts.values() if name in a.shares]
     if not mine:

@@ -18,30 +18,27 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from listeners import registry
 from listeners.base import ListenerError, Target
 from listeners.devices import identities as device_identities
 from radt_ext.figures import active
-from radt_ext.sampling import machine
 from radt_ext.collocation import energy_split
-from radt_ext.collocation import guard as guard_mod
 from radt_ext.collocation import mig as mig_mod
-from radt_ext.collocation import pairs
 from radt_ext.collocation.modes import CPU, Group, Workload, check, metric_name
 from radt_ext.collocation.mps import MpsDaemon
 from radt_ext.errors import UsageError
-from radt_ext.sampling.recorder import Recorder, select_listeners
-from radt_ext.report import log_report
+from radt_ext.sampling.selection import select_listeners
 from radt_ext.run.session import WorkloadSession, WorkloadSpec, exit_code
-from radt_ext.store import timelines
 from radt_ext.store.client import connect, experiment_id_for, tracking_uri
-from radt_ext.store.run_points import full_rate_default
-from radt_ext.store.shaper import shape
 from radt_ext.run.signals import SignalRelay, join
-from radt_ext.figures.summaries import E2E, counts_per_s
 from radt_ext.run.watchdog import owner_tags
 from radt_ext import view
+
+if TYPE_CHECKING:
+    from radt_ext.collocation import guard as guard_mod
+    from radt_ext.sampling.recorder import Recorder
 
 DEVICE_LISTENERS = ("nvml", "gpm", "smi", "dcgm", "rapl")
 CHILD_LISTENERS = ("top", "gpu_procs")
@@ -189,6 +186,8 @@ class GroupRunner:
 
     def _parent_tags(self) -> dict[str, str]:
         g = self.group
+        from radt_ext.sampling import machine
+
         tags = machine.describe()
         tags.update({
             "collocation.mode": g.mode,
@@ -317,6 +316,8 @@ class GroupRunner:
         process tree and when it started."""
         rate, unit = self.alone_rates.get(r.name, (None, "samples"))
         base = self.group.baselines.get(r.name)
+        from radt_ext.collocation import guard as guard_mod
+
         return guard_mod.Member(r.name, s.progress_path, rate, unit=unit,
                                 pids=lambda: guard_mod.tree_pids(s.proc, getattr(s, "tree", None)),
                                 running=lambda: s.proc is not None and s.proc.returncode is None,
@@ -388,6 +389,8 @@ class GroupRunner:
         self._head_waiter = threading.Thread(target=self._wait_head, args=(first, result), daemon=True)
         self._head_waiter.start()
         listeners, skipped = self._device_listeners()
+        from radt_ext.sampling.recorder import Recorder  # after the workload's start, as `radt-ext run` does
+
         recorder = Recorder(None, None, self.uri, listeners, t0=t0, keep=energy_split.PARENT_SERIES).start()
         self._head = (recorder, listeners, skipped, t0)
         self.timings["listeners_started"] = time.time()
@@ -495,6 +498,8 @@ class GroupRunner:
             recorder, _, _, t0 = self._head
             recorder.bind(self.client, self.parent_run_id)
         else:
+            from radt_ext.sampling.recorder import Recorder
+
             t0 = time.time()
             recorder = Recorder(self.client, self.parent_run_id, self.uri, listeners, t0=t0,
                                 keep=energy_split.PARENT_SERIES).start()
@@ -510,6 +515,8 @@ class GroupRunner:
                         self._wait_and_finish(s, r, (lambda: self._free(recorder)) if k == last else None)
             else:
                 if g.guard_slowdown is not None and not self.stopping:
+                    from radt_ext.collocation import guard as guard_mod
+
                     self.guard = guard_mod.Guard([self._member(s, r) for s, r in zip(self.sessions, self.results)],
                                                  g.guard_slowdown, echo=self.echo,
                                                  lock_paths=_store_files(self.uri)).start()
@@ -593,6 +600,10 @@ class GroupRunner:
         """A child's attributed power timeline: every point into its timeline artifact
         (timelines/attributed.parquet), its shape into the store (every point with the full rate)."""
         from mlflow.entities import Metric
+
+        from radt_ext.store import timelines
+        from radt_ext.store.run_points import full_rate_default
+        from radt_ext.store.shaper import shape
 
         timeline = [m for m in metrics if m.key.startswith("system/")]
         if not timeline:
@@ -715,6 +726,10 @@ class GroupRunner:
 
     def _close(self, recorder: Recorder, t0: float) -> GroupResult:
         from mlflow.entities import Metric, RunTag
+
+        from radt_ext.collocation import pairs
+        from radt_ext.figures.summaries import E2E, counts_per_s
+        from radt_ext.report import log_report
 
         g = self.group
         ends = [r.ended for r in self.results if r.ended]

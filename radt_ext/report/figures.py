@@ -1,19 +1,14 @@
-"""Figures: one run's timelines, a collocation group's and its energy split, panels as plain dicts
-(stacked.py); a sweep's trade-offs as plotly figures (plotly imported only where one is drawn, not at a
-run's or a group's end)."""
+"""Figures: one run's timelines, a collocation group's and its energy split, a sweep's trade-offs, as plain
+figure dicts (stacked.py: no plotly import at a run's, a group's or a sweep's end)."""
 from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING
 
 from listeners.energy_timeline import EnergyTimeline
 from radt_ext.report.data import RunData, Series
 from radt_ext.report.pareto import pareto_front
-from radt_ext.report.stacked import Stacked
-
-if TYPE_CHECKING:
-    import plotly.graph_objects as go
+from radt_ext.report.stacked import Columns, Figure, Stacked
 
 MAX_POINTS = 1500  # per trace; longer series keep each bucket's min and max
 # points a figure draws in all: its series share them (a report stays a few hundred KB however long the
@@ -277,32 +272,28 @@ def time_of(run: RunData) -> float | None:
     return s.get("makespan_s", s.get("e2e_duration_s"))
 
 
-def time_energy_scatter(runs: list[RunData], title: str = "Time vs energy") -> go.Figure | None:
-    import plotly.graph_objects as go
-
+def time_energy_scatter(runs: list[RunData], title: str = "Time vs energy") -> Figure | None:
     pts = [(time_of(r), energy_of(r), r) for r in runs if time_of(r) is not None and energy_of(r) is not None]
     if not pts:
         return None
     front = pareto_front([(t, e) for t, e, _ in pts])
-    fig = go.Figure()
-    fig.add_trace(go.Scatter(x=[t for t, _, _ in pts], y=[e for _, e, _ in pts], mode="markers+text",
-                             text=[_label(r) for _, _, r in pts], textposition="top center",
-                             customdata=[r.run_id for _, _, r in pts], name="runs",
-                             hovertemplate="%{text}<br>%{x:.2f} s, %{y:.4g} J<br>%{customdata}<extra></extra>"))
+    fig = Figure()
+    fig.add_trace(dict(x=[t for t, _, _ in pts], y=[e for _, e, _ in pts], mode="markers+text",
+                       text=[_label(r) for _, _, r in pts], textposition="top center",
+                       customdata=[r.run_id for _, _, r in pts], name="runs",
+                       hovertemplate="%{text}<br>%{x:.2f} s, %{y:.4g} J<br>%{customdata}<extra></extra>"))
     fx = [pts[i][0] for i in front]
     fy = [pts[i][1] for i in front]
-    fig.add_trace(go.Scatter(x=fx, y=fy, mode="lines+markers", name="Pareto front",
-                             line=dict(dash="dash", color="#ef553b"), marker=dict(size=12, symbol="circle-open")))
-    fig.update_layout(title=title, xaxis_title="duration (s)", yaxis_title="energy (J)", height=500)
+    fig.add_trace(dict(x=fx, y=fy, mode="lines+markers", name="Pareto front",
+                       line=dict(dash="dash", color="#ef553b"), marker=dict(size=12, symbol="circle-open")))
+    fig.update_layout(title=title, height=500)
+    fig.axis_titles("duration (s)", "energy (J)")
     return fig
 
 
-def per_variant_bars(runs: list[RunData]) -> go.Figure | None:
+def per_variant_bars(runs: list[RunData]) -> Columns | None:
     """Throughput and J/sample over the active phase by variant, one bar group per collocation mode (mean
     over repeats)."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
     metrics = [("throughput_samples_per_s", "throughput (samples/s)"), ("energy_per_sample_j", "J per sample")]
     groups: dict[tuple[str, str], dict[str, list[float]]] = {}
     for r in runs:
@@ -312,15 +303,15 @@ def per_variant_bars(runs: list[RunData]) -> go.Figure | None:
                 groups.setdefault(key, {}).setdefault(m, []).append(r.summary[m])
     if not groups:
         return None
-    fig = make_subplots(rows=1, cols=2, subplot_titles=[t for _, t in metrics])
+    fig = Columns([t for _, t in metrics])
     modes = sorted({mode for _, mode in groups})
     variants = sorted({v for v, _ in groups})
     for mode in modes:
         for col, (m, _) in enumerate(metrics, start=1):
             ys = [sum(groups.get((v, mode), {}).get(m, [])) / len(groups[(v, mode)][m])
                   if groups.get((v, mode), {}).get(m) else None for v in variants]
-            fig.add_trace(go.Bar(x=variants, y=ys, name=f"mode {mode}", legendgroup=mode, showlegend=col == 1),
-                          row=1, col=col)
+            fig.add_trace(dict(type="bar", x=variants, y=ys, name=f"mode {mode}", legendgroup=mode,
+                               showlegend=col == 1), col)
     fig.update_layout(title="Throughput and energy per sample over the active phase, per variant and mode", barmode="group", height=450)
     return fig
 
@@ -335,7 +326,13 @@ def slowdown_of(run: RunData) -> float | None:
     return None
 
 
-def slowdown_heatmap(runs: list[RunData]) -> go.Figure | None:
+# plotly's "RdYlGn_r": green for no slowdown, red for the most
+RDYLGN_R = [[0.0, "rgb(0,104,55)"], [0.1, "rgb(26,152,80)"], [0.2, "rgb(102,189,99)"], [0.3, "rgb(166,217,106)"],
+            [0.4, "rgb(217,239,139)"], [0.5, "rgb(255,255,191)"], [0.6, "rgb(254,224,139)"], [0.7, "rgb(253,174,97)"],
+            [0.8, "rgb(244,109,67)"], [0.9, "rgb(215,48,39)"], [1.0, "rgb(165,0,38)"]]
+
+
+def slowdown_heatmap(runs: list[RunData]) -> Figure | None:
     """Mean slowdown of each variant (rows) under each collocation mode (columns)."""
     cells: dict[tuple[str, str], list[float]] = {}
     for r in runs:
@@ -346,14 +343,13 @@ def slowdown_heatmap(runs: list[RunData]) -> go.Figure | None:
         cells.setdefault((r.tags.get("variant") or r.name, mode), []).append(value)
     if not cells:
         return None
-    import plotly.graph_objects as go
-
     variants = sorted({v for v, _ in cells})
     modes = sorted({m for _, m in cells})
     z = [[(sum(cells[(v, m)]) / len(cells[(v, m)])) if (v, m) in cells else None for m in modes] for v in variants]
-    fig = go.Figure(go.Heatmap(z=z, x=modes, y=variants, colorscale="RdYlGn_r", zmin=1.0,
-                               text=[[f"{c:.2f}×" if c is not None else "" for c in row] for row in z],
-                               texttemplate="%{text}", colorbar=dict(title="slowdown")))
-    fig.update_layout(title="Collocation slowdown (time collocated / time alone)", height=150 + 40 * len(variants),
-                      xaxis_title="collocation mode", yaxis_title="variant")
+    fig = Figure()
+    fig.add_trace(dict(type="heatmap", z=z, x=modes, y=variants, colorscale=RDYLGN_R, zmin=1.0,
+                       text=[[f"{c:.2f}×" if c is not None else "" for c in row] for row in z],
+                       texttemplate="%{text}", colorbar=dict(title=dict(text="slowdown"))))
+    fig.update_layout(title="Collocation slowdown (time collocated / time alone)", height=150 + 40 * len(variants))
+    fig.axis_titles("collocation mode", "variant")
     return fig

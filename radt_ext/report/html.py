@@ -71,7 +71,7 @@ def figure_html(fig, index: int) -> str:
 
 
 def document(title: str, parts: list) -> str:
-    """parts: HTML strings and plotly figures (None entries are skipped), in order."""
+    """parts: HTML strings and figures (plain dicts or plotly's; None entries are skipped), in order."""
     body, figures = [], 0
     for part in parts:
         if part is None:

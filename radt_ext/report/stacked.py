@@ -1,8 +1,9 @@
-"""Panels stacked on one shared time axis, as plain figure dicts: what plotly's make_subplots(rows=n,
-cols=1, shared_xaxes=True) gives (or, `shared=False`, rows of their own axes and `heights`), with none of its
-figure objects (building and validating those, and importing them, took most of a report's time at a run's
-end, after the workload). `to_dict()` is drawn by plot.js and by
-plotly.js alike; `figure()` and `show()` give it to plotly where it is wanted (a notebook)."""
+"""Figures as plain figure dicts: one plot (`Figure`), plots side by side (`Columns`: plotly's
+make_subplots(rows=1, cols=n)), panels stacked on one shared time axis (`Stacked`: make_subplots(rows=n,
+cols=1, shared_xaxes=True), or with `shared=False` rows of their own axes and `heights`). None of plotly's
+figure objects: importing, building and validating those took most of a report's time at a run's or a
+sweep's end, after the workload. `to_dict()` is drawn by plot.js and by plotly.js alike; `figure()` and
+`show()` give it to plotly where it is wanted (a notebook)."""
 from __future__ import annotations
 
 
@@ -16,36 +17,19 @@ def _ref(kind: str, row: int) -> str:
     return kind + (str(row) if row > 1 else "")
 
 
-class Stacked:
-    def __init__(self, titles: list[str], spacing: float = 0.03, heights: list[float] | None = None,
-                 shared: bool = True):
-        n = len(titles)
+class Figure:
+    """One plot as a plain figure dict: its traces (`{"type": ..., ...}`, scatter where none is said) and layout."""
+
+    def __init__(self, layout: dict | None = None):
         self.data: list[dict] = []
-        heights = heights or [1.0] * n
-        room = 1.0 - spacing * (n - 1)
-        self.layout: dict = {"annotations": []}
-        top = 1.0
-        for row, title in enumerate(titles, start=1):
-            height = room * heights[row - 1] / sum(heights)
-            x = {"anchor": _ref("y", row), "domain": [0.0, 1.0]}
-            if shared and row < n:  # every panel's time axis follows the bottom one, whose labels alone are shown
-                x.update(matches=_ref("x", n), showticklabels=False)
-            self.layout[_axis("x", row)] = x
-            self.layout[_axis("y", row)] = {"anchor": _ref("x", row), "domain": [max(0.0, top - height), top]}
-            self.layout["annotations"].append(
-                {"font": {"size": 16}, "showarrow": False, "text": title, "x": 0.5, "xanchor": "center",
-                 "xref": "paper", "y": top, "yanchor": "bottom", "yref": "paper"})
-            top -= height + spacing
+        self.layout: dict = dict(layout or {})
 
-    def add_trace(self, trace: dict, row: int = 1) -> None:
-        self.data.append({"type": "scatter", **trace, "xaxis": _ref("x", row), "yaxis": _ref("y", row)})
+    def add_trace(self, trace: dict) -> None:
+        self.data.append({"type": "scatter", **trace})
 
-    def axis_title(self, kind: str, row: int, text: str) -> None:
-        self.layout[_axis(kind, row)]["title"] = {"text": text}
-
-    def add_shapes(self, shapes: list[dict]) -> None:
-        if shapes:
-            self.layout.setdefault("shapes", []).extend(shapes)
+    def axis_titles(self, x: str, y: str) -> None:
+        self.layout.setdefault("xaxis", {})["title"] = {"text": x}
+        self.layout.setdefault("yaxis", {})["title"] = {"text": y}
 
     def update_layout(self, **values) -> None:
         if isinstance(values.get("title"), str):
@@ -63,3 +47,55 @@ class Stacked:
 
     def show(self, *args, **kwargs):
         return self.figure().show(*args, **kwargs)
+
+
+class Columns(Figure):
+    """Plots side by side, each with its own axes and title: plotly's make_subplots(rows=1, cols=n)."""
+
+    def __init__(self, titles: list[str], spacing: float | None = None):
+        super().__init__({"annotations": []})
+        n = len(titles)
+        spacing = 0.2 / n if spacing is None else spacing
+        width = (1.0 - spacing * (n - 1)) / n
+        for col, title in enumerate(titles, start=1):
+            left = (col - 1) * (width + spacing)
+            self.layout[_axis("x", col)] = {"anchor": _ref("y", col), "domain": [left, min(1.0, left + width)]}
+            self.layout[_axis("y", col)] = {"anchor": _ref("x", col), "domain": [0.0, 1.0]}
+            self.layout["annotations"].append(
+                {"font": {"size": 16}, "showarrow": False, "text": title, "x": left + width / 2, "xanchor": "center",
+                 "xref": "paper", "y": 1.0, "yanchor": "bottom", "yref": "paper"})
+
+    def add_trace(self, trace: dict, col: int = 1) -> None:
+        super().add_trace({**trace, "xaxis": _ref("x", col), "yaxis": _ref("y", col)})
+
+
+class Stacked(Figure):
+    def __init__(self, titles: list[str], spacing: float = 0.03, heights: list[float] | None = None,
+                 shared: bool = True):
+        super().__init__()
+        n = len(titles)
+        heights = heights or [1.0] * n
+        room = 1.0 - spacing * (n - 1)
+        self.layout["annotations"] = []
+        top = 1.0
+        for row, title in enumerate(titles, start=1):
+            height = room * heights[row - 1] / sum(heights)
+            x = {"anchor": _ref("y", row), "domain": [0.0, 1.0]}
+            if shared and row < n:  # every panel's time axis follows the bottom one, whose labels alone are shown
+                x.update(matches=_ref("x", n), showticklabels=False)
+            self.layout[_axis("x", row)] = x
+            self.layout[_axis("y", row)] = {"anchor": _ref("x", row), "domain": [max(0.0, top - height), top]}
+            self.layout["annotations"].append(
+                {"font": {"size": 16}, "showarrow": False, "text": title, "x": 0.5, "xanchor": "center",
+                 "xref": "paper", "y": top, "yanchor": "bottom", "yref": "paper"})
+            top -= height + spacing
+
+    def add_trace(self, trace: dict, row: int = 1) -> None:
+        super().add_trace({**trace, "xaxis": _ref("x", row), "yaxis": _ref("y", row)})
+
+    def axis_title(self, kind: str, row: int, text: str) -> None:
+        self.layout[_axis(kind, row)]["title"] = {"text": text}
+
+    def add_shapes(self, shapes: list[dict]) -> None:
+        if shapes:
+            self.layout.setdefault("shapes", []).extend(shapes)

@@ -117,9 +117,9 @@ def test_slowdown_heatmap_means_per_variant_and_mode():
                     metrics={"summary/slowdown_ratio": s})
             for i, (v, m, s) in enumerate([("a", "mps", 1.2), ("a", "mps", 1.4), ("b", "naive", 2.0)])]
     fig = figures.slowdown_heatmap(runs)
-    heat = fig.data[0]
-    assert list(heat.x) == ["mps", "naive"] and list(heat.y) == ["a", "b"]
-    assert abs(heat.z[0][0] - 1.3) < 1e-9 and heat.z[0][1] is None and heat.z[1][1] == 2.0
+    heat = fig.to_dict()["data"][0]
+    assert heat["x"] == ["mps", "naive"] and heat["y"] == ["a", "b"]
+    assert abs(heat["z"][0][0] - 1.3) < 1e-9 and heat["z"][0][1] is None and heat["z"][1][1] == 2.0
     assert figures.slowdown_heatmap(runs[:0]) is None
 
 
@@ -327,9 +327,9 @@ def test_the_energy_split_is_the_figure_plotly_makes_without_its_objects():
         assert got["layout"][key]["domain"] == pytest.approx(want["layout"][key]["domain"])
 
 
-def test_a_group_report_without_slowdowns_imports_no_plotly():
-    """The exclusive group's report at its end (timelines, energy split, no slowdowns) draws without plotly's
-    figure objects: importing them took a tenth of a second and more after the job had ended."""
+def test_a_group_report_imports_no_plotly():
+    """A group's report at its end (timelines, energy split, slowdowns) draws without plotly's figure objects:
+    importing them took a tenth of a second and more after the job had ended."""
     import subprocess
 
     code = ("import sys\nfrom radt_ext.report import figures\nfrom radt_ext.report.data import RunData, Series\n"
@@ -341,7 +341,63 @@ def test_a_group_report_without_slowdowns_imports_no_plotly():
             " system={'gpu0_power_w': Series(t, [1.0, 2.0])})\n"
             "assert figures.energy_split(parent, [kid]) is not None\n"
             "assert figures.slowdown_heatmap([kid]) is None\n"
+            "kid.metrics['summary/slowdown_ratio'] = 1.2\n"
+            "assert figures.slowdown_heatmap([kid]) is not None\n"
             "assert figures.group_timelines([kid], 'x') is not None\n"
             "print(sorted(m for m in sys.modules if m.startswith('plotly')))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_sweep_figures_are_the_figures_plotly_makes_without_its_objects():
+    """The sweep report's figures (time against energy with the Pareto front, bars per variant and mode, the
+    slowdown heatmap) are plain dicts: the same figures plotly's objects give, none imported at a sweep's end."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    runs = [RunData(run_id=f"r{i}", name=f"r{i}", start_s=0, status="FINISHED",
+                    tags={"variant": v, "collocation.mode": m}, params={},
+                    metrics={"summary/slowdown_ratio": sd, "summary/e2e_duration_s": t, "summary/e2e_gpu_total_energy_j": e,
+                             "summary/throughput_samples_per_s": thr, "summary/energy_per_sample_j": e / 1000})
+            for i, (v, m, sd, t, e, thr) in enumerate([("a", "mps", 1.2, 10.0, 900.0, 50.0), ("a", "mps", 1.4, 12.0, 800.0, 40.0),
+                                                       ("b", "naive", 2.0, 8.0, 1200.0, 70.0)])]
+
+    def same(ours, theirs):
+        want = theirs.to_dict()
+        want["layout"].pop("template")
+        got = ours.figure().to_dict()
+        got["layout"].pop("template")
+        assert _rounded(got) == _rounded(want)
+
+    scatter = figures.time_energy_scatter(runs)
+    pts = [(figures.time_of(r), figures.energy_of(r), r) for r in runs]
+    front = pareto_front([(t, e) for t, e, _ in pts])
+    ref = go.Figure()
+    ref.add_trace(go.Scatter(x=[t for t, _, _ in pts], y=[e for _, e, _ in pts], mode="markers+text",
+                             text=[figures._label(r) for _, _, r in pts], textposition="top center",
+                             customdata=[r.run_id for _, _, r in pts], name="runs",
+                             hovertemplate="%{text}<br>%{x:.2f} s, %{y:.4g} J<br>%{customdata}<extra></extra>"))
+    ref.add_trace(go.Scatter(x=[pts[i][0] for i in front], y=[pts[i][1] for i in front], mode="lines+markers",
+                             name="Pareto front", line=dict(dash="dash", color="#ef553b"),
+                             marker=dict(size=12, symbol="circle-open")))
+    ref.update_layout(title="Time vs energy", xaxis_title="duration (s)", yaxis_title="energy (J)", height=500)
+    same(scatter, ref)
+
+    bars = figures.per_variant_bars(runs)
+    ref = make_subplots(rows=1, cols=2, subplot_titles=["throughput (samples/s)", "J per sample"])
+    for mode, ys in (("mps", ([45.0, None], [0.85, None])), ("naive", ([None, 70.0], [None, 1.2]))):
+        for col in (1, 2):
+            ref.add_trace(go.Bar(x=["a", "b"], y=ys[col - 1], name=f"mode {mode}", legendgroup=mode,
+                                 showlegend=col == 1), row=1, col=col)
+    ref.update_layout(title="Throughput and energy per sample over the active phase, per variant and mode",
+                      barmode="group", height=450)
+    same(bars, ref)
+
+    heat = figures.slowdown_heatmap(runs)
+    z = [[1.3, None], [None, 2.0]]
+    ref = go.Figure(go.Heatmap(z=z, x=["mps", "naive"], y=["a", "b"], colorscale="RdYlGn_r", zmin=1.0,
+                               text=[[f"{c:.2f}×" if c is not None else "" for c in row] for row in z],
+                               texttemplate="%{text}", colorbar=dict(title="slowdown")))
+    ref.update_layout(title="Collocation slowdown (time collocated / time alone)", height=230,
+                      xaxis_title="collocation mode", yaxis_title="variant")
+    same(heat, ref)
