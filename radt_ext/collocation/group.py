@@ -91,9 +91,11 @@ def work_rate(metrics: dict[str, float]) -> tuple[float, str] | None:
     return None
 
 class _Session(WorkloadSession):
-    """A workload of a group: the end of its stderr goes onto its run when it fails."""
+    """A workload of a group: the end of its stderr goes onto its run when it fails; the timeline file its
+    report read stays for the group's report."""
 
     keep_stderr_tail = True
+    keep_read_timelines = True
 
 
 def available(names: tuple[str, ...], target: Target) -> str:
@@ -613,6 +615,7 @@ class GroupRunner:
         with contextlib.suppress(Exception):  # the store's points below still carry the timeline's shape
             timelines.log_points(self.client, run_id, ((k, t, s, v) for k, v, t, s in points),
                                  timelines.ATTRIBUTED_FILE)
+            self._add_read(run_id, points)
         if not full_rate_default():
             points = shape(points)
         return rest + [Metric(k, v, t, s) for k, v, t, s in points]
@@ -729,7 +732,7 @@ class GroupRunner:
 
         from radt_ext.collocation import pairs
         from radt_ext.figures.summaries import E2E, counts_per_s
-        from radt_ext.report import log_report
+        from radt_ext.report import log_report, reports_on
 
         g = self.group
         ends = [r.ended for r in self.results if r.ended]
@@ -807,7 +810,8 @@ class GroupRunner:
             code = 128 + int(self.stopping)
         if status != "FINISHED" and not code:
             code = 1
-        recorder.log_timelines(self.client, self.parent_run_id, call=lambda fn: recorder.writer.call(fn, 60.0))
+        recorder.log_timelines(self.client, self.parent_run_id, call=lambda fn: recorder.writer.call(fn, 60.0),
+                               keep=reports_on())
         self.timings["timelines_logged"] = time.time()
         tags = recorder.listener_tags()
         if self.guard is not None:
@@ -830,13 +834,39 @@ class GroupRunner:
         metrics = [Metric(f"summary/{k}", float(v), now, 0) for k, v in summary.items()]
         if recorder.writer.end_run(metrics, tags, status):
             self.timings["summaries_logged"] = time.time()
-            log_report(self.client, self.parent_run_id)  # the children's timelines stacked; never raises
+            # the children's timelines stacked, from the files their runs and this one logged; never raises
+            log_report(self.client, self.parent_run_id, children_anywhere=False,
+                       group_timelines=self._read_timelines(recorder))
             self.timings["report_logged"] = time.time()
             with contextlib.suppress(TimeoutError):  # a server that stopped answering: no view update
                 recorder.writer.call(lambda: view.refresh_quietly(self.client, self.experiment_id), 10.0)
             self.timings["view_refreshed"] = time.time()
+        recorder.drop_logged_timelines()  # no report (the store away): the file kept for it goes
+        for s in self.sessions:
+            s.read_timelines = None
         return GroupResult(self.parent_run_id, g.mode, status, code, t0, makespan, self.results, summary,
                            self.experiment_id)
+
+    def _add_read(self, run_id: str, points: list) -> None:
+        """A child's attributed timeline beside the timeline file its report read, as the store reads its two
+        files back (each key's points sorted, once)."""
+        s = next((s for s in self.sessions if s.run_id == run_id and s.read_timelines is not None), None)
+        if s is None:
+            return
+        merged = {key: list(kept) for key, kept in s.read_timelines.items()}
+        for key, value, t, step in points:
+            merged.setdefault(key, []).append((t, step, value))
+        s.read_timelines = {key: sorted(set(kept)) for key, kept in merged.items()}
+
+    def _read_timelines(self, recorder: Recorder) -> dict[str, dict]:
+        """{run id: its timeline file as logged} for the parent and each child whose run's report read it (the
+        others are read back from the store)."""
+        found = {s.run_id: s.read_timelines for s in self.sessions if s.read_timelines is not None and s.run_id}
+        with contextlib.suppress(Exception):  # unreadable: read back from the store
+            kept = recorder.logged_timelines()
+            if kept is not None:
+                found[self.parent_run_id] = kept
+        return found
 
 
 def _store_files(uri: str) -> list[str]:

@@ -146,6 +146,8 @@ def exit_code(returncode: int) -> int:
 
 class WorkloadSession:
     keep_series = None  # a compiled pattern: metric series the recorder keeps in memory (see Recorder)
+    keep_read_timelines = False  # the timeline file the run's report read stays in `read_timelines` (a group's report)
+    read_timelines = None
     keep_stderr_tail = False  # pass the child's stderr through a pipe and put its end on a failed run
 
     def __init__(self, spec: WorkloadSpec):
@@ -728,6 +730,8 @@ class WorkloadSession:
         except Exception as exc:  # noqa: BLE001 - the report then reads the artifact back from the store
             log.debug("radt-ext: the kept timeline file: %s", exc)
             timelines = None
+        if self.keep_read_timelines:
+            self.read_timelines = timelines
         try:  # log_report never raises: a failed report is a run tag
             # children (runs a joined workload nests under it) looked for in its experiment only: two queries fewer
             self._within_store_deadline(lambda: log_report(self.client, self.run_id, timelines=timelines,

@@ -135,6 +135,10 @@ def test_children_get_their_share_and_the_parts_add_up(tracking_uri, recorded_gp
     with open(client.download_artifacts(result.parent_run_id, ARTIFACT), encoding="utf-8") as fh:
         page = fh.read()
     assert "GPU energy by workload" in page and "interval the samples allow" in page  # the split and its intervals
+    # drawn at the group's end from the timeline files its runs logged, not read back: the same page the store gives
+    from radt_ext.report.build import run_html
+
+    assert page == run_html(client, result.parent_run_id)
 
 
 def test_without_activity_the_split_follows_progress_and_still_adds_up(tracking_uri, recorded_gpu):
