@@ -25,9 +25,7 @@ from listeners.base import ListenerError, Target
 from listeners.devices import identities as device_identities
 from radt_ext.figures import active
 from radt_ext.collocation import energy_split
-from radt_ext.collocation import mig as mig_mod
 from radt_ext.collocation.modes import CPU, Group, Workload, check, metric_name
-from radt_ext.collocation.mps import MpsDaemon
 from radt_ext.errors import UsageError
 from radt_ext.sampling.selection import select_listeners
 from radt_ext.run.session import WorkloadSession, WorkloadSpec, exit_code
@@ -38,6 +36,7 @@ from radt_ext import view
 
 if TYPE_CHECKING:
     from radt_ext.collocation import guard as guard_mod
+    from radt_ext.collocation.mps import MpsDaemon
     from radt_ext.sampling.recorder import Recorder
 
 DEVICE_LISTENERS = ("nvml", "gpm", "smi", "dcgm", "rapl")
@@ -167,6 +166,8 @@ class GroupRunner:
         g = self.group
         out = {}
         if g.mode == "mps":
+            from radt_ext.collocation.mps import MpsDaemon
+
             uuids = device_identities(g.devices)
             for device in g.devices:
                 daemon = MpsDaemon(device, uuid=uuids.get(device, (None,))[0])
@@ -177,6 +178,8 @@ class GroupRunner:
                 env = self.daemons[w.device].client_env(w.mps_thread_percentage, w.mps_pinned_mem_limit)
                 out[w.name] = (env, w.device)
         elif g.mode == "mig":
+            from radt_ext.collocation import mig as mig_mod
+
             pinned = mig_mod.assign([(w.name, w.device, w.mig) for w in g.workloads], g.allow_mig_reconfigure,
                                     echo=self.echo)
             for w in g.workloads:

@@ -10,7 +10,6 @@ from radt_ext.report.tables import NOISE_MARK, Column, DataTable, Stat, emit  # 
 
 try:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     HAVE_RICH = True
 except ImportError:  # pragma: no cover - exercised on machines without rich
@@ -53,6 +52,8 @@ def show(tbl: DataTable, con, output: str = "table") -> None:
 @contextlib.contextmanager
 def progress(con):
     if HAVE_RICH and isinstance(con, Console):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=con) as bar:
             yield bar

@@ -9,9 +9,6 @@ from dataclasses import dataclass, field
 from radt_ext.collocation.group import GroupRunner
 from radt_ext.collocation.modes import Group
 from radt_ext.errors import UsageError
-from radt_ext.hostsettings.around import HostSettings
-from radt_ext.hostsettings.base import Where
-from radt_ext.hostsettings.restore import NOTHING
 from radt_ext.run.watchdog import Watchdog
 from radt_ext.sweep.plan import Variant
 
@@ -140,6 +137,10 @@ def run_variant(client, v: Variant, uri: str, supersedes: str | None = None, ech
 def with_host_settings(client, v: Variant, runner: GroupRunner, uri: str, echo=print):
     """Run the group with the variant's host settings applied; restored after it whatever happens, and by
     a watchdog (given the restore file before anything changes) when radt-ext is killed outright."""
+    from radt_ext.hostsettings.around import HostSettings  # a variant with host settings only
+    from radt_ext.hostsettings.base import Where
+    from radt_ext.hostsettings.restore import NOTHING
+
     group = runner.group
     settings = HostSettings(v.system, v.optional, Where(group.devices, f"v{v.index}"))
     path = settings.open()
