@@ -190,9 +190,9 @@ class GroupRunner:
         return out
 
     def _parent_tags(self) -> dict[str, str]:
-        g = self.group
         from radt_ext.sampling import machine
 
+        g = self.group
         tags = machine.describe()
         tags.update({
             "collocation.mode": g.mode,
@@ -319,10 +319,10 @@ class GroupRunner:
     def _member(self, s: _Session, r: ChildResult) -> guard_mod.Member:
         """A workload as the guard sees it: its progress, its rate, active phase and wall time alone, its
         process tree and when it started."""
-        rate, unit = self.alone_rates.get(r.name, (None, "samples"))
-        base = self.group.baselines.get(r.name)
         from radt_ext.collocation import guard as guard_mod
 
+        rate, unit = self.alone_rates.get(r.name, (None, "samples"))
+        base = self.group.baselines.get(r.name)
         return guard_mod.Member(r.name, s.progress_path, rate, unit=unit,
                                 pids=lambda: guard_mod.tree_pids(s.proc, getattr(s, "tree", None)),
                                 running=lambda: s.proc is not None and s.proc.returncode is None,

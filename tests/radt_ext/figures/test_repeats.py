@@ -49,3 +49,23 @@ def test_without_repeats_nothing_can_be_said():
     assert noise(None, estimate([1.0, 2.0])) is None
     assert noise(estimate([5.0, 5.0]), estimate([5.0, 5.0])) is True  # no scatter, no difference
     assert noise(estimate([5.0, 5.0]), estimate([6.0, 6.0])) is False
+
+
+@pytest.mark.parametrize("level", [0.5, 0.9, 0.95, 0.99, 0.999])
+def test_the_t_quantile_is_scipys(level):
+    """Computed without SciPy (its import took a second at a sweep's end): the same quantile for whole and
+    fractional degrees of freedom (Welch's), few to very many."""
+    from radt_ext.figures.repeats import t_quantile
+
+    for df in (1, 1.3, 2, 2.5, 3, 4, 7, 12.8, 29.7, 100, 1e3, 1e4, 99_999, 1e5 + 1, 1e6, 1e9):
+        assert t_quantile(df, level) == pytest.approx(stats.t.ppf(0.5 + level / 2, df), rel=1e-9)
+
+
+def test_repeats_are_summarised_without_importing_scipy():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom radt_ext.figures.repeats import estimate, noise\n"
+            "assert noise(estimate([1.0, 2.0, 3.0]), estimate([2.0, 2.5])) is True\n"
+            "print('scipy' in sys.modules)\n")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
