@@ -134,4 +134,6 @@ def test_a_one_job_sweeps_own_time_is_split_at_its_steps(tmp_path, tracking_uri)
     lines = sweep_steps.one_job(out)
     row = next(line for line in lines if line.startswith("| gemm 0 |"))
     plan, process, first, free, group, ended, exited = (float(x) for x in row.strip("| ").split(" | ")[1:])
-    assert 0 < plan <= process < first and 0 <= free <= group <= ended <= exited  # in the order they happen
+    # in the order they happen; its process's time is taken when Popen returns, which on a loaded host can be
+    # after the job's first line
+    assert 0 < plan <= process and plan < first and 0 <= free <= group <= ended <= exited
