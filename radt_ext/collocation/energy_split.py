@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-
 from typing import TYPE_CHECKING
 
 from radt_ext.collocation.modes import CPU, metric_name

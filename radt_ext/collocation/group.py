@@ -839,7 +839,7 @@ class GroupRunner:
             self.timings["summaries_logged"] = time.time()
             # the children's timelines stacked, from the files their runs and this one logged; never raises
             log_report(self.client, self.parent_run_id, children_anywhere=False,
-                       group_timelines=self._read_timelines(recorder))
+                       timelines=self._read_timelines(recorder))
             self.timings["report_logged"] = time.time()
             with contextlib.suppress(TimeoutError):  # a server that stopped answering: no view update
                 recorder.writer.call(lambda: view.refresh_quietly(self.client, self.experiment_id), 10.0)
@@ -851,15 +851,17 @@ class GroupRunner:
                            self.experiment_id)
 
     def _add_read(self, run_id: str, points: list) -> None:
-        """A child's attributed timeline beside the timeline file its report read, as the store reads its two
-        files back (each key's points sorted, once)."""
+        """A child's attributed timeline beside the timeline file its report read, merged as the store reads
+        its two files back."""
+        from radt_ext.store import timelines
+
         s = next((s for s in self.sessions if s.run_id == run_id and s.read_timelines is not None), None)
         if s is None:
             return
-        merged = {key: list(kept) for key, kept in s.read_timelines.items()}
+        attributed: dict[str, list] = {}
         for key, value, t, step in points:
-            merged.setdefault(key, []).append((t, step, value))
-        s.read_timelines = {key: sorted(set(kept)) for key, kept in merged.items()}
+            attributed.setdefault(key, []).append((t, step, value))
+        s.read_timelines = timelines.merged([s.read_timelines, attributed])
 
     def _read_timelines(self, recorder: Recorder) -> dict[str, dict]:
         """{run id: its timeline file as logged} for the parent and each child whose run's report read it (the

@@ -20,19 +20,18 @@ def reports_on() -> bool:
     return os.environ.get(ENV_DISABLE, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-def log_report(client, run_id: str, artifact_file: str = ARTIFACT, timelines: dict | None = None,
-               children_anywhere: bool = True, group_timelines: dict[str, dict] | None = None) -> str | None:
+def log_report(client, run_id: str, artifact_file: str = ARTIFACT, timelines: dict[str, dict] | None = None,
+               children_anywhere: bool = True) -> str | None:
     """Build the run's report and log it as an artifact; returns the artifact path, or None
-    when reports are off or building one failed (the reason goes to a run tag). `timelines`: the run's
-    timeline file already read (the session's own), else it is read back from the artifact store;
-    `children_anywhere`: a run's children looked for beyond its own experiment too; `group_timelines`:
-    {run id: its timeline file already read} for a group's parent and children (a group's end)."""
+    when reports are off or building one failed (the reason goes to a run tag). `timelines`: {run id: its
+    timeline file already read} (a run's or a group's end); the others are read back from the artifact store;
+    `children_anywhere`: a run's children looked for beyond its own experiment too."""
     if not reports_on():
         return None
     try:
         from radt_ext.report.build import run_html
 
-        client.log_text(run_id, run_html(client, run_id, timelines, children_anywhere, group_timelines), artifact_file)
+        client.log_text(run_id, run_html(client, run_id, timelines, children_anywhere), artifact_file)
         return artifact_file
     except Exception as exc:  # a report must never fail the run
         tag_report_error(client, run_id, exc)

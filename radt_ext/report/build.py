@@ -26,17 +26,16 @@ def _info(run: data.RunData) -> str:
     return table(["", ""], rows)
 
 
-def run_html(client, run_id: str, timelines: dict | None = None, children_anywhere: bool = True,
-             group_timelines: dict[str, dict] | None = None) -> str:
+def run_html(client, run_id: str, timelines: dict[str, dict] | None = None, children_anywhere: bool = True) -> str:
     """A collocation parent's report (children stacked) when the run has children, else the
-    run's own timelines and summaries (`timelines`: its timeline file already read, see data.load_run;
-    `group_timelines`: the same for a parent and its children, by run id). `children_anywhere`: look for
-    children in every experiment when its own has none."""
+    run's own timelines and summaries (`timelines`: {run id: its timeline file already read}, see
+    data.load_run). `children_anywhere`: look for children in every experiment when its own has none."""
+    timelines = timelines or {}
     run = client.get_run(run_id)
     kids = data.children(client, run_id, [run.info.experiment_id], anywhere=children_anywhere)
     if kids:
-        return group_html(client, run, kids, group_timelines)
-    return run_document(data.load_run(client, run_id, run=run, timelines=timelines))
+        return group_html(client, run, kids, timelines)
+    return run_document(data.load_run(client, run_id, run=run, timelines=timelines.get(run_id)))
 
 
 def warm() -> None:
@@ -58,9 +57,8 @@ def run_document(rd: data.RunData) -> str:
     return document(f"radt-ext report: {rd.name}", [_info(rd), note, fig, _summary_table([rd])])
 
 
-def group_html(client, parent, kids, timelines: dict[str, dict] | None = None) -> str:
+def group_html(client, parent, kids, timelines: dict[str, dict]) -> str:
     """`timelines`: {run id: its timeline file already read}; the others are read back from the store."""
-    timelines = timelines or {}
     origin = min([parent.info.start_time] + [k.info.start_time for k in kids]) / 1000.0
     runs = [data.load_run(client, k.info.run_id, origin_s=origin, run=k, timelines=timelines.get(k.info.run_id))
             for k in kids]

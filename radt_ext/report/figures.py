@@ -10,6 +10,7 @@ from radt_ext.report.data import RunData, Series
 from radt_ext.report.pareto import pareto_front
 from radt_ext.report.stacked import Columns, Figure, Stacked
 
+PALETTE = ["#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880"]  # one per workload
 MAX_POINTS = 1500  # per trace; longer series keep each bucket's min and max
 # points a figure draws in all: its series share them (a report stays a few hundred KB however long the
 # run; the full series are in the run's System metrics tab)
@@ -172,12 +173,11 @@ def group_timelines(children: list[RunData], title: str) -> Stacked | None:
     names = [t for t in PANELS if any(t == p for c in children for p, _, _ in panels(c.system))]
     if not names:
         return None
-    palette = ["#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880"]
     fig = Stacked(names)
     limit = point_limit(sum(len(series) for c in children for _, _, series in panels(c.system)))
     shapes = []
     for ci, child in enumerate(children):
-        color = palette[ci % len(palette)]
+        color = PALETTE[ci % len(PALETTE)]
         label = f"{child.name} ({child.tags.get('variant', child.run_id[:8])})"
         first = True
         for panel, unit, series in panels(child.system):
@@ -205,11 +205,10 @@ def energy_split(parent: RunData, children: list[RunData]) -> Stacked | None:
     kids = [c for c in children if "gpu_energy_attributed_j" in c.summary]
     if not kids:
         return None
-    palette = ["#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880"]
     fig = Stacked(["GPU power by workload (stacked)", "GPU energy by workload"], spacing=0.12,
                   heights=[0.65, 0.35], shared=False)
     for ci, child in enumerate(kids):
-        color = palette[ci % len(palette)]
+        color = PALETTE[ci % len(PALETTE)]
         for name, s in child.system.items():
             if ATTRIBUTED.match(name):
                 s = downsample(s)

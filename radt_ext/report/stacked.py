@@ -49,11 +49,30 @@ class Figure:
         return self.figure().show(*args, **kwargs)
 
 
-class Columns(Figure):
+def _title(text: str, x: float, y: float) -> dict:
+    """A panel's title as make_subplots places it: centred over the panel, on its top edge."""
+    return {"font": {"size": 16}, "showarrow": False, "text": text, "x": x, "xanchor": "center", "xref": "paper",
+            "y": y, "yanchor": "bottom", "yref": "paper"}
+
+
+class _Panels(Figure):
+    """Panels of their own axes (`xaxis<k>`, `yaxis<k>`), each with a title; a trace goes to panel k."""
+
+    def __init__(self):
+        super().__init__({"annotations": []})
+
+    def add_trace(self, trace: dict, k: int = 1) -> None:
+        super().add_trace({**trace, "xaxis": _ref("x", k), "yaxis": _ref("y", k)})
+
+    def axis_title(self, kind: str, k: int, text: str) -> None:
+        self.layout[_axis(kind, k)]["title"] = {"text": text}
+
+
+class Columns(_Panels):
     """Plots side by side, each with its own axes and title: plotly's make_subplots(rows=1, cols=n)."""
 
     def __init__(self, titles: list[str], spacing: float | None = None):
-        super().__init__({"annotations": []})
+        super().__init__()
         n = len(titles)
         spacing = 0.2 / n if spacing is None else spacing
         width = (1.0 - spacing * (n - 1)) / n
@@ -61,22 +80,16 @@ class Columns(Figure):
             left = (col - 1) * (width + spacing)
             self.layout[_axis("x", col)] = {"anchor": _ref("y", col), "domain": [left, min(1.0, left + width)]}
             self.layout[_axis("y", col)] = {"anchor": _ref("x", col), "domain": [0.0, 1.0]}
-            self.layout["annotations"].append(
-                {"font": {"size": 16}, "showarrow": False, "text": title, "x": left + width / 2, "xanchor": "center",
-                 "xref": "paper", "y": 1.0, "yanchor": "bottom", "yref": "paper"})
-
-    def add_trace(self, trace: dict, col: int = 1) -> None:
-        super().add_trace({**trace, "xaxis": _ref("x", col), "yaxis": _ref("y", col)})
+            self.layout["annotations"].append(_title(title, left + width / 2, 1.0))
 
 
-class Stacked(Figure):
+class Stacked(_Panels):
     def __init__(self, titles: list[str], spacing: float = 0.03, heights: list[float] | None = None,
                  shared: bool = True):
         super().__init__()
         n = len(titles)
         heights = heights or [1.0] * n
         room = 1.0 - spacing * (n - 1)
-        self.layout["annotations"] = []
         top = 1.0
         for row, title in enumerate(titles, start=1):
             height = room * heights[row - 1] / sum(heights)
@@ -85,16 +98,8 @@ class Stacked(Figure):
                 x.update(matches=_ref("x", n), showticklabels=False)
             self.layout[_axis("x", row)] = x
             self.layout[_axis("y", row)] = {"anchor": _ref("x", row), "domain": [max(0.0, top - height), top]}
-            self.layout["annotations"].append(
-                {"font": {"size": 16}, "showarrow": False, "text": title, "x": 0.5, "xanchor": "center",
-                 "xref": "paper", "y": top, "yanchor": "bottom", "yref": "paper"})
+            self.layout["annotations"].append(_title(title, 0.5, top))
             top -= height + spacing
-
-    def add_trace(self, trace: dict, row: int = 1) -> None:
-        super().add_trace({**trace, "xaxis": _ref("x", row), "yaxis": _ref("y", row)})
-
-    def axis_title(self, kind: str, row: int, text: str) -> None:
-        self.layout[_axis(kind, row)]["title"] = {"text": text}
 
     def add_shapes(self, shapes: list[dict]) -> None:
         if shapes:

@@ -732,9 +732,10 @@ class WorkloadSession:
             timelines = None
         if self.keep_read_timelines:
             self.read_timelines = timelines
+        read = None if timelines is None else {self.run_id: timelines}
         try:  # log_report never raises: a failed report is a run tag
             # children (runs a joined workload nests under it) looked for in its experiment only: two queries fewer
-            self._within_store_deadline(lambda: log_report(self.client, self.run_id, timelines=timelines,
+            self._within_store_deadline(lambda: log_report(self.client, self.run_id, timelines=read,
                                                            children_anywhere=False))
         except TimeoutError as exc:
             log.warning("radt-ext: no report for run %s (%s); the run itself is recorded", self.run_id, exc)

@@ -259,18 +259,27 @@ def read(client, run_id: str, keys=None) -> dict[str, list[tuple[int, int, float
     paths = artifact_paths(client, run_id)
     if not paths:
         return None
-    out: dict[str, list[tuple[int, int, float]]] = {}
+    files = []
     root = local_artifacts(client, run_id)
     with tempfile.TemporaryDirectory(prefix="radt-timelines-") as tmp:
         for path in paths:
             local = root / path if root is not None and (root / path).is_file() else None
             if local is None:
                 local = client.download_artifacts(run_id, path, tmp)
-            for key, points in read_file(local, keys).items():
-                out.setdefault(key, []).extend(points)
-    if len(paths) > 1:  # a point in two files (a compacted run) once
-        out = {key: sorted(set(points)) for key, points in out.items()}
-    return out
+            files.append(read_file(local, keys))
+    return merged(files)
+
+
+def merged(files: list[dict]) -> dict[str, list[tuple[int, int, float]]]:
+    """A run's timeline files read ({key: [(timestamp ms, step, value), ...]} each) as one; with several, each
+    key's points sorted and a point in two files (a compacted run) once."""
+    if len(files) == 1:
+        return files[0]
+    out: dict[str, list[tuple[int, int, float]]] = {}
+    for f in files:
+        for key, points in f.items():
+            out.setdefault(key, []).extend(points)
+    return {key: sorted(set(points)) for key, points in out.items()}
 
 
 def history(client, run_id: str, keys, timelines=None) -> dict[str, list]:
