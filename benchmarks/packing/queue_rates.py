@@ -22,7 +22,8 @@ from radt_ext.packing import chains, profiles
 FIELDS = ("throughput", "mem_mib", "sm_pct", "dram_pct", "busy_pct", "cpu_pct", "power_w")
 
 
-def extract(uri: str, experiment: str) -> dict:
+def extract(uri: str, experiment: str, finished_only: bool = False) -> dict:
+    """finished_only: pairs of FINISHED groups only (a group stopped at a call's limit measured a shorter span)."""
     client = MlflowClient(uri)
     known = profiles.read(client, experiment)
     exp = client.get_experiment_by_name(experiment)
@@ -48,7 +49,7 @@ def extract(uri: str, experiment: str) -> dict:
     for r in runs:
         mode = r.data.tags.get("collocation.mode")
         kids = by_parent.get(r.info.run_id, [])
-        if mode not in ("naive", "mps") or len(kids) < 2:
+        if mode not in ("naive", "mps") or len(kids) < 2 or (finished_only and r.info.status != "FINISHED"):
             continue
         names = {k.data.tags.get("collocation.workload"): name_of.get(k.data.tags.get("sweep.workload_hash"))
                  for k in kids}

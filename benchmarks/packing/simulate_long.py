@@ -34,7 +34,8 @@ from radt_ext.packing.planner import Job, Planner
 from radt_ext.packing.profiles import Knowledge, MeasuredBoot, MeasuredGroup, Profile
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "radt_ext", "packing", "fixtures")
-QUEUES = {"unmodified": "unmodified_h200_rates.json", "b": "queue_b_h200_rates.json", "long": "long_h200_rates.json",
+QUEUES = {"unmodified": "unmodified_h200_rates.json", "b": "queue_b_h200_rates.json",
+          "b_pairs": "queue_b_pairs_h200_rates.json", "long": "long_h200_rates.json",
           "unmodified_h100": "unmodified_h100_rates.json"}
 BOUND = 1.5
 GPUS = 2
@@ -45,6 +46,12 @@ BOOT = 1.1  # a start-up beside an active phase: the proofs' worst job lived 1.0
 
 def scaled(data: dict, scale: float) -> dict:
     return dict(data, jobs={n: dict(j, active=j["active"] * scale) for n, j in data["jobs"].items()})
+
+
+def floored(data: dict, floor: float) -> dict:
+    """Every measured slowdown at least `floor`: 1.0 plays no job faster beside another than alone."""
+    return dict(data, pairs=[dict(p, slowdowns=[max(floor, x) for x in p["slowdowns"]]) for p in data["pairs"]],
+                boots=[dict(b, slowdown=max(floor, b["slowdown"])) for b in data.get("boots", [])])
 
 
 def knowledge(data: dict, with_pairs: bool) -> Knowledge:
@@ -150,6 +157,8 @@ def main(argv=None) -> None:
     ap.add_argument("--scale", type=float, default=SCALE, help="each active phase x this (default %(default)s)")
     ap.add_argument("--bound", type=float, default=BOUND)
     ap.add_argument("--gpus", type=int, default=GPUS)
+    ap.add_argument("--floor", type=float, help="play every measured slowdown as at least this (1.0: none faster "
+                    "beside another than alone)")
     ap.add_argument("fixtures", nargs="*", metavar="NAME=PATH",
                     help="queues to replay (default: " + ", ".join(QUEUES) + " from the test fixtures)")
     args = ap.parse_args(argv)
@@ -162,6 +171,8 @@ def main(argv=None) -> None:
                 data = json.load(fh)
         except (OSError, ValueError) as exc:
             sys.exit(f"simulate_long: {path}: {exc}; give NAME=PATH of a queue_rates.py output")
+        if args.floor is not None:
+            data = floored(data, args.floor)
         result[name] = queue(data, args.scale, args.bound, args.gpus)
         r = result[name]
         print(f"{name}: plain {r['plain_makespan_s']:.0f} s; chains {r['chains']:.3f} (worst job "
