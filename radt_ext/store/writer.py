@@ -10,7 +10,9 @@ start), so runs of one group line up on both MLflow's step and relative-time axe
 
 Faults, and what the writer does about them:
 - SQLite says "database is locked" (several runs writing one file): retry with
-  jittered backoff for up to `lock_patience` seconds; nothing is spooled for that.
+  jittered backoff for up to `lock_patience` seconds; nothing is spooled for that. The first waits
+  are short (10 ms, doubling to 0.5 s): a lock held by another thread of the same process (a group's
+  end beside its listeners' last batch) is gone within milliseconds.
 - The store refuses a batch after a few retries (server gone): the batch goes to a
   spool file and the writer enters outage mode: later batches go straight to the
   spool until a cheap probe (`/health` for a server) answers again, so the run is
@@ -38,6 +40,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +55,15 @@ FLUSH_EVERY_S = 5.0
 FIRST_FLUSH_S = 1.0
 ENV_SPOOL_DIR = "RADT_EXT_SPOOL_DIR"
 LOCKED = ("database is locked", "database table is locked", "database is busy")
+LOCK_WAIT_FIRST_S, LOCK_WAIT_MAX_S = 0.01, 0.5
+LOCK_WAITS: deque[float] = deque(maxlen=10000)  # this process's waits for a locked store, s (RADT_EXT_TIMINGS)
+
+
+def lock_wait(retry: int) -> None:
+    """Sleep before the `retry`-th try (0-based) of a write SQLite refused as locked: jittered, doubling."""
+    seconds = min(LOCK_WAIT_MAX_S, LOCK_WAIT_FIRST_S * 2 ** min(retry, 16)) * random.uniform(0.5, 1.5)
+    LOCK_WAITS.append(seconds)
+    time.sleep(seconds)
 
 
 def spool_dir() -> Path:
@@ -331,7 +343,7 @@ class MetricWriter:
     def _store_batch(self, batch: list[Point]) -> str | None:
         """None when stored, else the last error's first line."""
         delay = 0.2
-        attempt = 0
+        attempt = locked = 0
         locked_since = None
         while True:
             try:
@@ -344,8 +356,9 @@ class MetricWriter:
                     # another writer holds the SQLite file: wait it out, a lock is not an outage
                     locked_since = locked_since or time.monotonic()
                     if time.monotonic() - locked_since < self.lock_patience:
+                        lock_wait(locked)
+                        locked += 1
                         self.lock_retries += 1
-                        time.sleep(random.uniform(0.05, 0.5))
                         continue
                 attempt += 1
                 if attempt > self.retries:
@@ -407,14 +420,16 @@ class MetricWriter:
 
     def _retry_locked(self, fn) -> None:
         start = time.monotonic()
+        locked = 0
         while True:
             try:
                 return fn()
             except Exception as exc:
                 if not is_locked(exc) or time.monotonic() - start > self.lock_patience:
                     raise
+                lock_wait(locked)
+                locked += 1
                 self.lock_retries += 1
-                time.sleep(random.uniform(0.05, 0.5))
 
     # -- spool --------------------------------------------------------------------------
     def _metric_record(self, p: Point) -> dict:

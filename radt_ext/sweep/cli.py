@@ -155,10 +155,12 @@ def _write_timings(path: str, started: float, head) -> None:
     import json
 
     from radt_ext.collocation.group import TIMINGS
+    from radt_ext.store.writer import LOCK_WAITS
 
     with contextlib.suppress(OSError), open(path, "w") as fh:
-        json.dump({"planned": started, "ended": time.time(), "groups": TIMINGS, "head": None if head is None else {
-            **head.runner.timings, "variant": head.variant.index, "mlflow_loaded": head.mlflow_loaded}}, fh)
+        json.dump({"planned": started, "ended": time.time(), "groups": TIMINGS, "lock_waits_s": list(LOCK_WAITS),
+                   "head": None if head is None else {**head.runner.timings, "variant": head.variant.index,
+                                                      "mlflow_loaded": head.mlflow_loaded}}, fh)
 
 
 def _view_links(outcomes) -> None:
