@@ -66,6 +66,9 @@ class Group(click.Group):
         return command
 
     def main(self, *args, **kwargs):
+        from radt_ext.store import client
+
+        client.FREEZE_HEAP = True  # this command's process, not a program importing radt_ext
         tolerate()
         # a crash in native code (a driver library) still says where each thread was, on stderr
         with contextlib.suppress(Exception):  # a stderr with no file behind it (captured): none

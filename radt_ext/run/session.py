@@ -426,8 +426,10 @@ class WorkloadSession:
         (`spooled` says why). `run()` calls it on a thread of its own (`_open_in_background`): a stop
         signal meanwhile need not wait for MLflow's import or a new store's tables."""
         try:
-            import mlflow.tracking  # noqa: F401 -- timed apart from the store's creation
+            from radt_ext.store.client import quiet_heap
 
+            with quiet_heap("import"):
+                import mlflow.tracking  # noqa: F401 -- timed apart from the store's creation
             self.timings["mlflow_imported"] = time.time()
             if self.fresh_store:
                 fresh_store.make(self.uri)

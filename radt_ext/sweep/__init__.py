@@ -45,8 +45,10 @@ def run(variants: list[Variant], dry_run: bool = False, tracking_uri: str | None
     """executor: "local" (a pool of devices, or a lane per device), "sequential", "slurm", or an
     executor object such as `radt_ext.sweep.slurm.SlurmExecutor(options)`; output: how a dry run shows
     its plan (table, csv, json)."""
-    from radt_ext.sweep.executor import execute
+    from radt_ext.store.client import quiet_heap
 
+    with quiet_heap("import"):  # MLflow's, through the executor's modules
+        from radt_ext.sweep.executor import execute
     return execute(variants, dry_run=dry_run, uri=tracking_uri, console=console, executor=executor, output=output,
                    head=head)
 
