@@ -11,8 +11,8 @@ start), so runs of one group line up on both MLflow's step and relative-time axe
 Faults, and what the writer does about them:
 - SQLite says "database is locked" (several runs writing one file): retry with
   jittered backoff for up to `lock_patience` seconds; nothing is spooled for that. The first waits
-  are short (10 ms, doubling to 0.5 s): a lock held by another thread of the same process (a group's
-  end beside its listeners' last batch) is gone within milliseconds.
+  are short (10 ms, doubling to 0.5 s): a lock another writer holds for one batch is gone within
+  milliseconds, and many waiting processes still spread out.
 - The store refuses a batch after a few retries (server gone): the batch goes to a
   spool file and the writer enters outage mode: later batches go straight to the
   spool until a cheap probe (`/health` for a server) answers again, so the run is

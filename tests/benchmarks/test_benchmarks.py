@@ -478,3 +478,17 @@ def test_ops_host_report_prints_the_committed_figures():
         assert line in proc.stdout, line
     # what docs/ops.md quotes is what the committed data gives
     assert proc.stdout == open(os.path.join(REPO, "docs", "ops", "host", "report.txt")).read()
+
+
+def test_one_job_profile_profiles_a_sweep_of_one_job_in_fresh_interpreters(tmp_path, tracking_uri):
+    env = dict(os.environ, RADT_EXT_NVML_REPLAY=TRACE, MLFLOW_TRACKING_URI=tracking_uri,
+               PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.startup.one_job_profile", "--out", str(tmp_path / "p"),
+                           "--seconds", "1", "--repeats", "1", "--device", "cpu"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = (tmp_path / "p" / "summary.txt").read_text()
+    assert "packages with modules lacking bytecode" in summary and "## repeat 0: job started" in summary
+    timings = json.loads((tmp_path / "p" / "0.timings.json").read_text())
+    assert {"planned", "ended", "groups", "lock_waits_s"} <= set(timings) and timings["groups"][0]["freed"]
+    assert (tmp_path / "p" / "0.main.prof").stat().st_size > 0 and "### 0 main" in summary
