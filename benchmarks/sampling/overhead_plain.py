@@ -33,6 +33,7 @@ from pathlib import Path
 
 from benchmarks.common import environment, fmt, gpu_name, in_lanes, table
 from listeners.devices import gpu_indices
+from radt_ext.figures.repeats import t_quantile
 from radt_ext.workload_api.progress_sources import OFF_ENV
 
 REPO = Path(__file__).resolve().parents[2]
@@ -276,9 +277,6 @@ def alone(args) -> None:
     (out / "alone.json").write_text(json.dumps({"devices": devices, "amounts": amounts, "passes": passes}, indent=1))
 
 
-T975 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23, 15: 2.13, 20: 2.09}
-
-
 def interval(mine: list[float], plain: list[float]) -> tuple[float, float, float]:
     """The cost of `mine` against `plain` in % of plain's mean, with a Welch 95 % interval (nan with one run)."""
     m1, m0 = statistics.fmean(mine), statistics.fmean(plain)
@@ -290,7 +288,7 @@ def interval(mine: list[float], plain: list[float]) -> tuple[float, float, float
     a, b = statistics.variance(mine) / len(mine), statistics.variance(plain) / len(plain)
     se = math.sqrt(a + b)
     df = (a + b) ** 2 / ((a * a / (len(mine) - 1) + b * b / (len(plain) - 1)) or 1e-300)
-    t = T975[max(k for k in T975 if k <= max(1, int(df)))] if df < 30 else 1.96
+    t = t_quantile(max(df, 1.0))  # Welch's degrees of freedom as they are, not floored to a table's
     return cost, cost - t * se / m0 * 100, cost + t * se / m0 * 100
 
 

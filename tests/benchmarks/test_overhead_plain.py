@@ -137,3 +137,16 @@ def test_a_one_job_sweeps_own_time_is_split_at_its_steps(tmp_path, tracking_uri)
     # in the order they happen; its process's time is taken when Popen returns, which on a loaded host can be
     # after the job's first line
     assert 0 < plan <= process and plan < first and 0 <= free <= group <= ended <= exited
+
+
+def test_the_welch_interval_takes_student_t_at_its_own_degrees_of_freedom():
+    import math
+    import statistics
+
+    from benchmarks.sampling.overhead_plain import interval
+
+    mine, plain = [10.0, 11.0, 12.0], [9.0, 10.0, 11.0]  # equal variances, 3 and 3: Welch's df is 4
+    cost, low, high = interval(mine, plain)
+    se = math.sqrt(statistics.variance(mine) / 3 + statistics.variance(plain) / 3) / 10.0 * 100
+    assert cost == pytest.approx(10.0) and (high - cost) == pytest.approx(2.7764451 * se, rel=1e-6)
+    assert interval([1.0], [2.0, 3.0])[1] != interval([1.0], [2.0, 3.0])[1]  # one run: no interval (nan)
