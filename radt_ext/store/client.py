@@ -3,7 +3,6 @@ a run goes into (one that radt-ext makes is tagged as a training experiment)."""
 from __future__ import annotations
 
 import contextlib
-
 import os
 
 from radt_ext.errors import UsageError
