@@ -72,8 +72,8 @@ for top in tops:  # the whole package: its modules imported later too
         ok &= bool(compileall.compile_dir(os.path.dirname(path), quiet=2))  # serial: stdin has no __main__ to spawn
     elif path.endswith(".py"):
         ok &= bool(compileall.compile_file(path, quiet=2))
-if tops and not ok:
-    print("gpu_wheels: some of", sorted(t.__name__ for t in tops), "could not be compiled", file=sys.stderr)
+print(f"gpu_wheels: compiled {sorted(t.__name__ for t in tops)}" + ("" if ok else " (some files failed)"),
+      file=sys.stderr)
 PY
   fi
   case ":$PYTHONPATH:" in *":/tmp/site:"*) ;; *) export PYTHONPATH=/tmp/site:$PYTHONPATH ;; esac

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Where a sweep of one job spends its own time on a GPU host (benchmarks/startup/one_job_profile.py): the
-# host packages a sweep imports that lack bytecode, before and after gpu_wheels compiles them; a sweep of one
+# host packages a sweep imports that still lack bytecode after gpu_wheels compiled them; a sweep of one
 # 8 s GEMM job profiled in-process; the same sweep through the installed `radt-ext` under -X importtime with
 # RADT_EXT_TIMINGS. Everything in $OUT/prof.tar.gz.   OUT=DIR bash benchmarks/startup/one_job_profile.sh
 set -u
