@@ -4,7 +4,8 @@ beside the active phase before it, two active phases side by side only where mea
 split keeps safe (docs/collocation.md, "Packing a queue").
 
     options.py   schedule: pack, max_slowdown and the pack: block of a sweep spec
-    profiles.py  what the store knows: profiles, pairs measured side by side, jobs done in packed groups
+    profiles.py  what the store knows: profiles, pairs measured side by side (the experiments of pack.pairs_from
+                 too), jobs done in packed groups
     model.py     the contention model: a trial's expected slowdowns
     chains.py    a GPU's jobs one after another: each link's overlap, start times, the play that predicts them
     planner.py   the queue → a chain per GPU (or jobs alone), each with its reason

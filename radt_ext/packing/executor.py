@@ -151,7 +151,8 @@ class PackExecutor:
         experiment = todo[0].experiment
         self.pool = self.pool or pool_of(todo)
         model = self.pool.model(self.pool.devices)  # None on a pool of mixed (or unknown) GPU models
-        known = profiles.read(ctx.client, experiment, model)  # the first plan's too: nothing has run since
+        # the first plan's too: nothing has run since
+        known = profiles.read_with(ctx.client, experiment, self.options.pairs_from, model)
         self.plain = against_plain.find(ctx.client, experiment, todo)
         done = known.packed_done
         remaining = []
@@ -179,7 +180,8 @@ class PackExecutor:
                     if not planned or self._ended != planned_at:  # the store learned something: plan again
                         planned_at = self._ended
                         if known is None:
-                            known = profiles.read(ctx.client, experiment, model)
+                            known = profiles.read_with(ctx.client, experiment, self.options.pairs_from,
+                                                       model)
                         planned = self.planner(known).plan(
                             jobs_of(remaining), self.pool.devices,
                             free=len(self.pool.devices) - len(self._active)).decisions

@@ -10,6 +10,9 @@
       guard: true              # while a group runs, the guard keeps each job within max_slowdown
       trials: true             # pairs nothing measured side by side overlap on trial where that is safe
       cpu_sets: true           # jobs sharing a GPU get disjoint CPU sets of its part of the host
+      pairs_from: [pack-pairs] # experiments whose measured pairs and start-ups every plan knows too (e.g. a
+                               # sweep of two-job groups, benchmarks/packing/pair_rates.sh): a first pass
+                               # runs those within the bound side by side, as a second one would
 
 Each problem is one line naming the field, raised before anything runs; so are the fields that once were
 options and changed nothing (`REPLACED`: what took their place).
@@ -22,7 +25,7 @@ from radt_ext.errors import UsageError
 
 SHARING_MODES = ("naive", "mps")  # the modes the planner chooses among for a shared GPU
 SCHEDULES = ("pack",)
-KEYS = ("max_jobs_per_gpu", "memory_headroom_pct", "gpu_memory_mib", "guard", "trials", "cpu_sets")
+KEYS = ("max_jobs_per_gpu", "memory_headroom_pct", "gpu_memory_mib", "guard", "trials", "cpu_sets", "pairs_from")
 REPLACED = {
     "mps_thread_percentage": "chains set no MPS thread cap; give a workload its own mps: {thread_percentage: N}",
     "model": "no group rests on the contention model alone: pairs are measured side by side, or tried under "
@@ -43,6 +46,7 @@ class PackOptions:
     # still keeps both within the bound (chains.py)
     trials: bool = True
     cpu_sets: bool = True  # jobs sharing a GPU get disjoint CPU sets (cpusets.py)
+    pairs_from: tuple[str, ...] = ()  # other experiments whose measured pairs and start-ups the plans know
 
 
 def _number(value) -> bool:
@@ -99,6 +103,11 @@ def parse(data: dict, modes: list[str], source: str) -> PackOptions | None:
             if not _number(value) or not 0 <= value < 100:
                 raise UsageError(f"{where}: expected a percentage 0..99, got {value!r}")
             opts.memory_headroom_pct = float(value)
+        elif key == "pairs_from":
+            names = [value] if isinstance(value, str) else value
+            if not isinstance(names, list) or not names or not all(isinstance(n, str) and n.strip() for n in names):
+                raise UsageError(f"{where}: expected experiment names, e.g. [pack-pairs-b], got {value!r}")
+            opts.pairs_from = tuple(n.strip() for n in names)
         elif key in ("guard", "trials", "cpu_sets"):
             if not isinstance(value, bool):
                 raise UsageError(f"{where}: expected true or false, got {value!r}")

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from radt_ext.collocation import pairs
+from radt_ext.errors import UsageError
 from radt_ext.figures.summary_names import SUMMARY, upgrade
 from radt_ext.sweep.plain_store import PASS_TAG
 
@@ -233,6 +234,27 @@ def read(client, experiment: str, model: str | None = None) -> Knowledge:
             for key, value in ((a, pair["slowdowns"][0]), (b, pair["slowdowns"][1])):
                 slowdowns.setdefault(key, []).append(float(value))
             k.groups.append(MeasuredGroup(parent_id, mode, slowdowns, parent.info.start_time or 0, gpu_model))
+    k.groups.sort(key=lambda g: -g.start_ms)
+    k.boots.sort(key=lambda b: -b.start_ms)
+    return k
+
+
+class NoPairsSource(UsageError):
+    """pack.pairs_from names an experiment the store does not have."""
+
+
+def read_with(client, experiment: str, pairs_from: tuple[str, ...] = (), model: str | None = None) -> Knowledge:
+    """read(experiment), knowing also the pairs and start-ups measured in the experiments `pairs_from` (a
+    sweep of two-job groups of the same commands: the same workload hashes); their profiles and packed runs
+    stay theirs. A name not in the store: one line (NoPairsSource), before anything runs."""
+    k = read(client, experiment, model)
+    for name in pairs_from:
+        if client.get_experiment_by_name(name) is None:
+            raise NoPairsSource(f"pack.pairs_from: no experiment {name!r} in the store; name one whose groups "
+                             "measured pairs (a sweep of two-job naive or mps groups), or remove it")
+        other = read(client, name, model)
+        k.groups += other.groups
+        k.boots += other.boots
     k.groups.sort(key=lambda g: -g.start_ms)
     k.boots.sort(key=lambda b: -b.start_ms)
     return k

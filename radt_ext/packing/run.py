@@ -23,7 +23,7 @@ def options_of(sweep: Sweep) -> PackOptions:
     return PackOptions(modes=sharing_modes([m for g in sweep.groups for m in g.modes], f"{sweep.source}: modes"))
 
 
-def _store_state(uri: str, variants, console, model: str | None = None):
+def _store_state(uri: str, variants, console, model: str | None = None, pairs_from: tuple[str, ...] = ()):
     """(knowledge, {variant key: run id} done alone, the newest plain pass of the jobs or None) for a dry
     run, which never creates a store; profiles measured on `model` (the pool's GPU model) first."""
     from radt_ext.packing.profiles import Knowledge
@@ -34,7 +34,10 @@ def _store_state(uri: str, variants, console, model: str | None = None):
         client = connect(uri)
         done, _ = resume_state(client, variants)
         experiment = variants[0].experiment
-        return profiles.read(client, experiment, model), done, against_plain.find(client, experiment, variants)
+        known = profiles.read_with(client, experiment, pairs_from, model)
+        return known, done, against_plain.find(client, experiment, variants)
+    except profiles.NoPairsSource:
+        raise
     except Exception as exc:  # a dry run works without a reachable store
         console.print(f"{(str(exc).strip() or type(exc).__name__).splitlines()[0][:300]}; "
                       "the plan uses no stored profile", highlight=False, soft_wrap=True)
@@ -46,7 +49,7 @@ def dry_run(sweep: Sweep, console, uri: str | None = None, output: str = "table"
     opts = options_of(sweep)
     uri = tracking_uri(uri)
     pool = pool_of(variants)
-    knowledge, done, plain = _store_state(uri, variants, console, pool.model(pool.devices))
+    knowledge, done, plain = _store_state(uri, variants, console, pool.model(pool.devices), opts.pairs_from)
     outcomes, todo = [], []
     for v in variants:
         run_id = done.get(key(v)) or knowledge.packed_done.get(v.hash)

@@ -14,6 +14,8 @@ import yaml
 
 from benchmarks.packing import pair_rates
 from benchmarks.packing import simulate_long as sim
+from radt_ext.sweep.plan import expand
+from radt_ext.sweep.spec import parse
 from tests.conftest import REPO
 
 QUEUE = os.path.join(REPO, "examples", "pack_bound", "queue.yaml")
@@ -30,6 +32,10 @@ def test_the_spec_runs_each_job_of_the_pairs_alone_then_each_pair_in_its_order()
     alone = [g for g in spec["groups"] if g["modes"] == ["exclusive"]]
     assert sorted(g["workloads"][0] for g in alone) == ["epochs", "unet", "vae"]
     assert [g["workloads"] for g in spec["groups"] if g["modes"] == ["mps"]] == [["vae", "epochs"], ["unet", "vae"]]
+    # the jobs are the packed sweep's jobs (the same workload hashes): its `pack: {pairs_from: [...]}` finds them
+    packed = yaml.safe_load(pair_rates.pack_bound.spec("first", False, "naive,mps", 1.5, QUEUE, "pack-bound-b"))
+    keys = [{w.name: w.key for v in expand(parse(d, source="s")) for w in v.workloads} for d in (spec, packed)]
+    assert keys[0] and all(keys[1][n] == k for n, k in keys[0].items())
 
 
 @pytest.mark.parametrize("text", ["vae", "vae+nope", "vae+vae", "vae+epochs,unet-vae"])

@@ -63,6 +63,28 @@ def test_a_pair_measured_side_by_side_is_read_back_and_the_next_plan_rests_on_it
     assert mps.basis == "start-up"
 
 
+def test_pairs_measured_in_another_experiment_are_known_to_the_first_plan(tracking_uri):
+    """pack.pairs_from: a sweep of two-job groups of the same commands (the same workload hashes) measured the
+    pair elsewhere; the queue's first plan lays it side by side as measured, and takes nothing else from there."""
+    long_job(tracking_uri, "a", H100)
+    long_job(tracking_uri, "b", H100)
+    log_profile(tracking_uri, "pairs", "c", (40.0, 10.0, 50.0, 2000.0, 250.0, 30.0), model=H100)  # its own profile
+    run = log_pair(tracking_uri, "pairs", "mps", [("a-0", "a", 1.05), ("b-1", "b", 1.1)], model=H100)
+    client = MlflowClient(tracking_uri)
+    jobs = [Job("a", "a"), Job("b", "b")]
+    opts = PackOptions(modes=("mps",), pairs_from=("pairs",))
+    [alone] = Planner(profiles.read(client, EXP, H100), opts).plan(jobs, ["0"]).decisions
+    assert alone.basis == "start-up"
+    k = profiles.read_with(client, EXP, opts.pairs_from, H100)
+    assert [g.run_id for g in k.groups] == [run] and set(k.profiles) == {"a", "b"} and k.packed_done == {}
+    [d] = Planner(k, opts).plan(jobs, ["0"]).decisions
+    assert d.basis == "measured" and d.evidence == [run] and d.links[1].overlap_s > 0
+    assert d.makespan_s < alone.makespan_s
+    with pytest.raises(profiles.NoPairsSource) as err:
+        profiles.read_with(client, EXP, ("pairs", "nowhere"), H100)
+    assert "pack.pairs_from: no experiment 'nowhere' in the store" in str(err.value) and "\n" not in str(err.value)
+
+
 def test_a_pair_of_one_workload_twice_is_read_back_for_both_of_its_jobs(tracking_uri):
     long_job(tracking_uri, "a")
     run = log_pair(tracking_uri, EXP, "mps", [("a-0", "a", 1.2), ("a-1", "a", 1.3)])

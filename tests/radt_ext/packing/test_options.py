@@ -43,3 +43,16 @@ def test_the_options_that_act_are_read(tmp_path):
     assert (p.max_jobs_per_gpu, p.guard, p.trials, p.cpu_sets, p.scheduled) == (2, False, False, False, True)
     with pytest.raises(UsageError, match=r"pack\.max_gpus: unknown field; use one of max_jobs_per_gpu, "):
         load(write(tmp_path, "pack: {max_gpus: 2}\n"))
+
+
+@pytest.mark.parametrize("given, read", [("pack-pairs-b", ("pack-pairs-b",)), ("[a, ' b ']", ("a", "b"))])
+def test_pairs_from_names_experiments(tmp_path, given, read):
+    assert load(write(tmp_path, f"pack: {{pairs_from: {given}}}\n")).pack.pairs_from == read
+
+
+@pytest.mark.parametrize("given", ["[]", "3", "[a, 3]", "['']"])
+def test_pairs_from_that_names_no_experiment_is_one_line(tmp_path, given):
+    with pytest.raises(UsageError) as err:
+        load(write(tmp_path, f"pack: {{pairs_from: {given}}}\n"))
+    assert "pack.pairs_from: expected experiment names, e.g. [pack-pairs-b]" in str(err.value)
+    assert "\n" not in str(err.value)
