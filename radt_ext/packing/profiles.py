@@ -248,10 +248,10 @@ def read_with(client, experiment: str, pairs_from: tuple[str, ...] = (), model: 
     sweep of two-job groups of the same commands: the same workload hashes); their profiles and packed runs
     stay theirs. A name not in the store: one line (NoPairsSource), before anything runs."""
     k = read(client, experiment, model)
-    for name in pairs_from:
+    for name in dict.fromkeys(n for n in pairs_from if n != experiment):  # its own pairs are read once
         if client.get_experiment_by_name(name) is None:
             raise NoPairsSource(f"pack.pairs_from: no experiment {name!r} in the store; name one whose groups "
-                             "measured pairs (a sweep of two-job naive or mps groups), or remove it")
+                                "measured pairs (a sweep of two-job naive or mps groups), or remove it")
         other = read(client, name, model)
         k.groups += other.groups
         k.boots += other.boots

@@ -80,6 +80,8 @@ def test_pairs_measured_in_another_experiment_are_known_to_the_first_plan(tracki
     [d] = Planner(k, opts).plan(jobs, ["0"]).decisions
     assert d.basis == "measured" and d.evidence == [run] and d.links[1].overlap_s > 0
     assert d.makespan_s < alone.makespan_s
+    again = profiles.read_with(client, EXP, ("pairs", EXP, "pairs"), H100)  # each experiment's pairs once
+    assert [g.run_id for g in again.groups] == [run]
     with pytest.raises(profiles.NoPairsSource) as err:
         profiles.read_with(client, EXP, ("pairs", "nowhere"), H100)
     assert "pack.pairs_from: no experiment 'nowhere' in the store" in str(err.value) and "\n" not in str(err.value)
