@@ -59,22 +59,7 @@ gpu_wheels() {
     # where bytecode is not written (PYTHONDONTWRITEBYTECODE), MLflow's import seconds longer than a user's
     python3 -m compileall -q -j 0 /tmp/site >/dev/null 2>&1 || true
     # the host's own packages a sweep imports (numpy, requests, psutil, ...) were installed without bytecode too
-    PYTHONPATH=/tmp/site:$PYTHONPATH python3 - <<'PY' || true
-import compileall, importlib.util, os, sys
-import radt_ext.cli, radt_ext.sweep.cli, radt_ext.collocation.group, mlflow  # noqa: F401,E401
-tops = {sys.modules[name.split(".")[0]] for name, mod in list(sys.modules.items())
-        if (getattr(mod, "__file__", None) or "").endswith(".py")
-        and not os.path.exists(importlib.util.cache_from_source(mod.__file__))}
-ok = True
-for top in tops:  # the whole package: its modules imported later too
-    path = getattr(top, "__file__", None) or ""
-    if path.endswith("__init__.py"):
-        ok &= bool(compileall.compile_dir(os.path.dirname(path), quiet=2))  # serial: stdin has no __main__ to spawn
-    elif path.endswith(".py"):
-        ok &= bool(compileall.compile_file(path, quiet=2))
-print(f"gpu_wheels: compiled {sorted(t.__name__ for t in tops)}" + ("" if ok else " (some files failed)"),
-      file=sys.stderr)
-PY
+    (cd "$REPO" && PYTHONPATH=/tmp/site:$PYTHONPATH python3 -m benchmarks.startup.bytecode --compile) >&2 || true
   fi
   case ":$PYTHONPATH:" in *":/tmp/site:"*) ;; *) export PYTHONPATH=/tmp/site:$PYTHONPATH ;; esac
   export PATH=/tmp/site/bin:$PATH GPU_WHEELS_IN=/tmp/site

@@ -80,17 +80,27 @@ def spec(step: str, dry: bool, modes: str, bound: float, path: str, experiment_n
     per_gpu, repeats, trials = STEPS[step]
     jobs = queue(path)
     folder = os.path.dirname(os.path.abspath(path))
-    lines = [f"name: {experiment_name}", 'devices: ["0", "1"]',
-             "listeners: " + ("nvml:0.2,gpm:0.5" if dry else "nvml:0.1,gpm:0.2"),
-             "child_listeners: " + ("top:0.5" if dry else "top:0.5,gpu_procs:0.2"),
+    lines = [f"name: {experiment_name}", 'devices: ["0", "1"]', *listener_lines(dry),
              "schedule: pack", f"max_slowdown: {bound:g}", f"modes: [{modes}]",
              f"pack: {{max_jobs_per_gpu: {per_gpu}, guard: true, trials: {str(trials).lower()}}}",
              f"repeats: {repeats}", "workloads:"]
-    for name, job in jobs.items():
-        args = f"{job['cpu']} --device cpu --tiny" if dry else job["gpu"]
-        lines.append(f'  {name}: {{command: "{python} {os.path.join(folder, job["script"])} {args}"}}')
+    lines += [workload_line(name, job, folder, dry, python) for name, job in jobs.items()]
     lines.append("groups: [" + ", ".join(f"[{n}]" for n in jobs) + "]")
     return "\n".join(lines) + "\n"
+
+
+def listener_lines(dry: bool) -> list[str]:
+    """The proofs' listeners: the parent's device listeners, each child's own (slower on a dry run's CPU)."""
+    return ["listeners: " + ("nvml:0.2,gpm:0.5" if dry else "nvml:0.1,gpm:0.2"),
+            "child_listeners: " + ("top:0.5" if dry else "top:0.5,gpu_procs:0.2")]
+
+
+def workload_line(name: str, job: dict, folder: str, dry: bool, python: str = "python3") -> str:
+    """A queue job as a spec's workload: its script in `folder` with its GPU arguments, or its tiny CPU ones.
+    Every sweep of a queue writes it here, so its jobs keep one workload hash across sweeps (pair_rates.py's
+    measured pairs found by a packed sweep's pack.pairs_from)."""
+    args = f"{job['cpu']} --device cpu --tiny" if dry else job["gpu"]
+    return f'  {name}: {{command: "{python} {os.path.join(folder, job["script"])} {args}"}}'
 
 
 def decisions(client, steps: dict, names, experiment_name: str) -> dict[str, list]:

@@ -38,12 +38,8 @@ def spec(path: str, name: str, pairs: list[tuple[str, str]], mode: str, dry: boo
     jobs = pack_bound.queue(path)
     folder = os.path.dirname(os.path.abspath(path))
     used = [n for n in jobs if any(n in p for p in pairs)]
-    lines = [f"name: pack-pairs-{name}", 'devices: ["0"]',
-             "listeners: " + ("nvml:0.2,gpm:0.5" if dry else "nvml:0.1,gpm:0.2"),
-             "child_listeners: " + ("top:0.5" if dry else "top:0.5,gpu_procs:0.2"), "workloads:"]
-    for n in used:
-        args = f"{jobs[n]['cpu']} --device cpu --tiny" if dry else jobs[n]["gpu"]
-        lines.append(f'  {n}: {{command: "python3 {os.path.join(folder, jobs[n]["script"])} {args}"}}')
+    lines = [f"name: pack-pairs-{name}", 'devices: ["0"]', *pack_bound.listener_lines(dry), "workloads:"]
+    lines += [pack_bound.workload_line(n, jobs[n], folder, dry) for n in used]
     lines.append("groups:")
     lines += [f"  - {{workloads: [{n}], modes: [exclusive]}}" for n in used]
     lines += [f"  - {{workloads: [{a}, {b}], modes: [{mode}]}}" for a, b in pairs]

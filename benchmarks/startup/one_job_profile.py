@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import importlib.util
 import io
 import json
 import os
@@ -22,6 +21,8 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+
+from benchmarks.startup import bytecode
 
 JOB = textwrap.dedent("""\
     import json, sys, time
@@ -37,24 +38,6 @@ JOB = textwrap.dedent("""\
     print(f"own compute {time.time() - s:.3f} s")
     json.dump({"started": t, "ended": time.time()}, open(sys.argv[1], "w"))
 """)
-
-
-def missing_bytecode() -> dict[str, int]:
-    """Top-level packages of the modules loaded so far whose source has no up-to-date bytecode beside it."""
-    out: dict[str, int] = {}
-    for name, mod in list(sys.modules.items()):
-        path = getattr(mod, "__file__", None)
-        if not path or not path.endswith(".py"):
-            continue
-        try:
-            cached = importlib.util.cache_from_source(path)
-            fresh = os.path.getmtime(cached) >= os.path.getmtime(path)
-        except (OSError, ValueError, NotImplementedError):
-            fresh = False
-        if not fresh:
-            top = name.split(".")[0]
-            out[top] = out.get(top, 0) + 1
-    return out
 
 
 def top(path: Path, n: int = 25) -> str:
@@ -126,7 +109,7 @@ def main(argv=None) -> None:
     import radt_ext.sweep.cli  # noqa: F401
     from radt_ext.collocation import group  # noqa: F401
     import mlflow  # noqa: F401
-    lines.append(f"imports {time.time() - t:.3f} s; packages with modules lacking bytecode: {missing_bytecode()}\n")
+    lines.append(f"imports {time.time() - t:.3f} s; packages with modules lacking bytecode: {bytecode.lacking()}\n")
     for n in range(args.repeats):
         subprocess.run([sys.executable, "-m", "benchmarks.startup.one_job_profile", "--out", str(out), "--one", str(n),
                         "--seconds", str(args.seconds), "--device", args.device], check=False)

@@ -7,22 +7,8 @@ set -u
 . benchmarks/gpu_lib.sh
 W=/tmp/one_job_profile; gpu_work $W; P=$W/prof; mkdir -p $P
 export HOME=$W/home; mkdir -p $HOME
-lacking() {
-  python3 - <<'PY'
-import importlib.util, os, sys, time
-t = time.time(); import numpy; numpy_s = time.time() - t
-import radt_ext.cli, radt_ext.sweep.cli, radt_ext.collocation.group, mlflow  # noqa: E401,F401
-out = {}
-for name, mod in list(sys.modules.items()):
-    path = getattr(mod, "__file__", None) or ""
-    if path.endswith(".py") and not os.path.exists(importlib.util.cache_from_source(path)):
-        out[name.split(".")[0]] = out.get(name.split(".")[0], 0) + 1
-print(f"import numpy {numpy_s:.3f} s; lacking bytecode: {out}; numpy at {os.path.dirname(numpy.__file__)} "
-      f"writable {os.access(os.path.dirname(numpy.__file__), os.W_OK)}")
-PY
-}
 gpu_wheels
-echo "after gpu_wheels: $(lacking 2>&1 | tail -1)"
+echo "after gpu_wheels: $(python3 -m benchmarks.startup.bytecode 2>&1 | tail -1)"
 timeout 150 python3 -m benchmarks.startup.one_job_profile --out $P --seconds 8 --repeats 2 2>&1 | grep "^## repeat\|^imports"
 cd $P
 for n in 1 2 3; do
