@@ -151,8 +151,10 @@ class PackExecutor:
         experiment = todo[0].experiment
         self.pool = self.pool or pool_of(todo)
         model = self.pool.model(self.pool.devices)  # None on a pool of mixed (or unknown) GPU models
+        # what pack.pairs_from's experiments measured does not change while this runs: read once
+        others = profiles.measured_in(ctx.client, self.options.pairs_from, model, own=experiment)
         # the first plan's too: nothing has run since
-        known = profiles.read_with(ctx.client, experiment, self.options.pairs_from, model)
+        known = profiles.with_measured(profiles.read(ctx.client, experiment, model), others)
         self.plain = against_plain.find(ctx.client, experiment, todo)
         done = known.packed_done
         remaining = []
@@ -180,8 +182,7 @@ class PackExecutor:
                     if not planned or self._ended != planned_at:  # the store learned something: plan again
                         planned_at = self._ended
                         if known is None:
-                            known = profiles.read_with(ctx.client, experiment, self.options.pairs_from,
-                                                       model)
+                            known = profiles.with_measured(profiles.read(ctx.client, experiment, model), others)
                         planned = self.planner(known).plan(
                             jobs_of(remaining), self.pool.devices,
                             free=len(self.pool.devices) - len(self._active)).decisions

@@ -243,21 +243,31 @@ class NoPairsSource(UsageError):
     """pack.pairs_from names an experiment the store does not have."""
 
 
-def read_with(client, experiment: str, pairs_from: tuple[str, ...] = (), model: str | None = None) -> Knowledge:
-    """read(experiment), knowing also the pairs and start-ups measured in the experiments `pairs_from` (a
-    sweep of two-job groups of the same commands: the same workload hashes); their profiles and packed runs
-    stay theirs. A name not in the store: one line (NoPairsSource), before anything runs."""
-    k = read(client, experiment, model)
-    for name in dict.fromkeys(n for n in pairs_from if n != experiment):  # its own pairs are read once
+def measured_in(client, pairs_from: tuple[str, ...], model: str | None = None, own: str | None = None) -> Knowledge:
+    """The pairs and start-ups measured in the experiments `pairs_from` (a sweep of two-job groups of the same
+    commands: the same workload hashes), each once and `own` left out; their profiles and packed runs stay
+    theirs. A name not in the store: one line (NoPairsSource), before anything runs."""
+    k = Knowledge()
+    for name in dict.fromkeys(n for n in pairs_from if n != own):
         if client.get_experiment_by_name(name) is None:
             raise NoPairsSource(f"pack.pairs_from: no experiment {name!r} in the store; name one whose groups "
                                 "measured pairs (a sweep of two-job naive or mps groups), or remove it")
         other = read(client, name, model)
         k.groups += other.groups
         k.boots += other.boots
-    k.groups.sort(key=lambda g: -g.start_ms)
-    k.boots.sort(key=lambda b: -b.start_ms)
     return k
+
+
+def with_measured(k: Knowledge, other: Knowledge) -> Knowledge:
+    """`k` knowing also `other`'s measured pairs and start-ups (measured_in), newest first."""
+    k.groups = sorted(k.groups + other.groups, key=lambda g: -g.start_ms)
+    k.boots = sorted(k.boots + other.boots, key=lambda b: -b.start_ms)
+    return k
+
+
+def read_with(client, experiment: str, pairs_from: tuple[str, ...] = (), model: str | None = None) -> Knowledge:
+    """read(experiment) knowing also what the experiments `pairs_from` measured (measured_in)."""
+    return with_measured(read(client, experiment, model), measured_in(client, pairs_from, model, own=experiment))
 
 
 GAP_S = 30.0  # a pause longer than this between a sweep's groups on one GPU is not the executor's doing
