@@ -73,9 +73,9 @@ def connect(uri: str):
 @contextlib.contextmanager
 def quiet_heap(step: str):
     """In the `radt-ext` command, once per `step` (MLflow's import, the first connection and the store's
-    engine): no cycle collection meanwhile (its full passes over that heap took up to 0.13 s each, five of
-    them during MLflow's import, beside a job's start), and what it made frozen out of the collector's sight
-    after (a full pass at a sweep's or a run's end took 0.12-0.17 s)."""
+    engine): no cycle collection meanwhile, and what it made frozen out of the collector's sight after (its
+    full passes over that heap grew to 0.17 s each, most during MLflow's import beside a job's start, one at
+    any moment after: docs/validation/overhead_plain/gc_pauses/)."""
     if not FREEZE_HEAP or step in _quieted:
         yield
         return

@@ -492,3 +492,15 @@ def test_one_job_profile_profiles_a_sweep_of_one_job_in_fresh_interpreters(tmp_p
     timings = json.loads((tmp_path / "p" / "0.timings.json").read_text())
     assert {"planned", "ended", "groups", "lock_waits_s"} <= set(timings) and timings["groups"][0]["freed"]
     assert (tmp_path / "p" / "0.main.prof").stat().st_size > 0 and "### 0 main" in summary
+
+
+def test_gc_pauses_counts_the_collectors_full_passes_with_and_without_the_quiet_heap(tmp_path):
+    env = dict(os.environ, RADT_EXT_NVML_REPLAY=TRACE, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.startup.gc_pauses", "--out", str(tmp_path / "g"),
+                           "--seconds", "1", "--repeats", "1"], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads((tmp_path / "g" / "gc_pauses.json").read_text())
+    assert set(result) == {"as-is", "quiet"} and all(len(runs) == 1 for runs in result.values())
+    assert result["as-is"][0]["passes"] and result["quiet"][0]["total_s"] < result["as-is"][0]["total_s"]
+    assert (tmp_path / "g" / "gc_pauses.md").read_text().startswith("| collector |")
