@@ -123,10 +123,11 @@ def check_target(target: Target, require_gpu: bool = False) -> None:
         return
     try:
         from listeners import devices
-        from listeners.nvml_backend import nvml
+        from listeners.nvml_backend import hold, nvml
 
         nv = nvml()
         nv.nvmlInit()
+        hold()  # the probes and listeners that follow start NVML again: held, that costs them nothing
     except Exception as exc:
         if require_gpu and not smi_gpu_indices():
             why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -227,6 +227,7 @@ class GroupRunner:
                             params=dict(w.params), tracking_uri=self.uri, parent_run_id=self.parent_run_id,
                             env={**w.env, **env}, cwd=w.cwd, launch=list(w.launch))
         session = _Session(spec)
+        session.reap_later = True  # its watchdog's exit waited for at the group's end, not before its close
         session.keep_series = energy_split.CHILD_SERIES
         session.target.cuda_visible_devices = watch
         session.target.time_sliced = g.mode == "naive"  # its gpu_procs keeps every tick of the driver
@@ -347,24 +348,19 @@ class GroupRunner:
                     between()
             finally:
                 try:
+                    self._own_span(s, result)
                     s.finish()
                 finally:
                     result.summary = dict(s.summary)
-                    self._own_span(s, result)
 
-    def _own_span(self, s: _Session, result: ChildResult) -> None:
+    @staticmethod
+    def _own_span(s: _Session, result: ChildResult) -> None:
         """Its run ends when its process ended (not when its figures were written), and says how long it
-        waited after the group started (`summary/wait_s`)."""
-        from mlflow.entities import Metric
-
+        waited after the group started (`summary/wait_s`): both written with its end (spooled with it too)."""
         if not result.started:
             return
-        wait = max(0.0, result.started - s.spec.t0) if s.spec.t0 else 0.0
-        result.summary["wait_s"] = wait
-        with contextlib.suppress(Exception):  # a store away: its spooled end says when finish() ran
-            self.client.log_batch(s.run_id, metrics=[Metric("summary/wait_s", wait, int(time.time() * 1000), 0)])
-            if result.ended:
-                self.client.set_terminated(s.run_id, result.status, end_time=int(result.ended * 1000))
+        s.extra_summary["wait_s"] = max(0.0, result.started - s.spec.t0) if s.spec.t0 else 0.0
+        s.ended_at = result.ended
 
     # -- a head start: the first workload before MLflow ------------------------------
     def head_start(self) -> bool:
@@ -548,6 +544,9 @@ class GroupRunner:
         finally:
             self.timings["ended"] = time.time()
             recorder.wait_closed()
+            for s in self.sessions:  # let go at their runs' ends: by now their watchdogs have long exited
+                if s.watchdog is not None and s.watchdog.proc.stdin.closed:
+                    s.watchdog.reap(timeout=0.5 if self.stopping else 10.0)
             self.timings["closed"] = time.time()
             if os.environ.get(ENV_TIMINGS):
                 TIMINGS.append({**self.timings, "group": run_name, "workloads": [s.timings for s in self.sessions]})
@@ -588,14 +587,14 @@ class GroupRunner:
                 if overlap is not None:  # the same over the window in which all the group's workloads are active
                     metrics += energy_split.overlap_metrics(r.name, parts, r.summary.get("overlap_samples", 0.0),
                                                             overlap)
-                for i in range(0, len(metrics), 1000):
-                    self.client.log_batch(r.run_id, metrics=metrics[i:i + 1000])
                 # the window the split used, so it can be recomputed from the store
                 span = {"collocation.started_s": f"{r.started:.3f}", "collocation.ended_s": f"{r.ended or 0:.3f}"}
                 window = next((k.window for k in kids if k.name == r.name), None)
                 if window is not None:
                     span["collocation.progress_window"] = f"{window[0]:.3f},{window[1]:.3f}"
-                self.client.log_batch(r.run_id, tags=[RunTag(k, v) for k, v in span.items()])
+                tags = [RunTag(k, v) for k, v in span.items()]  # with the first metrics: one commit fewer
+                for i in range(0, max(len(metrics), 1), 997):
+                    self.client.log_batch(r.run_id, metrics=metrics[i:i + 997], tags=tags if i == 0 else [])
                 r.summary.update({m.key[len("summary/"):]: m.value for m in metrics if m.key.startswith("summary/")})
         except Exception as exc:
             return f"{type(exc).__name__}: {exc}"

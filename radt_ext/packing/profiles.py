@@ -243,15 +243,22 @@ class NoPairsSource(UsageError):
     """pack.pairs_from names an experiment the store does not have."""
 
 
+def check_sources(client, pairs_from: tuple[str, ...], own: str | None = None) -> None:
+    """NoPairsSource (one line) for the first of `pairs_from` the store lacks (client None: no store yet)."""
+    for name in dict.fromkeys(n for n in pairs_from if n != own):
+        if client is None or client.get_experiment_by_name(name) is None:
+            where = "the store" if client is not None else "the store (there is none yet)"
+            raise NoPairsSource(f"pack.pairs_from: no experiment {name!r} in {where}; name one whose groups "
+                                "measured pairs (a sweep of two-job naive or mps groups), or remove it")
+
+
 def measured_in(client, pairs_from: tuple[str, ...], model: str | None = None, own: str | None = None) -> Knowledge:
     """The pairs and start-ups measured in the experiments `pairs_from` (a sweep of two-job groups of the same
     commands: the same workload hashes), each once and `own` left out; their profiles and packed runs stay
     theirs. A name not in the store: one line (NoPairsSource), before anything runs."""
     k = Knowledge()
+    check_sources(client, pairs_from, own)
     for name in dict.fromkeys(n for n in pairs_from if n != own):
-        if client.get_experiment_by_name(name) is None:
-            raise NoPairsSource(f"pack.pairs_from: no experiment {name!r} in the store; name one whose groups "
-                                "measured pairs (a sweep of two-job naive or mps groups), or remove it")
         other = read(client, name, model)
         k.groups += other.groups
         k.boots += other.boots

@@ -30,6 +30,7 @@ def _store_state(uri: str, variants, console, model: str | None = None, pairs_fr
 
     try:
         if uri.startswith("sqlite:///") and not os.path.exists(uri[len("sqlite:///"):]):
+            profiles.check_sources(None, pairs_from, variants[0].experiment)
             return Knowledge(), {}, None
         client = connect(uri)
         done, _ = resume_state(client, variants)
@@ -73,5 +74,11 @@ def run(sweep: Sweep, dry: bool = False, uri: str | None = None, console=None, p
     console = console or out.console()
     if dry:
         return dry_run(sweep, console, uri, output)
-    executor = PackExecutor(options_of(sweep), pool=pool)
-    return execute(job_variants(sweep), uri=uri, console=console, executor=executor)
+    opts = options_of(sweep)
+    variants = job_variants(sweep)
+    if opts.pairs_from:  # a name the store lacks, said before anything runs, jobs to run or not
+        uri = tracking_uri(uri)
+        missing = uri.startswith("sqlite:///") and not os.path.exists(uri[len("sqlite:///"):])
+        profiles.check_sources(None if missing else connect(uri), opts.pairs_from, variants[0].experiment)
+    executor = PackExecutor(opts, pool=pool)
+    return execute(variants, uri=uri, console=console, executor=executor)

@@ -162,6 +162,10 @@ class WorkloadSession:
         self.killed_by: int | None = None
         self.returncode: int | None = None
         self.summary: dict[str, float] = {}
+        # a group's: when the process ended (the run's end time) and figures of its own (summary/wait_s)
+        self.ended_at: float | None = None
+        self.reap_later = False  # a group's: its watchdog's exit waited for once the group's run has ended
+        self.extra_summary: dict[str, float] = {}
         self._workdir = tempfile.mkdtemp(prefix="radt-ext-")
         self.progress_path = os.path.join(self._workdir, "progress.jsonl")
         self.marks = None  # what the workload reported (radt_ext.workload_api.progress.Marks), read at the end
@@ -630,7 +634,7 @@ class WorkloadSession:
             from radt_ext.workload_api.progress import read_marks
 
             self.marks = read_marks(self.progress_path, off=not self.progress_on(), missing=self.hook_missing)
-            self.summary = self.recorder.summary(self.marks, self._logged_span)
+            self.summary = {**self.recorder.summary(self.marks, self._logged_span), **self.extra_summary}
             self._log_timelines()
             self.timings["timelines_logged"] = time.time()
             now = int(time.time() * 1000)
@@ -645,7 +649,8 @@ class WorkloadSession:
                 tags["radt_ext.stderr_tail"] = failed_text
             # the writer spools the end of the run too when the store is away; `radt-ext sync` applies it
             stored = self.recorder.writer.end_run(
-                metrics, tags, status, timeout=None if self.stopped_at is None else max(0.5, self._stop_left()))
+                metrics, tags, status, end_time=int(self.ended_at * 1000) if self.ended_at else None,
+                timeout=None if self.stopped_at is None else max(0.5, self._stop_left()))
             self.timings["summaries_logged"] = time.time()
             if self.workload_runs_left is not None and not self.spooled:
                 self._end_left_runs(status)
@@ -658,7 +663,9 @@ class WorkloadSession:
             self.recorder.wait_closed()
             self.timings["listeners_released"] = time.time()
         if self.watchdog is not None:
-            self.watchdog.release(timeout=10.0 if self.stopped_at is None else 0.5)
+            self.watchdog.let_go()
+            if not self.reap_later:
+                self.watchdog.reap(timeout=10.0 if self.stopped_at is None else 0.5)
         if self.returncode is None:
             return 128 + self.killed_by if self.killed_by else 1
         return exit_code(self.returncode)

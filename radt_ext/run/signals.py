@@ -8,15 +8,18 @@ system call, no lock) and a relay thread, started before the handlers are instal
 The kernel hands a process's signal to any of its threads. When it is not the main one, CPython only
 sets a flag that the main thread reads when it next runs bytecode: a main thread blocked for good in
 waitpid() or on a lock never does, and the signal is lost. So a main thread waiting under the handlers
-waits in short ticks (`wait_child`, `wait_event`, `join`).
+waits in short ticks (`wait_child`, `wait_event`, `join`). A child's exit is still seen when it comes:
+`wait_child` sleeps on the child's pidfd, where Popen.wait(timeout) would poll (up to 50 ms late).
 """
 from __future__ import annotations
 
 import logging
 import os
+import select
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -24,13 +27,31 @@ TICK_S = 0.5  # a wait wakes this often, at most (Popen.wait polls at 20 Hz with
 log = logging.getLogger(__name__)
 
 
-def wait_child(proc: subprocess.Popen) -> int:
-    """proc.wait(), waking in ticks: a stop signal handed to another thread is still handled."""
-    while True:
-        try:
-            return proc.wait(timeout=TICK_S)
-        except subprocess.TimeoutExpired:
-            continue
+def wait_child(proc: subprocess.Popen, timeout: float | None = None) -> int:
+    """proc.wait(), waking in ticks: a stop signal handed to another thread is still handled. Where the
+    kernel gives a pidfd (Linux 5.3+) the exit wakes it at once. `timeout`: subprocess.TimeoutExpired after it."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # no pidfd here, or the child is reaped already
+        fd = None
+    try:
+        while True:
+            code = proc.poll()
+            if code is not None:
+                return code
+            tick = TICK_S if deadline is None else min(TICK_S, deadline - time.monotonic())
+            if tick <= 0:
+                raise subprocess.TimeoutExpired(proc.args, timeout)
+            if fd is None:
+                try:
+                    return proc.wait(timeout=tick)
+                except subprocess.TimeoutExpired:
+                    continue
+            select.select([fd], [], [], tick)
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def wait_event(event: threading.Event) -> None:

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 
+from radt_ext.run.signals import wait_child
 from radt_ext.run.spills import log_all_spilled
 from radt_ext.run.streams import say
 from radt_ext.workload_api.markers import ENV_MONITOR_RUN, ENV_RUN_ID_FILE, ENV_STARTS_FILE, TAG_MONITOR_RUN
@@ -102,13 +103,23 @@ class Watchdog:
 
     def release(self, timeout: float = 10.0) -> None:
         """The run has its status: the watchdog exits without doing anything."""
+        self.let_go()
+        self.reap(timeout)
+
+    def let_go(self) -> None:
+        """`done` sent: it exits without doing anything, whenever it reads it (`reap` waits for that)."""
+        if self.proc.stdin.closed:
+            return
         self._send("done")
         try:
             self.proc.stdin.close()
         except OSError:
             pass
+
+    def reap(self, timeout: float = 10.0) -> None:
+        """Its exit waited for (killed after `timeout`); `let_go` first."""
         try:
-            self.proc.wait(timeout)
+            wait_child(self.proc, timeout)  # its exit seen when it comes, not at Popen.wait's next poll
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()

@@ -223,3 +223,17 @@ def test_the_queue_runs_with_plain_output_where_rich_is_missing(tmp_path, tracki
     assert [o.status for o in outcomes] == ["FINISHED", "FINISHED"]
     err = capsys.readouterr().err
     assert "gpu cpu: alone: a-0: no exclusive profile in the store" in err and "sweep queue: report" in err
+
+
+def test_pairs_from_naming_no_experiment_is_one_line_with_nothing_to_run_too(tmp_path, two_gpus):
+    """Said before anything runs: on a dry run before the store exists, and on a store that lacks it."""
+    path = spec(tmp_path, {"a": "--seconds 0.3"}, extra="pack: {pairs_from: [nowhere]}\n")
+    message = "pack.pairs_from: no experiment 'nowhere' in the store"
+    for args in (("--dry-run",), ()):
+        res = radt("sweep", path, *args)
+        assert res.returncode == 2 and message in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+        assert not os.path.exists(two_gpus[len("sqlite:///"):])  # no store made
+    MlflowClient(two_gpus).create_experiment("elsewhere")
+    res = radt("sweep", path)
+    assert res.returncode == 2 and message in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert MlflowClient(two_gpus).get_experiment_by_name("queue") is None  # nothing ran

@@ -112,3 +112,23 @@ def test_sigterm_while_a_naive_group_runs_stops_both(tracking_uri):
     watcher.join(5)
     assert result.status == "KILLED" and [c.status for c in result.children] == ["KILLED", "KILLED"]
     assert [c.returncode for c in result.children] == [-signal.SIGTERM] * 2  # the signal ended them
+
+
+def test_wait_child_sees_the_exit_when_it_comes_and_honours_its_timeout():
+    """Popen.wait(timeout) polls (up to 50 ms late); wait_child sleeps on the child's pidfd. Real children."""
+    import subprocess
+    import sys
+
+    import pytest
+
+    from radt_ext.run.signals import wait_child
+
+    child = subprocess.Popen([sys.executable, "-c", "import sys, time; time.sleep(0.3); sys.exit(3)"])
+    assert wait_child(child) == 3 and child.returncode == 3
+    slow = subprocess.Popen(["sleep", "5"])
+    started = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        wait_child(slow, timeout=0.2)
+    assert time.monotonic() - started < 2  # the timeout, not the child's end
+    slow.kill()
+    assert wait_child(slow) == -signal.SIGKILL
