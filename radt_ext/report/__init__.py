@@ -48,12 +48,14 @@ def tag_report_error(client, run_id: str, exc: BaseException, what: str = "") ->
         pass
 
 
-def log_sweep_report(client, run_id: str, sweep_id: str, artifact_file: str = "radt_ext_sweep_report.html") -> str | None:
-    """The sweep's report logged on one run (e.g. the sweep's own parent run); never raises."""
+def log_sweep_report(client, run_id: str, sweep_id: str, artifact_file: str = "radt_ext_sweep_report.html",
+                     runs=None) -> str | None:
+    """The sweep's report logged on one run (e.g. the sweep's own parent run); never raises. `runs`: the
+    sweep's runs read already (report.data.sweep_runs)."""
     try:
         from radt_ext.report.build import sweep_id_html
 
-        client.log_text(run_id, sweep_id_html(client, sweep_id), artifact_file)
+        client.log_text(run_id, sweep_id_html(client, sweep_id, runs), artifact_file)
         return artifact_file
     except Exception as exc:
         tag_report_error(client, run_id, exc)

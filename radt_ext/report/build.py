@@ -173,6 +173,7 @@ def sweep_html(client, runs, title: str) -> str:
     return document(title, parts)
 
 
-def sweep_id_html(client, sweep_id: str) -> str:
-    runs = data.sweep_runs(client, sweep_id)
+def sweep_id_html(client, sweep_id: str, runs=None) -> str:
+    """`runs`: the sweep's runs read already (data.sweep_runs)."""
+    runs = data.sweep_runs(client, sweep_id) if runs is None else runs
     return sweep_html(client, runs, f"radt-ext sweep {_html.escape(sweep_id)}: {len(runs)} runs")

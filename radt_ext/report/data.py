@@ -123,8 +123,10 @@ def all_experiment_ids(client) -> list[str]:
     return [e.experiment_id for e in client.search_experiments(max_results=1000)]
 
 
-def sweep_runs(client, sweep_id: str, experiment_ids: list[str] | None = None):
-    """The sweep's runs (groups' parents and children), not its own runs (its report, its settings' means)."""
+def sweep_runs(client, sweep_id: str, experiment_ids: list[str] | None = None, every: bool = False):
+    """The sweep's runs (groups' parents and children), not its own runs (its report, its settings' means;
+    `every`: those too), oldest first."""
     runs = client.search_runs(experiment_ids or all_experiment_ids(client),
-                              filter_string=f"tags.`sweep.id` = '{sweep_id}'", max_results=10000)
-    return [r for r in runs if not r.data.tags.get("sweep.role")]
+                              filter_string=f"tags.`sweep.id` = '{sweep_id}'", max_results=50000,
+                              order_by=["attributes.start_time ASC"])
+    return runs if every else [r for r in runs if not r.data.tags.get("sweep.role")]

@@ -8,12 +8,9 @@ import sys
 
 from radt_ext.report.tables import NOISE_MARK, Column, DataTable, Stat, emit  # noqa: F401  (the sweep's tables)
 
-try:
-    from rich.console import Console
+import importlib.util
 
-    HAVE_RICH = True
-except ImportError:  # pragma: no cover - exercised on machines without rich
-    HAVE_RICH = False
+HAVE_RICH = importlib.util.find_spec("rich") is not None  # imported at the console's first use (LazyConsole)
 
 
 class PlainConsole:
@@ -36,8 +33,26 @@ class PlainProgress:
         pass
 
 
+class LazyConsole:
+    """rich's Console on stderr, made at its first use: rich's import (10-20 ms) then comes after a sweep's
+    first job started, not before it."""
+
+    def __init__(self):
+        self._real = None
+
+    def real(self):
+        if self._real is None:
+            from rich.console import Console
+
+            self._real = Console(stderr=True)
+        return self._real
+
+    def __getattr__(self, name):
+        return getattr(self.real(), name)
+
+
 def console():
-    return Console(stderr=True) if HAVE_RICH else PlainConsole()
+    return LazyConsole() if HAVE_RICH else PlainConsole()
 
 
 def table(*columns, title: str = "", note: str = "") -> DataTable:
@@ -51,7 +66,8 @@ def show(tbl: DataTable, con, output: str = "table") -> None:
 
 @contextlib.contextmanager
 def progress(con):
-    if HAVE_RICH and isinstance(con, Console):
+    con = con.real() if isinstance(con, LazyConsole) else con
+    if HAVE_RICH and type(con).__module__.startswith("rich."):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())

@@ -243,12 +243,16 @@ def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = No
     ctx = Context(client, uri, console, changed, head)
     outcomes += runner.run(todo, ctx) if todo else []
     outcomes.sort(key=lambda o: o.variant.index)
+    every: dict[str, list | None] = {}
     for sweep_id, experiment in dict.fromkeys((v.sweep_id, v.experiment) for v in variants):
-        run_id, path = sweep_report.log(client, sweep_id, experiment)
+        if sweep_id not in every:  # read once: its report, its report run and its means are made from them
+            every[sweep_id] = sweep_report.sweep_runs(client, sweep_id)
+        runs = every[sweep_id]
+        run_id, path = sweep_report.log(client, sweep_id, experiment, runs)
         if path:
             console.print(f"sweep {sweep_id}: report {path} on run {run_id}", highlight=False, soft_wrap=True)
         if run_id:
-            means = sweep_report.log_setting_means(client, sweep_id, experiment, run_id)
+            means = sweep_report.log_setting_means(client, sweep_id, experiment, run_id, runs)
             if means:
                 console.print(f"sweep {sweep_id}: the means of {means} repeated settings on runs under {run_id}",
                               highlight=False, soft_wrap=True)

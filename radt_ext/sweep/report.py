@@ -26,11 +26,30 @@ COPIED = ("sweep.id", "sweep.group", "sweep.place", "collocation.mode")  # the s
 ARTIFACT = "radt_ext_sweep_report.html"
 
 
-def report_run(client, sweep_id: str, experiment: str) -> str:
-    """The sweep's report run: the one made before, else a new one."""
+def sweep_runs(client, sweep_id: str) -> list | None:
+    """Every run tagged with the sweep's id (its own report and means too), oldest first, read once for its
+    report, its report run and its means; None when the store cannot say (each then asks on its own)."""
+    from radt_ext.report.data import sweep_runs as read
+
+    try:
+        return read(client, sweep_id, every=True)
+    except Exception:
+        return None
+
+
+def _in(runs: list, experiment_id: str) -> list:
+    return [r for r in runs if r.info.experiment_id == experiment_id]
+
+
+def report_run(client, sweep_id: str, experiment: str, runs: list | None = None) -> str:
+    """The sweep's report run: the one made before, else a new one. `runs`: sweep_runs' answer."""
     experiment_id = experiment_id_for(client, experiment)
-    found = client.search_runs([experiment_id], f"tags.`sweep.id` = '{sweep_id}' and tags.`{ROLE_TAG}` = '{ROLE}'",
-                               order_by=["attributes.start_time DESC"], max_results=1)
+    if runs is None:
+        found = client.search_runs([experiment_id],
+                                   f"tags.`sweep.id` = '{sweep_id}' and tags.`{ROLE_TAG}` = '{ROLE}'",
+                                   order_by=["attributes.start_time DESC"], max_results=1)
+    else:
+        found = [r for r in reversed(_in(runs, experiment_id)) if r.data.tags.get(ROLE_TAG) == ROLE]
     if found:
         return found[0].info.run_id
     name = f"{sweep_id}: sweep report"
@@ -39,14 +58,15 @@ def report_run(client, sweep_id: str, experiment: str) -> str:
     return run.info.run_id
 
 
-def log(client, sweep_id: str, experiment: str) -> tuple[str | None, str | None]:
+def log(client, sweep_id: str, experiment: str, runs: list | None = None) -> tuple[str | None, str | None]:
     """(report run id, artifact path or None when building failed: see its radt_ext.report_error tag).
-    Never raises: a report must not fail a sweep whose groups ran."""
+    Never raises: a report must not fail a sweep whose groups ran. `runs`: sweep_runs' answer."""
     try:
-        run_id = report_run(client, sweep_id, experiment)
+        run_id = report_run(client, sweep_id, experiment, runs)
     except Exception:
         return None, None
-    path = log_sweep_report(client, run_id, sweep_id, ARTIFACT)
+    path = log_sweep_report(client, run_id, sweep_id, ARTIFACT,
+                            runs=None if runs is None else [r for r in runs if not r.data.tags.get(ROLE_TAG)])
     try:
         client.set_terminated(run_id, "FINISHED")
     except Exception:
@@ -60,10 +80,11 @@ def _setting_name(sweep_id: str, tags: dict[str, str], n: int) -> str:
     return f"{sweep_id}: {what} (mean of {n})"
 
 
-def log_setting_means(client, sweep_id: str, experiment: str, report_run_id: str) -> int:
+def log_setting_means(client, sweep_id: str, experiment: str, report_run_id: str, runs: list | None = None) -> int:
     """For each setting of the sweep with two or more FINISHED group runs, its means (see the module's
     account) on a run under the report run; returns how many settings. Never raises: the means must
-    not fail a sweep whose groups ran (a failure is the report run's `radt_ext.report_error` tag)."""
+    not fail a sweep whose groups ran (a failure is the report run's `radt_ext.report_error` tag).
+    `runs`: sweep_runs' answer."""
     import time
 
     from mlflow.entities import Metric
@@ -76,7 +97,7 @@ def log_setting_means(client, sweep_id: str, experiment: str, report_run_id: str
     try:
         experiment_id = experiment_id_for(client, experiment)
         runs = client.search_runs([experiment_id], f"tags.`sweep.id` = '{sweep_id}'", max_results=50000,
-                                  order_by=["attributes.start_time ASC"])
+                                  order_by=["attributes.start_time ASC"]) if runs is None else _in(runs, experiment_id)
         made = {r.data.tags.get(SETTING_TAG): r.info.run_id for r in runs
                 if r.data.tags.get(ROLE_TAG) == SETTING_ROLE}
         groups = [r for r in runs if r.info.status == "FINISHED" and r.data.tags.get("sweep.group")
