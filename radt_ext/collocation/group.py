@@ -91,10 +91,13 @@ def work_rate(metrics: dict[str, float]) -> tuple[float, str] | None:
 
 class _Session(WorkloadSession):
     """A workload of a group: the end of its stderr goes onto its run when it fails; the timeline file its
-    report read stays for the group's report."""
+    report read stays for the group's report; the view is the group's to refresh."""
 
     keep_stderr_tail = True
     keep_read_timelines = True
+
+    def _refresh_view(self) -> None:
+        """Nothing: the group refreshes its experiment's view once its own run has ended, right after."""
 
 
 def available(names: tuple[str, ...], target: Target) -> str:
