@@ -115,7 +115,8 @@ def ui(host, port, experiment_name):
             click.echo(line)
         if note:
             click.echo(note, err=True)
-        server.wait()
+        while server.poll() is None:  # in ticks, never one blocking wait: a Ctrl-C the kernel hands to another
+            time.sleep(0.2)           # thread is only raised once this thread runs again
     except KeyboardInterrupt:
         pass
     finally:
