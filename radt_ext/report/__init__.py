@@ -21,17 +21,18 @@ def reports_on() -> bool:
 
 
 def log_report(client, run_id: str, artifact_file: str = ARTIFACT, timelines: dict[str, dict] | None = None,
-               children_anywhere: bool = True) -> str | None:
+               children_anywhere: bool = True, childless: bool = False) -> str | None:
     """Build the run's report and log it as an artifact; returns the artifact path, or None
     when reports are off or building one failed (the reason goes to a run tag). `timelines`: {run id: its
     timeline file already read} (a run's or a group's end); the others are read back from the artifact store;
-    `children_anywhere`: a run's children looked for beyond its own experiment too."""
+    `children_anywhere`: a run's children looked for beyond its own experiment too; `childless`: the caller
+    knows the run has none (not looked for)."""
     if not reports_on():
         return None
     try:
         from radt_ext.report.build import run_html
 
-        client.log_text(run_id, run_html(client, run_id, timelines, children_anywhere), artifact_file)
+        client.log_text(run_id, run_html(client, run_id, timelines, children_anywhere, childless), artifact_file)
         return artifact_file
     except Exception as exc:  # a report must never fail the run
         tag_report_error(client, run_id, exc)

@@ -26,13 +26,15 @@ def _info(run: data.RunData) -> str:
     return table(["", ""], rows)
 
 
-def run_html(client, run_id: str, timelines: dict[str, dict] | None = None, children_anywhere: bool = True) -> str:
+def run_html(client, run_id: str, timelines: dict[str, dict] | None = None, children_anywhere: bool = True,
+             childless: bool = False) -> str:
     """A collocation parent's report (children stacked) when the run has children, else the
     run's own timelines and summaries (`timelines`: {run id: its timeline file already read}, see
-    data.load_run). `children_anywhere`: look for children in every experiment when its own has none."""
+    data.load_run). `children_anywhere`: look for children in every experiment when its own has none;
+    `childless`: the caller knows it has none (no query)."""
     timelines = timelines or {}
     run = client.get_run(run_id)
-    kids = data.children(client, run_id, [run.info.experiment_id], anywhere=children_anywhere)
+    kids = [] if childless else data.children(client, run_id, [run.info.experiment_id], anywhere=children_anywhere)
     if kids:
         return group_html(client, run, kids, timelines)
     return run_document(data.load_run(client, run_id, run=run, timelines=timelines.get(run_id)))

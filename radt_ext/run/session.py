@@ -743,9 +743,12 @@ class WorkloadSession:
             self.read_timelines = timelines
         read = None if timelines is None else {self.run_id: timelines}
         try:  # log_report never raises: a failed report is a run tag
-            # children (runs a joined workload nests under it) looked for in its experiment only: two queries fewer
+            # children (runs a joined workload nests under it) looked for in its experiment only: two queries
+            # fewer; a group's workload (no MLFLOW_RUN_ID to nest under) that opened no run of its own has none
+            childless = bool(self.spec.parent_run_id) and self.workload_runs is not None \
+                and not self.workload_runs.runs
             self._within_store_deadline(lambda: log_report(self.client, self.run_id, timelines=read,
-                                                           children_anywhere=False))
+                                                           children_anywhere=False, childless=childless))
         except TimeoutError as exc:
             log.warning("radt-ext: no report for run %s (%s); the run itself is recorded", self.run_id, exc)
 

@@ -84,6 +84,8 @@ def sweep(file, dry_run, executor, status, cancel, output, no_progress, plain, *
         raise UsageError(f"{used[0]} is an option of --executor slurm; add --executor slurm or drop it")
     if plain:
         return _run_plain(file, executor, dry_run, status or cancel, output)
+    if executor != "slurm" and not (dry_run or status or cancel):
+        _start_nvml()
     spec, variants = _plan(file, local=executor != "slurm")
     from radt_ext.sweep.console import console as make_console
 
@@ -110,6 +112,20 @@ def sweep(file, dry_run, executor, status, cancel, output, no_progress, plain, *
                    f"radt-ext sweep {file} --executor slurm --status", err=output != "table")
         return
     _exit(outcomes, len(variants))
+
+
+def _start_nvml() -> None:
+    """NVML started (and held) beside the plan, so that the device check before the first job finds it started
+    (its start ~10 ms on a GPU host, pynvml's import more); where it does not start the check says why."""
+    import threading
+
+    def start() -> None:
+        from listeners import nvml_backend
+
+        with contextlib.suppress(Exception):
+            nvml_backend.hold()
+
+    threading.Thread(target=start, name="radt-nvml-start", daemon=True).start()
 
 
 def _run_variants(variants, console, executor, output: str):

@@ -76,6 +76,9 @@ def test_collocation_parent_report_stacks_the_children(store):
     legend = " ".join(shown.trace_names(figs[0]))
     for name in kids:
         assert f"{name} (" in legend
+    # a caller that knows the run has no children (a group's workload that opened no run) asks for none
+    alone = run_html(client, store.parent, childless=True)
+    assert "collocation group" not in shown.text(alone) and "radt-ext report" in alone
 
 
 def test_sweep_report_has_pareto_front_and_per_variant_bars(store):
