@@ -75,14 +75,16 @@ def instrumented(jobs: dict[str, dict], folder: str) -> list[str]:
 
 
 def spec(step: str, dry: bool, modes: str, bound: float, path: str, experiment_name: str,
-         python: str = "python3") -> str:
-    """The sweep spec of `step` (STEPS: max jobs per GPU, repeats, trials) over the queue in `path`."""
+         python: str = "python3", pairs_from: tuple[str, ...] = ()) -> str:
+    """The sweep spec of `step` (STEPS: max jobs per GPU, repeats, trials) over the queue in `path`; its packed
+    steps also know the pairs measured in the experiments `pairs_from` (pack.pairs_from: pair_rates.sh's)."""
     per_gpu, repeats, trials = STEPS[step]
+    known = f", pairs_from: [{', '.join(pairs_from)}]" if pairs_from and per_gpu > 1 else ""
     jobs = queue(path)
     folder = os.path.dirname(os.path.abspath(path))
     lines = [f"name: {experiment_name}", 'devices: ["0", "1"]', *listener_lines(dry),
              "schedule: pack", f"max_slowdown: {bound:g}", f"modes: [{modes}]",
-             f"pack: {{max_jobs_per_gpu: {per_gpu}, guard: true, trials: {str(trials).lower()}}}",
+             f"pack: {{max_jobs_per_gpu: {per_gpu}, guard: true, trials: {str(trials).lower()}{known}}}",
              f"repeats: {repeats}", "workloads:"]
     lines += [workload_line(name, job, folder, dry, python) for name, job in jobs.items()]
     lines.append("groups: [" + ", ".join(f"[{n}]" for n in jobs) + "]")
@@ -378,6 +380,8 @@ def main() -> None:
     sp.add_argument("--max-slowdown", type=float, default=BOUND)
     sp.add_argument("--queue", required=True)
     sp.add_argument("--name", help="the queue's name (default: from its folder)")
+    sp.add_argument("--pairs-from", default="", help="experiments whose pairs the packed steps know, comma-separated "
+                    "(pair_rates.sh's pack-pairs-<name>)")
     an = sub.add_parser("analyse")
     analysis_args(an)
     for flag in ("--queue", "--name"):
@@ -394,7 +398,8 @@ def main() -> None:
     if args.what == "spec":
         with open(args.out, "w") as fh:
             fh.write(spec(args.step, args.dry, args.modes, args.max_slowdown, args.queue,
-                          experiment(args.name or default_name(args.queue))))
+                          experiment(args.name or default_name(args.queue)),
+                          pairs_from=tuple(n for n in args.pairs_from.split(",") if n)))
     elif args.what == "analyse":
         from mlflow.tracking import MlflowClient
 

@@ -27,6 +27,8 @@
 # the stand-in MPS daemon): it proves the commands and files, no GPU figure. WORK: the work folder (made
 # fresh, default /tmp/pack_bound_<NAME>), which holds the store and the private MPS directories. Changes no
 # GPU setting; uses both GPUs, so not beside another script that does. PACK_DEVICES='["0"]': one GPU only.
+# PAIRS_FROM=pack-pairs-b: the packed steps know the pairs a pair sweep measured in that experiment of the same
+# store (pack.pairs_from); PAIRS_STORE=<pair_rates.sh's RESULTS/mlflow.db.xz>: the fresh store starts as a copy of it.
 set -u
 . benchmarks/gpu_lib.sh  # REPO, PYTHONPATH; gpu_* and say
 QUEUE=$(realpath "${QUEUE:-examples/pack_bound/queue.yaml}")
@@ -48,6 +50,11 @@ gpu_results "$RESULTS" "steps_$(echo "$PARTS" | tr ' ' _).log"
 WORK=$(realpath -m "${WORK:-/tmp/pack_bound_$NAME}")
 if [ "$FRESH" = 1 ]; then
   gpu_work "$WORK"  # the work folder, made fresh: its store and spool
+  if [ -n "${PAIRS_STORE:-}" ]; then  # a pair sweep's store (pair_rates.sh's mlflow.db.xz, or a .db): start in it
+    python3 -c 'import lzma, shutil, sys; src = sys.argv[1]
+shutil.copyfileobj(lzma.open(src) if src.endswith(".xz") else open(src, "rb"), open(sys.argv[2], "wb"))' \
+      "$(realpath "$PAIRS_STORE")" "$W/mlflow.db" || { say "cannot read PAIRS_STORE=$PAIRS_STORE"; exit 2; }
+  fi
 else  # the steps before ran in it: its store goes on
   W=$WORK
   [ -f "$RESULTS/steps.json" ] || { echo "no steps.json in $RESULTS: run PARTS=alone first"; exit 2; }
@@ -64,7 +71,7 @@ gpu_machine "$RESULTS/machine.txt"
 say "queue $NAME ($QUEUE); machine: $(sed -n 2,3p "$RESULTS/machine.txt" | tr '\n' ' ')"
 for step in alone first second; do
   python3 -m benchmarks.packing.pack_bound spec --step $step --queue "$QUEUE" --name "$NAME" --out "$W/$step.yaml" \
-    --modes "$MODES" --max-slowdown "$BOUND" "${SPEC[@]}" || exit 2
+    --modes "$MODES" --max-slowdown "$BOUND" --pairs-from "${PAIRS_FROM:-}" "${SPEC[@]}" || exit 2
   [ -n "${PACK_DEVICES:-}" ] && sed -i "s/^devices: .*/devices: $PACK_DEVICES/" "$W/$step.yaml"  # e.g. ["0"]
   cp "$W/$step.yaml" "$RESULTS/"
 done

@@ -56,6 +56,10 @@ def test_queue_b_is_users_scripts_of_kinds_the_unmodified_queue_lacks(tmp_path):
         assert sweep.name == "pack-bound-b" and sweep.repeats == repeats
         assert (sweep.pack.max_jobs_per_gpu, sweep.pack.trials) == (per_gpu, trials)
         assert len(job_variants(sweep)) == len(jobs) * repeats
+        # PAIRS_FROM: the packed steps know a pair sweep's pairs; the alone step packs nothing
+        path.write_text(pb.spec(step, True, "naive,mps", 1.5, QUEUES["b"], pb.experiment("b"),
+                                pairs_from=("pack-pairs-b",)))
+        assert load(str(path)).pack.pairs_from == (("pack-pairs-b",) if per_gpu > 1 else ())
 
 
 def _run(client, exp_id, start_s: float, end_s: float | None, tags: dict, metrics: dict, parent: str | None = None):
