@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-TICK_S = 0.5  # a wait wakes this often, at most (Popen.wait polls at 20 Hz within it)
+TICK_S = 0.5  # a wait wakes this often, at most (a stop signal handed to another thread is handled then)
 log = logging.getLogger(__name__)
 
 
