@@ -548,7 +548,7 @@ class GroupRunner:
             self.timings["ended"] = time.time()
             recorder.wait_closed()
             for s in self.sessions:  # let go at their runs' ends: by now their watchdogs have long exited
-                if s.watchdog is not None and s.watchdog.proc.stdin.closed:
+                if s.watchdog is not None:
                     s.watchdog.reap(timeout=0.5 if self.stopping else 10.0)
             self.timings["closed"] = time.time()
             if os.environ.get(ENV_TIMINGS):
@@ -574,6 +574,8 @@ class GroupRunner:
         returns why it failed (never raises: the group's own results come first)."""
         from mlflow.entities import RunTag
 
+        from radt_ext.store.writer import batches
+
         g = self.group
         try:
             kids = [energy_split.Child(r.name, w.device, r.started, r.ended,
@@ -595,9 +597,8 @@ class GroupRunner:
                 window = next((k.window for k in kids if k.name == r.name), None)
                 if window is not None:
                     span["collocation.progress_window"] = f"{window[0]:.3f},{window[1]:.3f}"
-                tags = [RunTag(k, v) for k, v in span.items()]  # with the first metrics: one commit fewer
-                for i in range(0, max(len(metrics), 1), 997):
-                    self.client.log_batch(r.run_id, metrics=metrics[i:i + 997], tags=tags if i == 0 else [])
+                for some, tags in batches(metrics, [RunTag(k, v) for k, v in span.items()]):
+                    self.client.log_batch(r.run_id, metrics=some, tags=tags)
                 r.summary.update({m.key[len("summary/"):]: m.value for m in metrics if m.key.startswith("summary/")})
         except Exception as exc:
             return f"{type(exc).__name__}: {exc}"

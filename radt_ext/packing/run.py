@@ -2,7 +2,6 @@
 for a dry run, else run it through the packing executor (resume, report and results as any sweep)."""
 from __future__ import annotations
 
-import os
 
 from radt_ext.packing import against_plain, explain, profiles
 from radt_ext.packing.executor import PackExecutor
@@ -10,6 +9,7 @@ from radt_ext.packing.options import PackOptions, sharing_modes
 from radt_ext.packing.planner import Planner
 from radt_ext.packing.queue import job_variants, jobs_of
 from radt_ext.store.client import connect, tracking_uri
+from radt_ext.store.fresh_store import not_made
 from radt_ext.sweep import console as out
 from radt_ext.sweep.executor import execute, key, resume_state
 from radt_ext.sweep.lanes import pool_of
@@ -29,7 +29,7 @@ def _store_state(uri: str, variants, console, model: str | None = None, pairs_fr
     from radt_ext.packing.profiles import Knowledge
 
     try:
-        if uri.startswith("sqlite:///") and not os.path.exists(uri[len("sqlite:///"):]):
+        if not_made(uri):
             profiles.check_sources(None, pairs_from, variants[0].experiment)
             return Knowledge(), {}, None
         client = connect(uri)
@@ -78,7 +78,6 @@ def run(sweep: Sweep, dry: bool = False, uri: str | None = None, console=None, p
     variants = job_variants(sweep)
     if opts.pairs_from:  # a name the store lacks, said before anything runs, jobs to run or not
         uri = tracking_uri(uri)
-        missing = uri.startswith("sqlite:///") and not os.path.exists(uri[len("sqlite:///"):])
-        profiles.check_sources(None if missing else connect(uri), opts.pairs_from, variants[0].experiment)
+        profiles.check_sources(None if not_made(uri) else connect(uri), opts.pairs_from, variants[0].experiment)
     executor = PackExecutor(opts, pool=pool)
     return execute(variants, uri=uri, console=console, executor=executor)

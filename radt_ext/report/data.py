@@ -129,4 +129,9 @@ def sweep_runs(client, sweep_id: str, experiment_ids: list[str] | None = None, e
     runs = client.search_runs(experiment_ids or all_experiment_ids(client),
                               filter_string=f"tags.`sweep.id` = '{sweep_id}'", max_results=50000,
                               order_by=["attributes.start_time ASC"])
-    return runs if every else [r for r in runs if not r.data.tags.get("sweep.role")]
+    return runs if every else variant_runs(runs)
+
+
+def variant_runs(runs: list) -> list:
+    """The runs of the sweep's variants among `runs`: not its own (its report, its settings' means)."""
+    return [r for r in runs if not r.data.tags.get("sweep.role")]

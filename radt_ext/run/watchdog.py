@@ -117,7 +117,9 @@ class Watchdog:
             pass
 
     def reap(self, timeout: float = 10.0) -> None:
-        """Its exit waited for (killed after `timeout`); `let_go` first."""
+        """Its exit waited for (killed after `timeout`) once it was let go; still watching: nothing."""
+        if not self.proc.stdin.closed:
+            return
         try:
             wait_child(self.proc, timeout)  # its exit seen when it comes, not at Popen.wait's next poll
         except subprocess.TimeoutExpired:

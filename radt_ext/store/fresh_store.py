@@ -26,6 +26,12 @@ def sqlite_path(uri: str) -> str | None:
     return None if path in ("", ":memory:") else path
 
 
+def not_made(uri: str) -> bool:
+    """A `sqlite:///` store whose file does not exist yet (a dry run reads none and makes none)."""
+    path = sqlite_path(uri)
+    return path is not None and not os.path.exists(path)
+
+
 def _making(path: str) -> str:
     """This process's temporary file for the store at `path`."""
     return os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.{os.getpid()}.making")

@@ -41,6 +41,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,6 +88,16 @@ def absolute_uri(uri: str) -> str:
 def is_locked(exc: BaseException) -> bool:
     text = str(exc).lower()
     return any(words in text for words in LOCKED)
+
+
+def batches(metrics: list, tags: list) -> Iterator[tuple[list, list]]:
+    """(metrics, tags) for as few log_batch calls as MLflow's limits allow (each is a commit): the tags with
+    the first metrics."""
+    while metrics or tags:
+        some_tags, tags = tags[:MAX_TAGS], tags[MAX_TAGS:]
+        room = MAX_BATCH - len(some_tags)
+        some, metrics = metrics[:room], metrics[room:]
+        yield some, some_tags
 
 
 @dataclass
@@ -407,12 +418,7 @@ class MetricWriter:
         from mlflow.entities import Metric, RunTag
 
         metrics = [Metric(m.key, float(m.value), int(m.timestamp), int(m.step)) for m in metrics]
-        items = [RunTag(k, str(v)) for k, v in tags.items()]
-        # as few calls as MLflow's limits allow (each is a commit): tags with the first metrics
-        while metrics or items:
-            some_tags, items = items[:MAX_TAGS], items[MAX_TAGS:]
-            room = MAX_BATCH - len(some_tags)
-            some, metrics = metrics[:room], metrics[room:]
+        for some, some_tags in batches(metrics, [RunTag(k, str(v)) for k, v in tags.items()]):
             self._retry_locked(lambda: self.client.log_batch(self.run_id, metrics=some, tags=some_tags,
                                                              synchronous=True))
         if status:

@@ -4,11 +4,10 @@ width in a file or a pipe, CSV or JSON with `--output`."""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import sys
 
 from radt_ext.report.tables import NOISE_MARK, Column, DataTable, Stat, emit  # noqa: F401  (the sweep's tables)
-
-import importlib.util
 
 HAVE_RICH = importlib.util.find_spec("rich") is not None  # imported at the console's first use (LazyConsole)
 
@@ -67,7 +66,9 @@ def show(tbl: DataTable, con, output: str = "table") -> None:
 @contextlib.contextmanager
 def progress(con):
     con = con.real() if isinstance(con, LazyConsole) else con
-    if HAVE_RICH and type(con).__module__.startswith("rich."):
+    if HAVE_RICH:
+        from rich.console import Console
+    if HAVE_RICH and isinstance(con, Console):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())

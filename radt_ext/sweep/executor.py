@@ -3,8 +3,8 @@ of devices or a lane per device here, or Slurm jobs), then rebuild the sweep rep
 reports do not depend on where the variants ran."""
 from __future__ import annotations
 
+import contextlib
 import difflib
-import os
 import shlex
 from dataclasses import dataclass
 
@@ -14,6 +14,7 @@ from radt_ext.hostsettings import around
 from radt_ext.hostsettings import restore as host_restore
 from radt_ext.hostsettings.base import Where
 from radt_ext.store.client import connect, experiment_id_for, tracking_uri
+from radt_ext.store.fresh_store import not_made
 from radt_ext.sweep import console as out
 from radt_ext.sweep import report as sweep_report
 from radt_ext.sweep.plan import Variant
@@ -190,7 +191,7 @@ def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = No
     uri = tracking_uri(uri)
     if dry_run:
         try:
-            if uri.startswith("sqlite:///") and not os.path.exists(uri[len("sqlite:///"):]):
+            if not_made(uri):
                 raise FileNotFoundError(uri)  # no store yet: nothing done, and a dry run creates none
             done, changed = resume_state(connect(uri), variants)
         except FileNotFoundError:
@@ -243,11 +244,12 @@ def execute(variants: list[Variant], dry_run: bool = False, uri: str | None = No
     ctx = Context(client, uri, console, changed, head)
     outcomes += runner.run(todo, ctx) if todo else []
     outcomes.sort(key=lambda o: o.variant.index)
-    every: dict[str, list | None] = {}
+    every: dict[str, list] = {}
     for sweep_id, experiment in dict.fromkeys((v.sweep_id, v.experiment) for v in variants):
         if sweep_id not in every:  # read once: its report, its report run and its means are made from them
-            every[sweep_id] = sweep_report.sweep_runs(client, sweep_id)
-        runs = every[sweep_id]
+            with contextlib.suppress(Exception):  # unread: each reads them itself, and says why it failed
+                every[sweep_id] = sweep_report.sweep_runs(client, sweep_id)
+        runs = every.get(sweep_id)
         run_id, path = sweep_report.log(client, sweep_id, experiment, runs)
         if path:
             console.print(f"sweep {sweep_id}: report {path} on run {run_id}", highlight=False, soft_wrap=True)

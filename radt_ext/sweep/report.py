@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
 
-from radt_ext.report import log_sweep_report, tag_report_error
+from radt_ext.report import data, log_sweep_report, tag_report_error
 from radt_ext.store.client import experiment_id_for
 
 ROLE_TAG = "sweep.role"
@@ -26,15 +26,10 @@ COPIED = ("sweep.id", "sweep.group", "sweep.place", "collocation.mode")  # the s
 ARTIFACT = "radt_ext_sweep_report.html"
 
 
-def sweep_runs(client, sweep_id: str) -> list | None:
-    """Every run tagged with the sweep's id (its own report and means too), oldest first, read once for its
-    report, its report run and its means; None when the store cannot say (each then asks on its own)."""
-    from radt_ext.report.data import sweep_runs as read
-
-    try:
-        return read(client, sweep_id, every=True)
-    except Exception:
-        return None
+def sweep_runs(client, sweep_id: str) -> list:
+    """Every run tagged with the sweep's id (its own report and means too), oldest first: read once for its
+    report, its report run and its means."""
+    return data.sweep_runs(client, sweep_id, every=True)
 
 
 def _in(runs: list, experiment_id: str) -> list:
@@ -42,14 +37,10 @@ def _in(runs: list, experiment_id: str) -> list:
 
 
 def report_run(client, sweep_id: str, experiment: str, runs: list | None = None) -> str:
-    """The sweep's report run: the one made before, else a new one. `runs`: sweep_runs' answer."""
+    """The sweep's report run: the one made before, else a new one. `runs`: sweep_runs' answer (else read)."""
     experiment_id = experiment_id_for(client, experiment)
-    if runs is None:
-        found = client.search_runs([experiment_id],
-                                   f"tags.`sweep.id` = '{sweep_id}' and tags.`{ROLE_TAG}` = '{ROLE}'",
-                                   order_by=["attributes.start_time DESC"], max_results=1)
-    else:
-        found = [r for r in reversed(_in(runs, experiment_id)) if r.data.tags.get(ROLE_TAG) == ROLE]
+    runs = sweep_runs(client, sweep_id) if runs is None else runs
+    found = [r for r in reversed(_in(runs, experiment_id)) if r.data.tags.get(ROLE_TAG) == ROLE]
     if found:
         return found[0].info.run_id
     name = f"{sweep_id}: sweep report"
@@ -62,11 +53,11 @@ def log(client, sweep_id: str, experiment: str, runs: list | None = None) -> tup
     """(report run id, artifact path or None when building failed: see its radt_ext.report_error tag).
     Never raises: a report must not fail a sweep whose groups ran. `runs`: sweep_runs' answer."""
     try:
+        runs = sweep_runs(client, sweep_id) if runs is None else runs
         run_id = report_run(client, sweep_id, experiment, runs)
     except Exception:
         return None, None
-    path = log_sweep_report(client, run_id, sweep_id, ARTIFACT,
-                            runs=None if runs is None else [r for r in runs if not r.data.tags.get(ROLE_TAG)])
+    path = log_sweep_report(client, run_id, sweep_id, ARTIFACT, runs=data.variant_runs(runs))
     try:
         client.set_terminated(run_id, "FINISHED")
     except Exception:
@@ -96,8 +87,7 @@ def log_setting_means(client, sweep_id: str, experiment: str, report_run_id: str
 
     try:
         experiment_id = experiment_id_for(client, experiment)
-        runs = client.search_runs([experiment_id], f"tags.`sweep.id` = '{sweep_id}'", max_results=50000,
-                                  order_by=["attributes.start_time ASC"]) if runs is None else _in(runs, experiment_id)
+        runs = _in(sweep_runs(client, sweep_id) if runs is None else runs, experiment_id)
         made = {r.data.tags.get(SETTING_TAG): r.info.run_id for r in runs
                 if r.data.tags.get(ROLE_TAG) == SETTING_ROLE}
         groups = [r for r in runs if r.info.status == "FINISHED" and r.data.tags.get("sweep.group")

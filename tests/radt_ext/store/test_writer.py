@@ -87,3 +87,12 @@ def test_a_server_that_answers_garbage_spools_the_points_and_the_end(tmp_path, m
     assert writer.sent == writer.spooled == 6
     assert sorted(r["step"] for r in records if "step" in r and r["key"] == "system/y_w") == list(range(6))
     assert [r["status"] for r in records if r.get("kind") == "status"] == ["FINISHED"]
+
+
+def test_batches_keep_to_mlflows_limits_with_the_tags_first():
+    from radt_ext.store.writer import MAX_BATCH, MAX_TAGS, batches
+
+    out = list(batches(list(range(2500)), [f"t{i}" for i in range(150)]))
+    assert [(len(m), len(t)) for m, t in out] == [(MAX_BATCH - MAX_TAGS, MAX_TAGS), (MAX_BATCH - 50, 50), (650, 0)]
+    assert [x for m, _ in out for x in m] == list(range(2500))
+    assert list(batches([], ["a"])) == [([], ["a"])] and list(batches([], [])) == []
