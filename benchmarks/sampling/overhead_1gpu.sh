@@ -19,13 +19,16 @@
 #            defaults, `run` without counting (run-np) and the same without nvidia-smi's listener (every other
 #            default listener at its rate), beside the decoder and the GRU trainer (KINDS7, CONFIGS7, SECONDS7,
 #            REPEATS7): the decoder's cost where its CPU is its own, and whether nvidia-smi starting beside a job
-#            lengthens its start-up.
+#            lengthens its start-up;
+#   STAGE=8: each listener alone at its default rate, a sweep at its defaults and as the pack proofs' alone pass
+#            runs it (sweep-pack), beside the decoder and the GRU trainer, one job at a time on the first GPU
+#            (KINDS8, CONFIGS8, SECONDS8, REPEATS8): which listener a launch- or host-bound job pays for.
 # Each call leaves $OUT/overhead_1gpu.tar.gz (stage<N>/: overhead_gpu0/, startup/, nvml_start.json).
 #   STAGE=1 OUT=<dir> bash benchmarks/sampling/overhead_1gpu.sh
 set -u
 . benchmarks/gpu_lib.sh
 gpu_wheels
-R=${RES:-/tmp/res}/stage${STAGE:?STAGE=1 .. 7}
+R=${RES:-/tmp/res}/stage${STAGE:?STAGE=1 .. 8}
 mkdir -p "$R"
 case $STAGE in
   1) CUDA_VISIBLE_DEVICES=0 timeout 30 python3 - > "$R/nvml_start.json" 2> "$R/nvml_start.err" <<'EOF'
@@ -65,6 +68,9 @@ EOF
   7) JOBS_PIN="${JOBS_PIN:-2-5}" REPEATS="${REPEATS7:-3}" SECONDS_PER_JOB="${SECONDS7:-8}" gpu_overhead_each "$R" 0 \
        "${CONFIGS7:-plain,run,sweep,run-np,nvml:0.1/gpm:0.5/top:1/gpu_procs:0.2}" "${BUDGET_S:-$((570 - SECONDS))}" \
        "${KINDS7:-decoder,gru}" ;;
+  8) REPEATS="${REPEATS8:-3}" SECONDS_PER_JOB="${SECONDS8:-5}" gpu_overhead_each "$R" 0 \
+       "${CONFIGS8:-plain,sweep,sweep-pack,smi:0.5,gpm:0.5,nvml:0.1,gpu_procs:0.2,top:1}" \
+       "${BUDGET_S:-$((570 - SECONDS))}" "${KINDS8:-decoder,gru}" ;;
 esac
 wait
 [ -f "$R/overhead_gpu0.out" ] && tail -n 30 "$R/overhead_gpu0.out"
