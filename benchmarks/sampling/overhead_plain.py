@@ -303,6 +303,14 @@ def _folder(arg: str) -> tuple[Path, set[str] | None]:
     return Path(path), set(kinds.split(",")) if kinds else None
 
 
+def _rel(folder: Path, out: Path) -> str:
+    """A results folder as the summary names it: its path under --out ("." for --out itself)."""
+    try:
+        return str(folder.resolve().relative_to(out.resolve())) or "."
+    except ValueError:
+        return folder.name
+
+
 def analyse(args) -> None:
     out = Path(args.out)
     recs = []
@@ -392,12 +400,14 @@ def analyse(args) -> None:
             passes += [(folder, a, p) for p in a["passes"]]
     if passes:
         arows, worst, pairs = [], [], []
+        kinds = list(dict.fromkeys(k for _, a, _ in passes for k in a["amounts"]))
         for folder, a, p in passes:
             walls = [j.get("job_wall_s") for j in p["jobs"].values()]
-            own = p["makespan_s"] - sum(w for w in walls if w) if all(walls) else None
-            where = "" if folder == out else f"{folder.name} "
+            # one lane: the makespan less its jobs' walls; several: not known which job ran where in the sweep
+            own = p["makespan_s"] - sum(w for w in walls if w) if all(walls) and len(a["devices"]) == 1 else None
+            where = "" if folder == out else f"{_rel(folder, out)} "
             arows.append([f"{where}{p['round']}", p["how"], fmt(p["makespan_s"], 1), fmt(own, 2),
-                          *[fmt(p["jobs"].get(k, {}).get("job_wall_s"), 2) for k in a["amounts"]]])
+                          *[fmt(p["jobs"].get(k, {}).get("job_wall_s"), 2) for k in kinds]])
             if p["how"] != "sweep":
                 continue
             base = next((q for f, _, q in passes if f == folder and q["how"] == "plain" and q["round"] == p["round"]),
@@ -405,11 +415,12 @@ def analyse(args) -> None:
             if base is None:
                 continue
             base_walls = [j.get("job_wall_s") for j in base["jobs"].values()]
-            pairs.append({"folder": folder.name if folder != out else ".", "round": p["round"],
+            pairs.append({"folder": _rel(folder, out), "round": p["round"], "devices": a["devices"],
                           "plain_makespan_s": round(base["makespan_s"], 3), "radt_makespan_s": round(p["makespan_s"], 3),
                           "ratio": round(p["makespan_s"] / base["makespan_s"], 4),
                           # the launcher's own time: the makespan less the jobs' own walls
-                          "plain_own_s": round(base["makespan_s"] - sum(base_walls), 3) if all(base_walls) else None,
+                          "plain_own_s": round(base["makespan_s"] - sum(base_walls), 3)
+                          if all(base_walls) and len(a["devices"]) == 1 else None,
                           "radt_own_s": round(own, 3) if own is not None else None})
             for k, j in p["jobs"].items():
                 pw = base["jobs"].get(k, {}).get("job_wall_s")
@@ -417,15 +428,15 @@ def analyse(args) -> None:
                     worst.append({"job": k, "round": p["round"], "plain_wall_s": round(pw, 3),
                                   "radt_wall_s": round(j["job_wall_s"], 3),
                                   "within": j["job_wall_s"] <= 1.05 * pw + 0.5,
-                                  **({"folder": folder.name} if folder != out else {})})
+                                  **({"folder": _rel(folder, out)} if folder != out else {})})
         # several passes: their sums (every queue run each way); one pass: its own figures
-        alone_summary = {"devices": passes[0][1]["devices"],
+        alone_summary = {"devices": list(dict.fromkeys(d for _, a, _ in passes for d in a["devices"])),
                          "plain_makespan_s": round(sum(x["plain_makespan_s"] for x in pairs), 3) if pairs else None,
                          "radt_makespan_s": round(sum(x["radt_makespan_s"] for x in pairs), 3) if pairs else None,
                          "passes": pairs, "jobs": worst}
-        kinds = passes[0][1]["amounts"]
-        md += ["", f"### The queue plain (one job per GPU at a time, {len(passes[0][1]['devices'])} lane(s)) and as a "
-               "sweep's alone pass", "", "own s: the makespan less the jobs' own walls (the launcher's own time).", "",
+        counts = sorted({len(a["devices"]) for _, a, _ in passes})
+        md += ["", f"### The queue plain (one job per GPU at a time, {' or '.join(map(str, counts))} lane(s)) and as a "
+               "sweep's alone pass", "", "own s: the makespan less the jobs' own walls (the launcher's own time; one lane only).", "",
                table(["round", "how", "makespan s", "own s", *[f"{k} wall s" for k in kinds]], arows)]
     result = {"card": args.card or gpu_name() or "cpu", "repeats": max((len(e["plain_s"]) for e in summary_kinds.values()), default=0),
               "kinds": summary_kinds, "listeners": listeners, "alone_pass": alone_summary,
