@@ -106,6 +106,83 @@ def test_another_calls_folder_gives_only_the_kinds_named_after_it(tmp_path):
     assert kinds["gemm"]["plain_s"] == [3.0]
 
 
+def _alone(folder, devices, plain, sweep):
+    """An alone.json of one round: each job's wall plain and in the sweep's pass."""
+    (folder / "alone.json").write_text(json.dumps({"devices": devices, "amounts": {k: 1 for k in plain}, "passes": [
+        {"how": how, "round": 0, "makespan_s": sum(walls.values()) / len(devices) + 0.2,
+         "jobs": {k: {"job_wall_s": w} for k, w in walls.items()}}
+        for how, walls in (("plain", plain), ("sweep", sweep))]}))
+
+
+def test_alone_passes_of_one_and_two_gpus_are_told_apart(tmp_path):
+    """`--alone`: each pass named by its folder under --out, with its GPUs; the launcher's own time only where one
+    lane ran every job (two lanes: which job ran where in the sweep is not known); every job judged."""
+    out = tmp_path / "res"
+    _jobs(out, ["decoder"], 5.0)
+    one, two = out / "one_gpu" / "alone", out / "two_gpu" / "alone"
+    one.mkdir(parents=True)
+    two.mkdir(parents=True)
+    _alone(one, ["0"], {"decoder": 10.0, "gru": 12.0}, {"decoder": 10.2, "gru": 12.1})
+    _alone(two, ["0", "1"], {"decoder": 10.0, "gru": 12.0, "kv": 8.0}, {"decoder": 11.2, "gru": 12.0, "kv": 8.0})
+    from benchmarks.sampling import overhead_plain
+
+    overhead_plain.main(["analyse", "--out", str(out), "--alone", str(one), "--alone", str(two), "--card", "cpu",
+                         "--summary", str(tmp_path / "s.json")])
+    alone = json.loads((tmp_path / "s.json").read_text())["alone_pass"]
+    assert alone["devices"] == ["0", "1"]
+    first, second = alone["passes"]
+    assert (first["folder"], first["devices"], second["folder"], second["devices"]) == \
+        ("one_gpu/alone", ["0"], "two_gpu/alone", ["0", "1"])
+    assert first["radt_own_s"] == pytest.approx(0.2) and second["radt_own_s"] is None
+    judged = {(j["folder"], j["job"]): j["within"] for j in alone["jobs"]}
+    assert len(judged) == 5 and judged[("two_gpu/alone", "decoder")] is False  # 11.2 > 1.05 x 10.0 + 0.5
+    assert judged[("two_gpu/alone", "kv")] and judged[("one_gpu/alone", "gru")]
+    assert "| two_gpu/alone 0 | sweep |" in (out / "overhead_plain.md").read_text()
+
+
+def _pairs(folder, rows):
+    folder.mkdir(parents=True)
+    with open(folder / "pairs.jsonl", "w") as fh:
+        for r, (plain, radt) in enumerate(rows):
+            fh.write(json.dumps({"kind": "gru", "config": "sweep", "round": r, "amount": 1,
+                                 "plain": {"rc": 0, "own_s": plain, "job_wall_s": plain + 2, "before_s": 0.06,
+                                           "after_s": 0.01, "gpu": "0"},
+                                 "radt": {"rc": 0, "own_s": radt, "job_wall_s": radt + 2, "before_s": 0.26,
+                                          "after_s": 0.31, "gpu": "1"}}) + "\n")
+
+
+def test_side_by_side_pairs_give_each_pairs_cost_with_its_interval(tmp_path):
+    """benchmarks/sampling/side_by_side.py: each pair's cost against its own plain twin, the mean's 95 %
+    t-interval over the pairs, radt-ext's own time beyond plain's; a failed job's pair left out."""
+    from benchmarks.sampling import side_by_side
+
+    _pairs(tmp_path / "a", [(10.0, 10.2), (8.0, 8.0)])
+    _pairs(tmp_path / "b", [(9.0, 9.0), (10.0, 0.0)])  # the last: no own time read, left out
+    s = side_by_side.summarise([tmp_path / "a", tmp_path / "b"])["gru"]["sweep"]
+    assert s["pairs"] == 3 and s["bound"] == "host"
+    assert s["own_cost_pct"] == pytest.approx(2.0 / 3) and s["own_cost_median_pct"] == pytest.approx(0.0)
+    lo, hi = s["own_cost_ci95"]
+    assert lo < 0 < s["own_cost_pct"] < hi  # 4.30 x the spread's standard error either side
+    assert hi - s["own_cost_pct"] == pytest.approx(4.303 * (4 / 3) ** 0.5 / 3 ** 0.5, rel=1e-3)
+    assert s["extra_s"] == [0.5, 0.5, 0.5]
+
+
+def test_side_by_side_runs_each_pair_together_on_the_cpu(tmp_path, tracking_uri):
+    """The pairs' plumbing on the CPU versions of the scripts: both jobs of a pair stamped, started together."""
+    out = tmp_path / "res"
+    env = dict(os.environ, RADT_EXT_NVML_REPLAY=TRACE, MLFLOW_TRACKING_URI=tracking_uri,
+               PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.sampling.side_by_side", "pairs", "--out", str(out),
+                           "--dry", "--gpus", "cpu,cpu", "--kinds", "gemm", "--configs", "sweep", "--repeats", "1"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    pair, = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
+    plain, radt = pair["plain"], pair["radt"]
+    assert plain["rc"] == 0 and radt["rc"] == 0 and plain["own_s"] > 0 and radt["own_s"] > 0
+    assert abs(plain["launched"] - radt["launched"]) < 1.0  # started together
+    assert radt["job_started"] < plain["job_ended"] and plain["job_started"] < radt["job_ended"]  # side by side
+
+
 @pytest.mark.skipif(not shutil.which("taskset") or len(os.sched_getaffinity(0)) < 2, reason="needs taskset, 2 CPUs")
 def test_pinned_jobs_run_on_the_cpus_asked_in_every_configuration(tmp_path, tracking_uri):
     from mlflow.tracking import MlflowClient
