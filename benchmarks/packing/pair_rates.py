@@ -24,6 +24,10 @@ from benchmarks.packing import pack_bound, queue_rates
 
 
 def parse_pairs(text: str, jobs: dict) -> list[tuple[str, str]]:
+    """`A+B,C+D`, or `all`: every two of the queue's jobs, in its order."""
+    if text.strip() == "all":
+        names = list(jobs)
+        return [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
     out = []
     for item in filter(None, (p.strip() for p in text.split(","))):
         a, sep, b = item.partition("+")
@@ -33,16 +37,20 @@ def parse_pairs(text: str, jobs: dict) -> list[tuple[str, str]]:
     return out
 
 
-def spec(path: str, name: str, pairs: list[tuple[str, str]], mode: str, dry: bool) -> str:
-    """Each job of the pairs alone (exclusive, run first by the sweep), then each pair as one group."""
+def spec(path: str, name: str, pairs: list[tuple[str, str]], mode: str, dry: bool,
+         measure_s: float | None = None) -> str:
+    """Each job of the pairs alone (exclusive, run first by the sweep), then each pair as one group; with
+    `measure_s`, every group stopped once its active phases ran that long (alone, or side by side): the pairs
+    of long jobs measured in short windows."""
     jobs = pack_bound.queue(path)
     folder = os.path.dirname(os.path.abspath(path))
     used = [n for n in jobs if any(n in p for p in pairs)]
     lines = [f"name: pack-pairs-{name}", 'devices: ["0"]', *pack_bound.listener_lines(dry), "workloads:"]
     lines += [pack_bound.workload_line(n, jobs[n], folder, dry) for n in used]
     lines.append("groups:")
-    lines += [f"  - {{workloads: [{n}], modes: [exclusive]}}" for n in used]
-    lines += [f"  - {{workloads: [{a}, {b}], modes: [{mode}]}}" for a, b in pairs]
+    cut = f", measure_s: {measure_s:g}" if measure_s else ""
+    lines += [f"  - {{workloads: [{n}], modes: [exclusive]{cut}}}" for n in used]
+    lines += [f"  - {{workloads: [{a}, {b}], modes: [{mode}]{cut}}}" for a, b in pairs]
     return "\n".join(lines) + "\n"
 
 
@@ -71,7 +79,8 @@ def main(argv=None) -> None:
     s = sub.add_parser("spec", help="the sweep spec: each job alone, then each pair")
     s.add_argument("--queue", required=True)
     s.add_argument("--name", required=True)
-    s.add_argument("--pairs", required=True, help="A+B,C+D,... in the order to run them")
+    s.add_argument("--pairs", required=True, help="A+B,C+D,... in the order to run them, or all")
+    s.add_argument("--measure-s", type=float, help="stop every group once its active phases ran this long")
     s.add_argument("--mode", default="mps", choices=("mps", "naive"))
     s.add_argument("--dry", action="store_true", help="the queue's tiny CPU arguments")
     s.add_argument("--out", required=True)
@@ -86,7 +95,7 @@ def main(argv=None) -> None:
     if args.cmd == "spec":
         pairs = parse_pairs(args.pairs, pack_bound.queue(args.queue))
         with open(args.out, "w") as fh:
-            fh.write(spec(args.queue, args.name, pairs, args.mode, args.dry))
+            fh.write(spec(args.queue, args.name, pairs, args.mode, args.dry, args.measure_s))
         return
     data = fixture(args.store, args.experiment, args.base, args.card, args.queue)
     with open(args.out, "w") as fh:

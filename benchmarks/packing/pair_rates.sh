@@ -5,6 +5,8 @@
 # in it (the sweep's resume skips what is done: the jobs alone and the pairs measured before).
 #   PAIRS=vae+epochs,encoder+epochs QUEUE=examples/pack_bound/queue.yaml NAME=b RESULTS=<dir> \
 #     bash benchmarks/packing/pair_rates.sh
+# PAIRS=all: every two of the queue's jobs. MEASURE_S=N: each group (each job alone, each pair) stopped once its
+# active phases ran N s (the sweep's measure_s): long jobs' pairs in short windows.
 # Then: python -m benchmarks.packing.pair_rates fixture --store sqlite:///<store> --experiment pack-pairs-b ...
 # DRY=1: the same flow on the CPU (the queue's tiny arguments, NVML replayed, the stand-in MPS daemon).
 # Changes no GPU setting; uses GPU 0 only.
@@ -24,7 +26,7 @@ fi
 gpu_mps "$W/mps"
 gpu_machine "$RESULTS/machine.txt"
 python3 -m benchmarks.packing.pair_rates spec --queue "$QUEUE" --name "$NAME" --pairs "${PAIRS:?PAIRS=A+B,...}" \
-  --mode "$MODE" "${DRYARG[@]}" --out "$W/pairs.yaml" || exit 2
+  --mode "$MODE" ${MEASURE_S:+--measure-s "$MEASURE_S"} "${DRYARG[@]}" --out "$W/pairs.yaml" || exit 2
 cp "$W/pairs.yaml" "$RESULTS/"
 say "pairs of $NAME ($MODE): $PAIRS; machine: $(sed -n 2p "$RESULTS/machine.txt")"
 limit=$((BUDGET_S - SECONDS - 30))

@@ -162,6 +162,7 @@ class GroupRunner:
         self._head: tuple[Recorder, list, dict, float] | None = None  # head_start(): recorder, listeners, skipped, t0
         self._head_waiter: threading.Thread | None = None
         self.timings: dict[str, float] = {}  # time.time() of each step (RADT_EXT_TIMINGS)
+        self.measured_at: float | None = None  # measure_s: when the workloads were stopped, their window done
 
     # -- setting up ------------------------------------------------------------------
     def _mode_env(self, stack: contextlib.ExitStack) -> dict[str, tuple[dict[str, str], str]]:
@@ -346,15 +347,59 @@ class GroupRunner:
                 result.ended = time.time()
         finally:
             result.status = s.status()
+            measured = self._measured(result)
+            if measured:  # stopped by its group once measured, as asked: its run ends as one that did its part
+                result.status, result.returncode = "FINISHED", 0
             try:
                 if between is not None:
                     between()
             finally:
                 try:
                     self._own_span(s, result)
-                    s.finish()
+                    s.finish(result.status)
+                    if measured and result.run_id:
+                        with contextlib.suppress(Exception):
+                            self._log_tags(result.run_id, {MEASURED_TAG: f"{self.group.measure_s:g}"})
                 finally:
                     result.summary = dict(s.summary)
+
+    def _measured(self, result: ChildResult) -> bool:
+        """Whether the workload ended because its measurement's window was done (measure_s)."""
+        return (self.measured_at is not None and not self.stopping and result.ended is not None
+                and result.ended >= self.measured_at and result.status != "FINISHED")
+
+    def _watch_measure(self) -> None:
+        """measure_s: the guard follows the workloads' active phases without a bound (it never acts), and a
+        thread stops them once measured (_stop_when_measured)."""
+        from radt_ext.collocation import guard as guard_mod
+
+        g = self.group
+        bound = g.guard_slowdown if g.guard_slowdown is not None else float("inf")
+        self.guard = guard_mod.Guard([self._member(s, r) for s, r in zip(self.sessions, self.results)], bound,
+                                     echo=self.echo, lock_paths=_store_files(self.uri)).start()
+        threading.Thread(target=self._stop_when_measured, name="radt-measure", daemon=True).start()
+
+    def _stop_when_measured(self) -> None:
+        """measure_s: once every workload's active phase has run that long beside the others (one workload:
+        alone; the guard's reading of their progress), each is stopped as Ctrl-C would (SIGINT to its process
+        tree). Nothing is stopped where one ended first or the group is stopping."""
+        from radt_ext.collocation import guard as guard_mod
+
+        g, guard = self.group, self.guard
+        while not self.stopping and guard is not None:
+            if any(r.ended is not None or r.status not in ("SCHEDULED", "RUNNING") for r in self.results
+                   if r.started):
+                return  # one ended on its own: its window is what it is
+            since = [guard.state[r.name].active_since for r in self.results]
+            if all(r.started for r in self.results) and all(t is not None for t in since) \
+                    and time.time() - max(since) >= g.measure_s:
+                self.measured_at = time.time()
+                self.echo(f"radt-ext: {g.measure_s:g} s side by side measured: stopping "
+                          f"{', '.join(r.name for r in self.results)}")
+                for r in self.results:
+                    guard_mod.signal_pids(guard.members[r.name].pids(), signal.SIGINT)
+                return
+            time.sleep(guard.tick_s)
 
     @staticmethod
     def _own_span(s: _Session, result: ChildResult) -> None:
@@ -372,8 +417,8 @@ class GroupRunner:
         made once `run()` reaches the store. False, nothing started, where only MLflow can tell where the
         run goes or the command cannot be spawned (`run()` then goes the usual way)."""
         g = self.group
-        if g.mode != "exclusive" or not g.experiment_name or self.sessions:
-            return False
+        if g.mode != "exclusive" or not g.experiment_name or self.sessions or g.measure_s is not None:
+            return False  # a measurement's watch starts with its runs
         self.experiment_name = g.experiment_name
         mode_env = self._mode_env(contextlib.ExitStack())  # exclusive: each workload's devices, nothing to undo
         w = g.workloads[0]  # the others' sessions are made under the parent run, as usual
@@ -509,6 +554,8 @@ class GroupRunner:
                                 keep=energy_split.PARENT_SERIES).start()
         self.timings["bound"] = time.time()
         try:
+            if g.measure_s is not None and not self.stopping:
+                self._watch_measure()
             if g.mode == "exclusive":
                 last = len(self.sessions) - 1
                 for k, (s, r) in enumerate(zip(self.sessions, self.results)):
@@ -518,7 +565,7 @@ class GroupRunner:
                     if started or self._start(s, r, t0):  # the last one's run ends after the devices are given back
                         self._wait_and_finish(s, r, (lambda: self._free(recorder)) if k == last else None)
             else:
-                if g.guard_slowdown is not None and not self.stopping:
+                if g.guard_slowdown is not None and self.guard is None and not self.stopping:
                     from radt_ext.collocation import guard as guard_mod
 
                     self.guard = guard_mod.Guard([self._member(s, r) for s, r in zip(self.sessions, self.results)],
@@ -820,8 +867,10 @@ class GroupRunner:
                                keep=reports_on())
         self.timings["timelines_logged"] = time.time()
         tags = recorder.listener_tags()
-        if self.guard is not None:
+        if self.guard is not None and g.guard_slowdown is not None:
             tags["collocation.guard"] = f"max slowdown {g.guard_slowdown:g}: {self.guard.log_text()}"[:5000]
+        if self.measured_at is not None:
+            tags[MEASURED_TAG] = f"{g.measure_s:g}"
         if split_error:
             tags["radt_ext.attribution_error"] = split_error[:4000]
         tags["collocation.status"] = ",".join(f"{r.name}={r.status}" for r in self.results)
@@ -875,6 +924,9 @@ class GroupRunner:
             if kept is not None:
                 found[self.parent_run_id] = kept
         return found
+
+
+MEASURED_TAG = "collocation.measured_s"  # a measurement group's window: its workloads stopped after it
 
 
 def _store_files(uri: str) -> list[str]:

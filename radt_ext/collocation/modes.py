@@ -53,6 +53,11 @@ class Group:
     # a guard keeps each workload with a baseline within this slowdown while the group runs (guard.py):
     # a workload beyond it has the others paused until its active phase ends; None: no guard
     guard_slowdown: float | None = None
+    # a measurement group: once every workload's active phase has run this long beside the others (or one
+    # workload's alone), each is stopped (SIGINT to its process tree, as Ctrl-C) and its run ends FINISHED,
+    # tag collocation.measured_s; the pair it measured is the parent's collocation.pairs as for any shared
+    # group. None: each runs to its end
+    measure_s: float | None = None
 
     @property
     def devices(self) -> list[str]:

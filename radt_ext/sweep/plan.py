@@ -81,6 +81,7 @@ class Variant:
     gpus: int = 1  # devices a pooled variant takes
     system: dict[str, str] = field(default_factory=dict)  # host settings ({key: value}; radt_ext.hostsettings)
     optional: tuple[str, ...] = ()  # those of them skipped, not refused, where this host cannot apply them
+    measure_s: float | None = None  # a measurement group: stopped after this long side by side (GroupDef)
 
     def _content(self) -> dict:
         content = {
@@ -91,6 +92,8 @@ class Variant:
         }
         if self.system:  # only where set: variants of sweeps without host settings keep their hashes
             content["system"] = self.system
+        if self.measure_s is not None:  # so too a measurement's window
+            content["measure_s"] = self.measure_s
         return content
 
     @property
@@ -128,7 +131,7 @@ class Variant:
                      run_name=f"{self.sweep_id}:{self.title_on(devices)}", listeners=self.listeners,
                      child_listeners=self.child_listeners, interval=self.interval, tags={**tags, **asked},
                      child_tags={"sweep.id": self.sweep_id, **swept, **asked}, tracking_uri=tracking_uri,
-                     baselines=baselines or {})
+                     baselines=baselines or {}, measure_s=self.measure_s)
 
 
 def expand(sweep: Sweep) -> list[Variant]:
@@ -156,7 +159,7 @@ def expand(sweep: Sweep) -> list[Variant]:
                                                 dict(setting), repeat, planned, sweep.listeners,
                                                 sweep.child_listeners, sweep.interval, pool=pool,
                                                 gpus=sweep.gpus_per_variant if pool else 1, system=dict(system),
-                                                optional=g.optional))
+                                                optional=g.optional, measure_s=g.measure_s))
     _no_twins(sweep.source, variants)
     return order(variants)
 

@@ -22,6 +22,8 @@ before anything runs. The format (docs/collocation.md):
     groups:                     # default: every workload on its own
       - [cnn]
       - {workloads: [cnn, cnn, toy], modes: [naive, mps], grid: {batch_size: [64, 256]}}
+      - {workloads: [cnn, toy], modes: [mps], measure_s: 10}   # stopped after 10 s side by side: a pair measured
+      - {workloads: [toy], measure_s: 10}                      # ... or alone: its rate, the pairs' baseline
     grid: {batch_size: [128, 512]}      # every workload that declares the param
     random: {samples: 3, seed: 0, params: {lr: {loguniform: [1e-4, 1e-2]}}}
     slurm: {partition: gpu, gpus_per_job: 1, time_limit: 90}   # for --executor slurm (slurm_options.py)
@@ -49,7 +51,7 @@ TOP_KEYS = {"name", "experiment", "modes", "devices", "device_mode", "gpus_per_v
             "child_listeners", "interval", "workloads", "groups", "grid", "random", "slurm", "schedule",
             "max_slowdown", "pack", "system"}
 WORKLOAD_KEYS = {"recipe", "command", "params", "mps", "mig", "env"}
-GROUP_KEYS = {"workloads", "modes", "grid", "random", "name", "system"}
+GROUP_KEYS = {"workloads", "modes", "grid", "random", "name", "system", "measure_s"}
 DISTRIBUTIONS = {"uniform", "loguniform", "choice", "randint"}
 
 
@@ -83,6 +85,10 @@ class GroupDef:
     assignments: list[dict[str, str]]  # the grid × random parameter settings, [{}] when none
     systems: list[dict[str, str]] = field(default_factory=lambda: [{}])  # the `system:` settings swept, [{}]: none
     optional: tuple[str, ...] = ()  # system settings that are skipped, not refused, where the host cannot apply them
+    # a measurement group: its workloads stopped once their active phases ran this long side by side (their
+    # pair measured: collocation/group.py, as pack.pairs_from reads it), or one workload alone (its rate
+    # alone, the pairs' baseline); None: each runs to its end
+    measure_s: float | None = None
 
 
 @dataclass
@@ -302,9 +308,20 @@ def parse(data: Any, source: str = "<spec>", default_name: str = "sweep", base: 
                 where = f"{entry}.grid" if key in ggrid else f"{entry}.random"
                 raise c.fail(f"{where}.{key}", f"no workload of this group declares param {key!r}; "
                                                "add it to the workload's params")
+        measure_s = None
+        if "measure_s" in g:
+            measure_s = g["measure_s"]
+            # the pair is read over all but the guard's first settling second, and 2 s at least (pairs.py)
+            if isinstance(measure_s, bool) or not isinstance(measure_s, (int, float)) or not 3 <= measure_s <= 3600:
+                raise c.fail(f"{entry}.measure_s", f"expected the seconds (3 or more) its workloads run side by side "
+                                                   f"before they are stopped, e.g. 10; got {measure_s!r}")
+            if len(members) > 1 and not set(gmodes) <= {"naive", "mps"}:
+                raise c.fail(f"{entry}.measure_s", "measures one workload alone, or several side by side: give "
+                                                   "a group of several modes naive or mps only")
+            measure_s = float(measure_s)
         label = c.scalar(g.get("name", "+".join(members)), f"{entry}.name")
         systems, optional = _system(c, g["system"], f"{entry}.system", devices) if "system" in g else system
-        groups.append(GroupDef(label, members, gmodes, _assignments(ggrid, grand), systems, optional))
+        groups.append(GroupDef(label, members, gmodes, _assignments(ggrid, grand), systems, optional, measure_s))
     slurm = None
     if data.get("slurm") is not None:
         from radt_ext.sweep import slurm_options
@@ -321,6 +338,10 @@ def parse(data: Any, source: str = "<spec>", default_name: str = "sweep", base: 
 def _pack(data: dict, groups: list[GroupDef], source: str):
     if data.get("schedule") is None and data.get("pack") is None and "max_slowdown" not in data:
         return None
+    measuring = next((i for i, g in enumerate(groups) if g.measure_s is not None), None)
+    if measuring is not None:
+        raise SpecError(f"{source}: groups[{measuring}].measure_s: a measurement of pairs is a sweep of its own; "
+                        "run it without schedule: pack and name its experiment in pack.pairs_from")
     from radt_ext.sweep.schedulers import scheduler
 
     try:

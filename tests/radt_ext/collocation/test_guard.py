@@ -339,6 +339,31 @@ def test_a_guarded_group_counts_the_pauses_in_the_lived_slowdown_and_says_what_i
     assert v["summary/guard_live_slowdown_max"] > 1.5 and v["summary/guard_paused_s"] == 0
 
 
+def test_a_measurement_group_stops_its_workloads_once_measured_side_by_side(tracking_uri):
+    """measure_s: once both active phases ran that long side by side, both are stopped (SIGINT, as Ctrl-C):
+    their runs end FINISHED, tagged with the window, and the pair is measured on the parent as any shared
+    group's; no bound asked, so the guard only follows them."""
+    baselines = {"a": baseline(tracking_uri, 2000.0, 60.0), "b": baseline(tracking_uri, 2000.0, 60.0)}
+    workloads = [Workload("a", job(100000), device="cpu"), Workload("b", job(100000), device="cpu")]
+    lines = []
+    t0 = time.time()
+    result = run_group(Group("naive", workloads, experiment_name="guard", interval=0.2, baselines=baselines,
+                             measure_s=3.5), echo=lines.append)
+    took = time.time() - t0
+    assert result.status == "FINISHED" and result.exit_code == 0, lines
+    assert [c.status for c in result.children] == ["FINISHED", "FINISHED"]
+    assert took < 60, "stopped once measured, not at their 100000 steps"
+    assert any("3.5 s side by side measured: stopping a, b" in line for line in lines)
+    parents, kids = runs(tracking_uri)
+    parent = next(p for p in parents if p.info.run_id == result.parent_run_id)
+    assert parent.data.tags["collocation.measured_s"] == "3.5" and "collocation.guard" not in parent.data.tags
+    pair, = json.loads(parent.data.tags["collocation.pairs"])
+    assert (pair["a"], pair["b"]) == ("a", "b") and pair["span_s"] >= 2.0 and all(x > 0 for x in pair["slowdowns"])
+    for name in ("a", "b"):
+        assert kids[name].info.status == "FINISHED" and kids[name].data.tags["collocation.measured_s"] == "3.5"
+        assert kids[name].data.metrics["summary/active_s"] >= 3.5
+
+
 def test_a_bad_guard_bound_is_one_line_before_anything_runs(tracking_uri):
     with pytest.raises(UsageError, match="guard slowdown 0.5 is not a bound"):
         run_group(Group("naive", [Workload("a", job(1), device="cpu")], guard_slowdown=0.5))

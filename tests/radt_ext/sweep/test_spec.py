@@ -40,6 +40,16 @@ def test_expansion_order_params_and_hash():
     assert plan_from_dict(changed)[0].hash != hashes[0]
 
 
+def test_a_measurement_group_hashes_apart_from_the_same_group_run_to_its_end():
+    """measure_s goes into the variant's hash (a cut run is not the whole one) and onto its group; a sweep
+    without it keeps its hashes."""
+    full = {**BASE, "groups": [{"workloads": ["toy", "cnn"], "modes": ["mps"]}]}
+    cut = {**BASE, "groups": [{"workloads": ["toy", "cnn"], "modes": ["mps"], "measure_s": 8}]}
+    (a,), (b,) = plan_from_dict(full), plan_from_dict(cut)
+    assert a.hash != b.hash and a.group().measure_s is None and b.group().measure_s == 8.0
+    assert "measure_s" not in a._content() and b._content()["measure_s"] == 8.0
+
+
 def test_repeated_workloads_get_their_own_names_and_random_is_seeded():
     spec = {"workloads": {"t": {"command": "run {lr}", "params": {"lr": 0.1}}},
             "groups": [{"workloads": ["t", "t"], "modes": ["naive"]}],
@@ -71,6 +81,18 @@ BAD = [
     ({"workloads": {"t": {"command": "x", "params": {"lr": 1}}}, "random": {"samples": 2, "params": {"lr": {"normal": [0, 1]}}}},
      "s.yaml: random.params.lr: give one of"),
     ([1, 2], "s.yaml: top level: expected a mapping"),
+    ({"workloads": {"t": {"command": "x"}, "u": {"command": "y"}}, "devices": ["0"],
+      "groups": [{"workloads": ["t", "u"], "modes": ["mps"], "measure_s": 1}]},
+     "s.yaml: groups[0].measure_s: expected the seconds (3 or more)"),
+    ({"workloads": {"t": {"command": "x"}, "u": {"command": "y"}}, "devices": ["0"],
+      "groups": [{"workloads": ["t", "u"], "modes": ["mps"], "measure_s": True}]},
+     "s.yaml: groups[0].measure_s: expected the seconds (3 or more)"),
+    ({"workloads": {"t": {"command": "x"}, "u": {"command": "y"}},
+      "groups": [{"workloads": ["t", "u"], "modes": ["exclusive"], "measure_s": 10}]},
+     "s.yaml: groups[0].measure_s: measures one workload alone, or several side by side"),
+    ({"workloads": {"t": {"command": "x"}, "u": {"command": "y"}}, "schedule": "pack",
+      "groups": [{"workloads": ["t", "u"], "modes": ["naive"], "measure_s": 10}]},
+     "s.yaml: groups[0].measure_s: a measurement of pairs is a sweep of its own"),
 ]
 
 
