@@ -369,37 +369,39 @@ class GroupRunner:
                 and result.ended >= self.measured_at and result.status != "FINISHED")
 
     def _watch_measure(self) -> None:
-        """measure_s: the guard follows the workloads' active phases without a bound (it never acts), and a
-        thread stops them once measured (_stop_when_measured)."""
-        from radt_ext.collocation import guard as guard_mod
-
-        g = self.group
-        bound = g.guard_slowdown if g.guard_slowdown is not None else float("inf")
-        self.guard = guard_mod.Guard([self._member(s, r) for s, r in zip(self.sessions, self.results)], bound,
-                                     echo=self.echo, lock_paths=_store_files(self.uri)).start()
+        """measure_s: a thread stops the workloads once measured (_stop_when_measured)."""
         threading.Thread(target=self._stop_when_measured, name="radt-measure", daemon=True).start()
 
     def _stop_when_measured(self) -> None:
-        """measure_s: once every workload's active phase has run that long beside the others (one workload:
-        alone; the guard's reading of their progress), each is stopped as Ctrl-C would (SIGINT to its process
-        tree). Nothing is stopped where one ended first or the group is stopping."""
+        """measure_s: once every workload's active phase (from its first progress: its start-up never counts)
+        has run that long beside the others (one workload: alone), each is stopped as Ctrl-C would (SIGINT to
+        its process tree). Nothing is stopped where one ended first, one never reports progress (its active
+        phase cannot be told from its start-up: it runs to its end), or the group is stopping."""
         from radt_ext.collocation import guard as guard_mod
+        from radt_ext.workload_api.progress import read_marks
 
-        g, guard = self.group, self.guard
-        while not self.stopping and guard is not None:
-            if any(r.ended is not None or r.status not in ("SCHEDULED", "RUNNING") for r in self.results
-                   if r.started):
+        g = self.group
+        since: dict[int, float] = {}
+        while not self.stopping:
+            if any(r.started and (r.ended is not None or r.status not in ("SCHEDULED", "RUNNING"))
+                   for r in self.results):
                 return  # one ended on its own: its window is what it is
-            since = [guard.state[r.name].active_since for r in self.results]
-            if all(r.started for r in self.results) and all(t is not None for t in since) \
-                    and time.time() - max(since) >= g.measure_s:
+            for k, s in enumerate(self.sessions):
+                if k not in since and self.results[k].started and s.progress_path:
+                    marks = read_marks(s.progress_path)
+                    if marks is None:
+                        continue
+                    starts = marks.progress_times()[:1] + [t for t, _, e in marks.phases if e == "start"][:1]
+                    if starts:
+                        since[k] = min(starts)
+            if len(since) == len(self.sessions) and time.time() - max(since.values()) >= g.measure_s:
                 self.measured_at = time.time()
                 self.echo(f"radt-ext: {g.measure_s:g} s side by side measured: stopping "
                           f"{', '.join(r.name for r in self.results)}")
-                for r in self.results:
-                    guard_mod.signal_pids(guard.members[r.name].pids(), signal.SIGINT)
+                for s in self.sessions:
+                    guard_mod.signal_pids(guard_mod.tree_pids(s.proc, getattr(s, "tree", None)), signal.SIGINT)
                 return
-            time.sleep(guard.tick_s)
+            time.sleep(guard_mod.TICK_S)
 
     @staticmethod
     def _own_span(s: _Session, result: ChildResult) -> None:

@@ -364,6 +364,18 @@ def test_a_measurement_group_stops_its_workloads_once_measured_side_by_side(trac
         assert kids[name].data.metrics["summary/active_s"] >= 3.5
 
 
+def test_a_measurement_alone_counts_its_window_from_its_first_step_not_its_start_up(tracking_uri):
+    """One workload alone with measure_s: its start-up (2 s before its first step) is not part of the window:
+    it is stopped measure_s after its active phase began, and its run holds that active phase."""
+    w = Workload("a", [*job(100000), "--start-s", "2"], device="cpu")
+    result = run_group(Group("exclusive", [w], experiment_name="guard", interval=0.2, measure_s=3.0))
+    assert result.status == "FINISHED" and result.children[0].status == "FINISHED"
+    _, kids = runs(tracking_uri)
+    m = kids["a"].data.metrics
+    assert kids["a"].data.tags["collocation.measured_s"] == "3"
+    assert m["summary/active_s"] >= 3.0 and m["summary/e2e_duration_s"] >= 5.0
+
+
 def test_a_bad_guard_bound_is_one_line_before_anything_runs(tracking_uri):
     with pytest.raises(UsageError, match="guard slowdown 0.5 is not a bound"):
         run_group(Group("naive", [Workload("a", job(1), device="cpu")], guard_slowdown=0.5))
