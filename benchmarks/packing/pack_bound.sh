@@ -29,6 +29,10 @@
 # GPU setting; uses both GPUs, so not beside another script that does. PACK_DEVICES='["0"]': one GPU only.
 # PAIRS_FROM=pack-pairs-b: the packed steps know the pairs a pair sweep measured in that experiment of the same
 # store (pack.pairs_from); PAIRS_STORE=<pair_rates.sh's RESULTS/mlflow.db.xz>: the fresh store starts as a copy of it.
+# PARTS="alone plain pairs first second": before the packed passes, every two of the queue's jobs (and each
+# job alone) measured under MPS on the GPUs, each group stopped once its active phases ran MEASURE_S (10) s
+# (benchmarks/packing/pair_rates.py, experiment pack-pairs-<NAME>), which the packed passes then know
+# (PAIRS_FROM set to it): a first pass planned from measured pairs.
 set -u
 . benchmarks/gpu_lib.sh  # REPO, PYTHONPATH; gpu_* and say
 QUEUE=$(realpath "${QUEUE:-examples/pack_bound/queue.yaml}")
@@ -69,6 +73,7 @@ now() { date +%s.%N; }
 
 gpu_machine "$RESULTS/machine.txt"
 say "queue $NAME ($QUEUE); machine: $(sed -n 2,3p "$RESULTS/machine.txt" | tr '\n' ' ')"
+case " $PARTS " in *" pairs "*) PAIRS_FROM=${PAIRS_FROM:-pack-pairs-$NAME} ;; esac
 for step in alone first second; do
   python3 -m benchmarks.packing.pack_bound spec --step $step --queue "$QUEUE" --name "$NAME" --out "$W/$step.yaml" \
     --modes "$MODES" --max-slowdown "$BOUND" --pairs-from "${PAIRS_FROM:-}" "${SPEC[@]}" || exit 2
@@ -90,6 +95,16 @@ step() {  # step NAME LIMIT_S: one pass of the queue (plain, alone, or a packed 
     STEPS="${STEPS:+$STEPS, }\"plain\": [$t0, $(now)]"
     return
   fi
+  if [ "$name" = pairs ]; then  # every two jobs and each alone, stopped once measured (measure_s)
+    python3 -m benchmarks.packing.pair_rates spec --queue "$QUEUE" --name "$NAME" --pairs all --mode mps \
+      --measure-s "${MEASURE_S:-10}" --devices "$LANES" "${SPEC[@]}" --out "$W/pairs.yaml" || return
+    cp "$W/pairs.yaml" "$RESULTS/"
+    t0=$(now); say "step pairs (limit ${limit}s)"
+    COLUMNS=200 timeout -s INT -k 20 "$limit" python3 -m radt_ext.cli sweep pairs.yaml > "$RESULTS/pairs.log" 2>&1
+    say "step pairs exited $?: $(grep -c FINISHED "$RESULTS/pairs.log") FINISHED lines"
+    STEPS="${STEPS:+$STEPS, }\"pairs\": [$t0, $(now)]"
+    return
+  fi
   if [ "$name" != alone ]; then
     COLUMNS=230 timeout 60 python3 -m radt_ext.cli sweep "$name.yaml" --dry-run > "$RESULTS/plan_$name.txt" 2>&1
     say "plan $name: $(grep -E 'jobs in [0-9]+ groups on' "$RESULTS/plan_$name.txt")"
@@ -103,7 +118,8 @@ STEPS=""
 # the plain lanes: one per device of the specs (PACK_DEVICES too); the dry run's jobs on the CPU
 LANES=$(python3 -c 'import sys, yaml; print(",".join(yaml.safe_load(open(sys.argv[1]))["devices"]))' "$W/alone.yaml")
 # plain after alone: both find the GPUs and the host's caches as warm as the packed passes do
-step alone "$LIMIT_ALONE"; step plain "$LIMIT_ALONE"; step first "$LIMIT_PACKED"; step second "$LIMIT_PACKED"
+step alone "$LIMIT_ALONE"; step plain "$LIMIT_ALONE"; step pairs "${LIMIT_PAIRS:-$LIMIT_PACKED}"
+step first "$LIMIT_PACKED"; step second "$LIMIT_PACKED"
 gpu_mps_left
 python3 -c 'import json, os, sys  # this call steps merged into those of the calls before
 path, now = sys.argv[1], json.loads(sys.argv[2])

@@ -38,14 +38,15 @@ def parse_pairs(text: str, jobs: dict) -> list[tuple[str, str]]:
 
 
 def spec(path: str, name: str, pairs: list[tuple[str, str]], mode: str, dry: bool,
-         measure_s: float | None = None) -> str:
+         measure_s: float | None = None, devices: list[str] | None = None) -> str:
     """Each job of the pairs alone (exclusive, run first by the sweep), then each pair as one group; with
     `measure_s`, every group stopped once its active phases ran that long (alone, or side by side): the pairs
     of long jobs measured in short windows."""
     jobs = pack_bound.queue(path)
     folder = os.path.dirname(os.path.abspath(path))
     used = [n for n in jobs if any(n in p for p in pairs)]
-    lines = [f"name: pack-pairs-{name}", 'devices: ["0"]', *pack_bound.listener_lines(dry), "workloads:"]
+    lines = [f"name: pack-pairs-{name}", f"devices: {json.dumps(devices or ['0'])}",
+             *pack_bound.listener_lines(dry), "workloads:"]
     lines += [pack_bound.workload_line(n, jobs[n], folder, dry) for n in used]
     lines.append("groups:")
     cut = f", measure_s: {measure_s:g}" if measure_s else ""
@@ -81,6 +82,7 @@ def main(argv=None) -> None:
     s.add_argument("--name", required=True)
     s.add_argument("--pairs", required=True, help="A+B,C+D,... in the order to run them, or all")
     s.add_argument("--measure-s", type=float, help="stop every group once its active phases ran this long")
+    s.add_argument("--devices", default="0", help="the GPUs its groups take, as they come free (default 0)")
     s.add_argument("--mode", default="mps", choices=("mps", "naive"))
     s.add_argument("--dry", action="store_true", help="the queue's tiny CPU arguments")
     s.add_argument("--out", required=True)
@@ -95,7 +97,8 @@ def main(argv=None) -> None:
     if args.cmd == "spec":
         pairs = parse_pairs(args.pairs, pack_bound.queue(args.queue))
         with open(args.out, "w") as fh:
-            fh.write(spec(args.queue, args.name, pairs, args.mode, args.dry, args.measure_s))
+            fh.write(spec(args.queue, args.name, pairs, args.mode, args.dry, args.measure_s,
+                          args.devices.split(",")))
         return
     data = fixture(args.store, args.experiment, args.base, args.card, args.queue)
     with open(args.out, "w") as fh:

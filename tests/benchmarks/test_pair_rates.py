@@ -38,6 +38,21 @@ def test_the_spec_runs_each_job_of_the_pairs_alone_then_each_pair_in_its_order()
     assert keys[0] and all(keys[1][n] == k for n, k in keys[0].items())
 
 
+def test_every_pair_in_short_windows_on_the_gpus_given():
+    """PAIRS=all: every two of the queue's jobs in its order; MEASURE_S: each group (alone and each pair)
+    stopped once measured; --devices: the GPUs its groups take."""
+    jobs = pair_rates.pack_bound.queue(QUEUE)
+    pairs = pair_rates.parse_pairs("all", jobs)
+    n = len(jobs)
+    assert len(pairs) == n * (n - 1) // 2 and pairs[0] == tuple(list(jobs)[:2])
+    spec = yaml.safe_load(pair_rates.spec(QUEUE, "b", pairs, "mps", dry=False, measure_s=8, devices=["0", "1"]))
+    assert spec["devices"] == ["0", "1"] and len(spec["groups"]) == n + len(pairs)
+    assert all(g["measure_s"] == 8 for g in spec["groups"])
+    from radt_ext.sweep.spec import parse
+
+    assert parse(spec, source="pairs.yaml").groups[-1].measure_s == 8.0  # a spec the sweep takes
+
+
 @pytest.mark.parametrize("text", ["vae", "vae+nope", "vae+vae", "vae+epochs,unet-vae"])
 def test_a_pair_that_is_not_two_jobs_of_the_queue_is_one_line(text):
     with pytest.raises(SystemExit) as exc:
