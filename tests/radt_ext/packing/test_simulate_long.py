@@ -57,3 +57,17 @@ def test_a_first_pass_tries_unmeasured_pairs_under_the_guard_and_keeps_every_job
         assert {name, f"{name}_makespan_s", f"{name}_max_job_slowdown", f"{name}_plan_error"} <= set(out)
         assert out[f"{name}_max_job_slowdown"] <= chains.PLAN_SHARE * sim.BOUND + 0.05
     assert out["first_links_side_by_side"] >= 1 and out["first"] < out["chains"]
+    # measuring every pair first (its seconds counted) beside the packed plan alone
+    assert out["measuring_s"] > 0 and out["measured_first"] == pytest.approx(
+        (out["measuring_s"] + out["packed_makespan_s"]) / out["plain_makespan_s"], abs=2e-3)
+
+
+def test_measuring_each_job_alone_and_every_pair_lays_its_groups_on_the_gpu_free_soonest():
+    data = {"jobs": {n: {"startup": s, "active": 50.0, "tail": 0.0} for n, s in (("a", 1.0), ("b", 3.0), ("c", 2.0))}}
+    # groups a, b, c, a+b, a+c, b+c: each its (longer) start-up + MEASURE_S + GROUP_S
+    each = [s + sim.MEASURE_S + sim.GROUP_S for s in (1.0, 3.0, 2.0, 3.0, 2.0, 3.0)]
+    assert sim.measuring_s(data, gpus=1) == pytest.approx(sum(each))
+    free = [0.0, 0.0]
+    for x in each:
+        free[free.index(min(free))] += x
+    assert sim.measuring_s(data, gpus=2) == pytest.approx(max(free))
