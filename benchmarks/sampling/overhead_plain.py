@@ -182,6 +182,22 @@ def sized(out: Path, kinds: list[str], seconds: float, dry: bool, env: dict | No
     return amounts
 
 
+def shuffled_rounds(kinds: list[str], configs: list[str], repeats: int, deadline: float, seed: int):
+    """Each round's number and its (kind, configuration) pairs, shuffled; no round begun that would end past
+    `deadline` if it took as long as the one before."""
+    rng = random.Random(seed)
+    round_s = 0.0
+    for r in range(repeats):
+        if r and time.time() + round_s > deadline:
+            print(f"round {r}: skipped, {deadline - time.time():.0f} s left of the budget", flush=True)
+            return
+        t0 = time.time()
+        order = [(k, c) for k in kinds for c in configs]
+        rng.shuffle(order)
+        yield r, order
+        round_s = time.time() - t0
+
+
 def jobs(args) -> None:
     if args.pin:  # where a job's own compute falls in bands, its CPU may be what moves: the same CPUs every run
         PIN[:] = ["taskset", "-c", args.pin]
@@ -198,16 +214,8 @@ def jobs(args) -> None:
     deadline = time.time() + args.budget_s
     amounts = sized(out, kinds, args.seconds, args.dry, config_env("plain", args.gpu))
     (out / "amounts.json").write_text(json.dumps({"seconds": args.seconds, "amounts": amounts}))
-    rng = random.Random(args.seed)
     records = out / "jobs.jsonl"
-    round_s = 0.0
-    for r in range(args.repeats):
-        if r and time.time() + round_s > deadline:
-            print(f"round {r}: skipped, {deadline - time.time():.0f} s left of the budget", flush=True)
-            break
-        t0 = time.time()
-        order = [(k, c) for k in kinds for c in configs]
-        rng.shuffle(order)
+    for r, order in shuffled_rounds(kinds, configs, args.repeats, deadline, args.seed):
         for kind, config in order:
             name = f"{kind}-{config.replace(':', '_').replace('+', '_').replace('/', '-')}-{r}"
             stamp = out / "logs" / f"{name}.json"
@@ -219,7 +227,6 @@ def jobs(args) -> None:
                 fh.write(json.dumps(rec) + "\n")
             print(f"round {r} {kind:8s} {config:14s} own {fmt(rec.get('own_s'), 3)} s, wall {rec['wall_s']:.2f} s, "
                   f"rc {rec['rc']}{' ' + rec['error'] if 'error' in rec else ''}", flush=True)
-        round_s = time.time() - t0
 
 
 def lanes(cmds: list[tuple[str, list[str], Path]], devices: list[str]) -> dict:

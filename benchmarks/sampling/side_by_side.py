@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import statistics
 import threading
 import time
@@ -21,7 +20,7 @@ from pathlib import Path
 
 from benchmarks.common import fmt, table
 from benchmarks.sampling.overhead_plain import (DEFAULT_KINDS, KINDS, command, config_env, known_config,
-                                                run_one, script_cmd, sized)
+                                                run_one, script_cmd, shuffled_rounds, sized)
 from radt_ext.figures.repeats import t_quantile
 
 
@@ -39,15 +38,7 @@ def pairs(args) -> None:
     deadline = time.time() + args.budget_s
     amounts = sized(out, kinds, args.seconds, args.dry, config_env("plain", gpus[0]))
     (out / "amounts.json").write_text(json.dumps({"seconds": args.seconds, "amounts": amounts, "gpus": gpus}))
-    rng = random.Random(args.seed)
-    round_s = 0.0
-    for r in range(args.repeats):
-        if r and time.time() + round_s > deadline:
-            print(f"round {r}: skipped, {deadline - time.time():.0f} s left of the budget", flush=True)
-            break
-        t0 = time.time()
-        order = [(k, c) for k in kinds for c in configs]
-        rng.shuffle(order)
+    for r, order in shuffled_rounds(kinds, configs, args.repeats, deadline, args.seed):
         plain_gpu, radt_gpu = (gpus[0], gpus[1]) if r % 2 == 0 else (gpus[1], gpus[0])
         for kind, config in order:
             recs = {}
@@ -72,7 +63,6 @@ def pairs(args) -> None:
             p, q = recs["plain"], recs["radt"]
             print(f"round {r} {kind:8s} {config:10s} plain own {fmt(p.get('own_s'), 3)} s (GPU {plain_gpu}), "
                   f"{config} own {fmt(q.get('own_s'), 3)} s (GPU {radt_gpu}), rc {p['rc']}/{q['rc']}", flush=True)
-        round_s = time.time() - t0
 
 
 def _ci(xs: list[float]) -> tuple[float, float, float]:
