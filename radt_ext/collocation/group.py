@@ -567,7 +567,7 @@ class GroupRunner:
                     if started or self._start(s, r, t0):  # the last one's run ends after the devices are given back
                         self._wait_and_finish(s, r, (lambda: self._free(recorder)) if k == last else None)
             else:
-                if g.guard_slowdown is not None and self.guard is None and not self.stopping:
+                if g.guard_slowdown is not None and not self.stopping:
                     from radt_ext.collocation import guard as guard_mod
 
                     self.guard = guard_mod.Guard([self._member(s, r) for s, r in zip(self.sessions, self.results)],
@@ -869,7 +869,7 @@ class GroupRunner:
                                keep=reports_on())
         self.timings["timelines_logged"] = time.time()
         tags = recorder.listener_tags()
-        if self.guard is not None and g.guard_slowdown is not None:
+        if self.guard is not None:
             tags["collocation.guard"] = f"max slowdown {g.guard_slowdown:g}: {self.guard.log_text()}"[:5000]
         if self.measured_at is not None:
             tags[MEASURED_TAG] = f"{g.measure_s:g}"
