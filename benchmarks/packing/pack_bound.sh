@@ -32,7 +32,7 @@
 # PARTS="alone plain pairs first second": before the packed passes, every two of the queue's jobs (and each
 # job alone) measured under MPS on the GPUs, each group stopped once its active phases ran MEASURE_S (10) s
 # (benchmarks/packing/pair_rates.py, experiment pack-pairs-<NAME>), which the packed passes then know
-# (PAIRS_FROM set to it): a first pass planned from measured pairs.
+# (PAIRS_FROM set to it): a first pass planned from measured pairs. LIMIT_PAIRS: its time limit (LIMIT_PACKED).
 set -u
 . benchmarks/gpu_lib.sh  # REPO, PYTHONPATH; gpu_* and say
 QUEUE=$(realpath "${QUEUE:-examples/pack_bound/queue.yaml}")
