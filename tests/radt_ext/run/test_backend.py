@@ -129,7 +129,14 @@ def test_ctrl_c_stops_the_job_and_its_run_ends_killed(tracking_uri, tmp_path):
     while not os.path.exists(started) and proc.poll() is None and time.time() < deadline:
         time.sleep(0.2)
     assert proc.poll() is None, proc.communicate()[1][-3000:]  # still waiting for the job
-    time.sleep(1.0)
+    # once radt-ext has its run (its tags on MLflow's run): a stop before that goes to the spool, as a slow
+    # host's MLflow import can take longer than the stop's budget (test_run_signals.py covers that way)
+    client = MlflowClient(tracking_uri)
+    while time.time() < deadline and proc.poll() is None and not any(
+            k.startswith("radt_ext.") for r in client.search_runs([e.experiment_id for e in client.search_experiments()])
+            for k in r.data.tags):
+        time.sleep(0.2)
+    time.sleep(0.5)
     proc.send_signal(signal.SIGINT)  # what a terminal's Ctrl-C sends mlflow
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGINT, err[-3000:]
