@@ -396,7 +396,8 @@ class GroupRunner:
                         since[k] = min(starts)
             if len(since) == len(self.sessions) and time.time() - max(since.values()) >= g.measure_s:
                 self.measured_at = time.time()
-                self.echo(f"radt-ext: {g.measure_s:g} s side by side measured: stopping "
+                how = "side by side" if len(self.results) > 1 else "alone"
+                self.echo(f"radt-ext: {g.measure_s:g} s {how} measured: stopping "
                           f"{', '.join(r.name for r in self.results)}")
                 for s in self.sessions:
                     guard_mod.signal_pids(guard_mod.tree_pids(s.proc, getattr(s, "tree", None)), signal.SIGINT)
