@@ -94,13 +94,19 @@ def measured_boots(data: dict) -> dict[tuple[str, str, str], float]:
     return out
 
 
+def soonest(durations, gpus: int) -> float:
+    """The makespan of the durations laid in their order, each on the GPU free soonest."""
+    lanes = [0.0] * gpus
+    for d in durations:
+        lanes[lanes.index(min(lanes))] += d
+    return max(lanes)
+
+
 def plain_makespan_s(data: dict, gpus: int = GPUS) -> float:
     """The queue one job per GPU, in its order, each job to the GPU free soonest, at its wall time alone."""
-    lanes = [0.0] * gpus
-    for name in data.get("order") or sorted(data["jobs"]):
-        j = data["jobs"][name]
-        lanes[lanes.index(min(lanes))] += j["startup"] + j["active"] + j["tail"]
-    return max(lanes)
+    jobs = data["jobs"]
+    return soonest((jobs[n]["startup"] + jobs[n]["active"] + jobs[n]["tail"]
+                    for n in data.get("order") or sorted(jobs)), gpus)
 
 
 def replay(data: dict, with_pairs: bool, trials: bool, bound: float = BOUND, gpus: int = GPUS,
@@ -147,11 +153,7 @@ def measuring_s(data: dict, gpus: int = GPUS) -> float:
     MEASURE_S into its (later) active phase, the groups in order on the GPU free soonest."""
     names = list(data["jobs"])
     groups = [[n] for n in names] + [[a, b] for i, a in enumerate(names) for b in names[i + 1:]]
-    free = [0.0] * gpus
-    for g in groups:
-        k = free.index(min(free))
-        free[k] += max(data["jobs"][n]["startup"] for n in g) + MEASURE_S + GROUP_S
-    return max(free)
+    return soonest((max(data["jobs"][n]["startup"] for n in g) + MEASURE_S + GROUP_S for g in groups), gpus)
 
 
 def queue(data: dict, scale: float = SCALE, bound: float = BOUND, gpus: int = GPUS) -> dict:

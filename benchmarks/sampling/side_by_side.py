@@ -21,7 +21,7 @@ from pathlib import Path
 from benchmarks.common import fmt, table
 from benchmarks.sampling.overhead_plain import (DEFAULT_KINDS, KINDS, command, config_env, known_config,
                                                 run_one, script_cmd, shuffled_rounds, sized)
-from radt_ext.figures.repeats import t_quantile
+from radt_ext.figures.repeats import estimate
 
 
 def pairs(args) -> None:
@@ -66,12 +66,9 @@ def pairs(args) -> None:
 
 
 def _ci(xs: list[float]) -> tuple[float, float, float]:
-    """Mean and its 95 % t-interval."""
-    m = statistics.fmean(xs)
-    if len(xs) < 2:
-        return m, float("nan"), float("nan")
-    h = t_quantile(len(xs) - 1) * statistics.stdev(xs) / len(xs) ** 0.5
-    return m, m - h, m + h
+    """Mean and its 95 % t-interval (nan bounds below two values)."""
+    e = estimate(xs)
+    return e.mean, (e.low if e.low is not None else float("nan")), (e.high if e.high is not None else float("nan"))
 
 
 def summarise(folders: list[Path]) -> dict:

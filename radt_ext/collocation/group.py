@@ -368,10 +368,6 @@ class GroupRunner:
         return (self.measured_at is not None and not self.stopping and result.ended is not None
                 and result.ended >= self.measured_at and result.status != "FINISHED")
 
-    def _watch_measure(self) -> None:
-        """measure_s: a thread stops the workloads once measured (_stop_when_measured)."""
-        threading.Thread(target=self._stop_when_measured, name="radt-measure", daemon=True).start()
-
     def _stop_when_measured(self) -> None:
         """measure_s: once every workload's active phase (from its first progress: its start-up never counts)
         has run that long beside the others (one workload: alone), each is stopped as Ctrl-C would (SIGINT to
@@ -388,12 +384,9 @@ class GroupRunner:
                 return  # one ended on its own: its window is what it is
             for k, s in enumerate(self.sessions):
                 if k not in since and self.results[k].started and s.progress_path:
-                    marks = read_marks(s.progress_path)
-                    if marks is None:
-                        continue
-                    starts = marks.progress_times()[:1] + [t for t, _, e in marks.phases if e == "start"][:1]
-                    if starts:
-                        since[k] = min(starts)
+                    began = guard_mod.active_start(read_marks(s.progress_path))
+                    if began is not None:
+                        since[k] = began
             if len(since) == len(self.sessions) and time.time() - max(since.values()) >= g.measure_s:
                 self.measured_at = time.time()
                 how = "side by side" if len(self.results) > 1 else "alone"
@@ -557,8 +550,8 @@ class GroupRunner:
                                 keep=energy_split.PARENT_SERIES).start()
         self.timings["bound"] = time.time()
         try:
-            if g.measure_s is not None and not self.stopping:
-                self._watch_measure()
+            if g.measure_s is not None and not self.stopping:  # stops the workloads once measured
+                threading.Thread(target=self._stop_when_measured, name="radt-measure", daemon=True).start()
             if g.mode == "exclusive":
                 last = len(self.sessions) - 1
                 for k, (s, r) in enumerate(zip(self.sessions, self.results)):

@@ -157,6 +157,14 @@ def tree_pids(proc, tree=None) -> list[int]:
     return pids
 
 
+def active_start(marks) -> float | None:
+    """When a workload's active phase began: its first progress record or phase start (None: neither yet)."""
+    if marks is None:
+        return None
+    starts = marks.progress_times()[:1] + [t for t, _, e in marks.phases if e == "start"][:1]
+    return min(starts) if starts else None
+
+
 class Guard:
     def __init__(self, members: list[Member], bound: float, echo: Callable[[str], None] | None = None,
                  window_s: float = WINDOW_S, tick_s: float = TICK_S, idle_s: float = IDLE_S,
@@ -312,9 +320,9 @@ class Guard:
             st, mk = self.state[name], marks[name]
             if st.active_since is not None:
                 continue
-            starts = (mk.progress_times()[:1] + [t for t, _, e in mk.phases if e == "start"][:1]) if mk else []
-            if starts:
-                st.active_since = min(starts)
+            began = active_start(mk)
+            if began is not None:
+                st.active_since = began
             elif m.alone_rate is None and m.running():
                 st.active_since = now  # it is not watched: its whole run counts as active
         for name in self.members:
