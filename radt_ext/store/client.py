@@ -6,7 +6,7 @@ import contextlib
 import os
 
 from radt_ext.errors import UsageError
-from radt_ext.store import store_probe
+from radt_ext.store import fresh_store, store_probe
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"  # MLflow's record of what an experiment is for
 TRAINING_KIND = "custom_model_development"
@@ -53,6 +53,9 @@ def connect(uri: str):
     try:
         with quiet_heap("connect"):
             from mlflow.tracking import MlflowClient
+
+            if fresh_store.not_made(uri):  # from the kept tables: not seconds of MLflow's migrations
+                fresh_store.make(uri)
 
             from radt_ext.store.writer import call_with_deadline
 

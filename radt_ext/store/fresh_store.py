@@ -6,10 +6,18 @@ store meanwhile would run the same migrations on it at once. So the store is mad
 beside it and linked into place when complete: the store's path shows nothing or the whole store. A store
 that appeared meanwhile (the workload's own MLflow made it) is kept, once its migrations have reached the
 same version, and the temporary file goes.
+
+Running the migrations takes seconds; their result is the same file for every store of one MLflow. So the
+first store made keeps a copy of its tables, without the Default experiment, in the user's cache
+(`$XDG_CACHE_HOME/radt-ext/stores`, one per MLflow version), and later stores start from that copy: MLflow
+opens it, checks its schema is at the head of its migrations and adds the Default experiment as it does for
+a new store. A copy MLflow refuses is set aside and the store made by the migrations instead.
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import sqlite3
 import time
 import urllib.parse
@@ -81,6 +89,66 @@ def _settle(path: str, head: str | None, settle: float) -> None:
         time.sleep(0.2)
 
 
+def _template() -> str:
+    """Where the tables of a new store for this MLflow are kept."""
+    from mlflow.version import VERSION
+
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "radt-ext", "stores", f"mlflow-{VERSION}.db")
+
+
+def _open(tmp: str) -> None:
+    """MLflow's own opening of the store at `tmp`: its migrations on an empty file, its schema check and its
+    Default experiment on a copied one. Every connection closed after: the file holds the whole store."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+    from mlflow.tracking._tracking_service.utils import _get_sqlalchemy_store  # MLflow's own choice of store
+
+    uri = f"sqlite:///{os.path.abspath(tmp)}"
+    try:
+        _get_sqlalchemy_store(uri, None)
+    finally:  # MLflow keeps an engine per URI: this one's file is renamed or gone next
+        engine = SqlAlchemyStore._engine_map.pop(uri, None)
+        if engine is not None:
+            engine.dispose()
+
+
+def _from_template(tmp: str) -> bool:
+    """The store at `tmp` opened from the kept tables; False (and `tmp` gone) where there are none or MLflow
+    refuses them."""
+    template = _template()
+    try:
+        shutil.copyfile(template, tmp)
+    except OSError:
+        return False
+    try:
+        _open(tmp)
+        return True
+    except Exception:
+        for leftover in (tmp, f"{tmp}-journal", template):
+            with contextlib.suppress(OSError):
+                os.unlink(leftover)
+        return False
+
+
+def _keep_template(tmp: str) -> None:
+    """Keep the tables of the store just made at `tmp` for the next one (best effort: a cache)."""
+    template = _template()
+    part = f"{template}.{os.getpid()}.making"
+    try:
+        os.makedirs(os.path.dirname(template), exist_ok=True)
+        shutil.copyfile(tmp, part)
+        conn = sqlite3.connect(part)
+        try:
+            with conn:
+                conn.execute("DELETE FROM experiments")  # MLflow adds its Default experiment on opening
+        finally:
+            conn.close()
+        os.replace(part, template)
+    except (OSError, sqlite3.Error):
+        with contextlib.suppress(OSError):
+            os.unlink(part)
+
+
 def make(uri: str, settle: float = SETTLE_S) -> bool:
     """Make the SQLite store at `uri` (whose file did not exist when radt-ext looked); True when this call
     made it. When another process made it meanwhile, wait (at most `settle` s) for its migrations."""
@@ -90,12 +158,11 @@ def make(uri: str, settle: float = SETTLE_S) -> bool:
     if os.path.lexists(path):  # the workload's own MLflow is making it
         _settle(path, _head(), settle)
         return False
-    from mlflow.tracking._tracking_service.utils import _get_sqlalchemy_store  # MLflow's own choice of store
-
     tmp = _making(path)
     try:
-        store = _get_sqlalchemy_store(f"sqlite:///{os.path.abspath(tmp)}", None)
-        store.engine.dispose()  # every connection closed: the file holds the whole store
+        if not _from_template(tmp):
+            _open(tmp)
+            _keep_template(tmp)
         head = _version(tmp)
         try:
             os.link(tmp, path)  # never over a store that appeared meanwhile
