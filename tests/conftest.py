@@ -81,9 +81,12 @@ def _gpu_reason() -> str | None:
     return None
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     reason = None
     for item in items:
+        shared = "mps-standins" if "standins" in getattr(item, "fixturenames", ()) else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(shared))
         if "gpu" in item.keywords:
             if reason is None:
                 reason = _gpu_reason() or ""
@@ -92,8 +95,10 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture
-def tracking_uri(tmp_path, monkeypatch):
-    """A real SQLite MLflow store of the test's own; MLFLOW_* variables cleared."""
+def tracking_uri(tmp_path, monkeypatch, request):
+    """A real SQLite MLflow store of the test's own, made as radt-ext makes a new store (from the tables
+    MLflow's migrations made once this session), with its Default experiment's artifacts under tmp_path;
+    MLFLOW_* variables cleared. A test marked `new_store` gets only the URI: no file there yet."""
     for var in ("MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME", "RADT_EXT_ACTIVE",
                 "RADT_EXT_PROGRESS_FILE", "RADT_EXT_RUN_ID_FILE"):
         monkeypatch.setenv(var, "")  # recorded, so a value MLflow sets later (set_experiment) is undone too
@@ -101,6 +106,12 @@ def tracking_uri(tmp_path, monkeypatch):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("RADT_EXT_SPOOL_DIR", str(tmp_path / "spool"))
+    if request.node.get_closest_marker("new_store") is None:
+        from radt_ext.store import fresh_store
+
+        with monkeypatch.context() as here:
+            here.chdir(tmp_path)
+            fresh_store.make(uri)
     import mlflow
 
     mlflow.set_tracking_uri(uri)

@@ -357,6 +357,7 @@ def test_startup_times_every_step_of_a_run(tmp_path, tracking_uri):
     assert "under_radt_ext_s" in result["matmul"]
 
 
+@pytest.mark.new_store
 def test_first_run_splits_readme_command_1_on_a_fresh_store(tmp_path, tracking_uri):
     result = run_script("startup.first_run", tmp_path / "out", tracking_uri, "--repeats", "1", "--seconds", "0.5")
     (run,) = result["runs"]

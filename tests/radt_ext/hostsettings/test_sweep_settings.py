@@ -146,6 +146,7 @@ def refusals() -> list:
 
 
 @pytest.mark.parametrize("key, value, reason", refusals())
+@pytest.mark.new_store
 def test_a_setting_this_host_cannot_apply_is_refused_before_anything_runs(tmp_path, tracking_uri, hs_dir,
                                                                           key, value, reason):
     out = tmp_path / "seen.jsonl"

@@ -193,6 +193,7 @@ def test_an_mps_chain_runs_under_one_daemon_without_thread_caps(tmp_path, tracki
     ("pack: {max_gpus: 2}\n", "pack", "pack.max_gpus: unknown field; use one of max_jobs_per_gpu"),
     ("pack: {guard: maybe}\n", "pack", "pack.guard: expected true or false, got 'maybe'"),
 ])
+@pytest.mark.new_store
 def test_bad_input_is_one_line_before_anything_runs(tmp_path, two_gpus, extra, schedule, message):
     path = spec(tmp_path, {"a": "--seconds 0.3"}, extra=extra, schedule=schedule)
     res = radt("sweep", path)
@@ -201,6 +202,7 @@ def test_bad_input_is_one_line_before_anything_runs(tmp_path, two_gpus, extra, s
     assert not os.path.exists(two_gpus[len("sqlite:///"):])  # nothing recorded, not even a store
 
 
+@pytest.mark.new_store
 def test_unknown_modes_and_groups_of_several_jobs_are_refused(tmp_path, two_gpus):
     res = radt("sweep", spec(tmp_path, {"a": "--seconds 0.3"}, modes="[teleport]"))
     assert res.returncode == 2 and "modes[0]: unknown mode 'teleport'" in res.stderr
@@ -225,6 +227,7 @@ def test_the_queue_runs_with_plain_output_where_rich_is_missing(tmp_path, tracki
     assert "gpu cpu: alone: a-0: no exclusive profile in the store" in err and "sweep queue: report" in err
 
 
+@pytest.mark.new_store
 def test_pairs_from_naming_no_experiment_is_one_line_with_nothing_to_run_too(tmp_path, two_gpus):
     """Said before anything runs: on a dry run before the store exists, and on a store that lacks it."""
     path = spec(tmp_path, {"a": "--seconds 0.3"}, extra="pack: {pairs_from: [nowhere]}\n")

@@ -79,6 +79,7 @@ def test_bad_listener_specs(tracking_uri, spec, words):
     assert res.returncode == 2 and words in res.stderr and "Traceback" not in res.stderr
 
 
+@pytest.mark.new_store
 def test_missing_command_is_one_line(tracking_uri):
     res = radt("run", "--listeners", "top", "--", "no-such-program-radt")
     assert res.returncode == 2 and "cannot start 'no-such-program-radt'" in res.stderr
@@ -153,6 +154,7 @@ def test_a_server_that_does_not_answer_is_one_line_before_the_workload(tmp_path)
     assert not marker.exists()  # the workload never started
 
 
+@pytest.mark.new_store
 def test_a_new_experiment_in_a_new_store_is_made_alongside_the_workload(tracking_uri):
     assert not os.path.exists(tracking_uri[len("sqlite:///"):])
     res = radt("run", "--listeners", "top", "--experiment-name", "fresh", "--", sys.executable, "-c",

@@ -11,6 +11,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from radt_ext.store.store_probe import StoreProbe
@@ -147,6 +148,7 @@ def test_a_stop_while_mlflow_loads_ends_the_early_job_and_records_it(tmp_path, t
     assert "FINISHED" in statuses and (tmp_path / "b.json").exists()
 
 
+@pytest.mark.new_store
 def test_store_probe_tells_a_finished_tagged_run_without_mlflow(tmp_path, tracking_uri):
     probe = StoreProbe(tracking_uri)
     assert probe.fresh and probe.finished_with_tag("e", "sweep.hash", "h1") is False  # no store yet: none done

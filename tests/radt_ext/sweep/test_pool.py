@@ -161,6 +161,7 @@ def test_bad_pool_settings_are_one_line_before_anything_runs(tmp_path, two_gpus,
     assert parent_runs(two_gpus) == []
 
 
+@pytest.mark.new_store
 def test_collocate_on_a_gpu_the_host_lacks_is_one_line(two_gpus):
     done = radt("collocate", "--device", "7", "-w", f"{sys.executable} -c pass",
                 env={nvml_backend.REPLAY_ENV: TWO_GPUS})
@@ -170,6 +171,7 @@ def test_collocate_on_a_gpu_the_host_lacks_is_one_line(two_gpus):
     assert not os.path.exists(two_gpus[len("sqlite:///"):]) or parent_runs(two_gpus) == []
 
 
+@pytest.mark.new_store
 def test_a_gpu_on_a_machine_without_gpus_is_one_line(tracking_uri, tmp_path):
     no_gpu = {nvml_backend.REPLAY_ENV: NO_DRIVER}  # NVML does not start, as on a machine without a driver
     marker = tmp_path / "ran"

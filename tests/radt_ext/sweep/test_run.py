@@ -33,6 +33,7 @@ def spec(tmp_path, sizes, name="s.yaml"):
 
 
 
+@pytest.mark.new_store
 def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path, tracking_uri):
     done = radt("sweep", str(spec(tmp_path, [8, 16])), "--dry-run")
     assert done.returncode == 0, done.stderr

@@ -76,6 +76,7 @@ def sweep_cli(*args, server, timeout=600):
     return radt("sweep", *args, env={"MLFLOW_TRACKING_URI": server.url, "COLUMNS": "200"}, timeout=timeout)
 
 
+@pytest.mark.new_store
 def test_a_local_store_is_refused_in_one_line(tmp_path, tracking_uri):
     path = write_spec(tmp_path, "local", f"{sys.executable} {WORKLOAD} --seconds 0.2 --batch-size {{bs}}", [8])
     done = radt("sweep", str(path), "--executor", "slurm")
