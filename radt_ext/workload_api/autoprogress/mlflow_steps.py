@@ -1,5 +1,6 @@
 """MLflow metric steps: source `mlflow-steps`, `steps` = the highest metric step the script has logged
-plus one (steps 0..9 logged: 10 steps), `t` = the time of the call that raised it.
+plus one (steps 0..9 logged: 10 steps), `t` = when the call that raised it was made (the store's write
+not counted).
 
 `MlflowClient.log_metric` and `log_batch` (which the fluent `mlflow.log_metric(s)` go through) are
 wrapped: the call runs first, unchanged, and only a call that returned is counted; nothing else is
@@ -41,6 +42,7 @@ def _batch_step(args, kwargs):
 def _wrap(original, step_of, c):
     @functools.wraps(original)
     def wrapped(*args, **kwargs):
+        called = time.time()  # as the metric's own timestamp, not after the store's write
         result = original(*args, **kwargs)
         if HOOK.on:
             try:
@@ -50,7 +52,7 @@ def _wrap(original, step_of, c):
                     steps = int(step) + 1
                     if steps > c.values["steps"]:
                         c.values["steps"] = steps
-                        c.touch(time.time())
+                        c.touch(called)
             except Exception as exc:  # noqa: BLE001 - never into the script
                 HOOK.fail(exc)
         return result
