@@ -1,6 +1,8 @@
-"""Shared test set-up: the `gpu` marker, a HOME of the test's own, a fresh SQLite MLflow store per test."""
+"""Shared test set-up: the `gpu` marker, a HOME of the test's own, a fresh SQLite MLflow store per test, and
+which tests may run beside each other on pytest-xdist's two workers."""
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import site
@@ -55,6 +57,36 @@ def pytest_unconfigure(config):
 
 
 @pytest.fixture(autouse=True)
+def alone_or_beside(request, tmp_path_factory):
+    """Under pytest-xdist's two workers: a test marked `alone` runs with no test beside it, the others beside
+    each other, but never two with the stand-in MPS daemon (each would see the other's daemon serving its
+    GPU). Locks the workers share: `beside` taken shared, or exclusive by an `alone` test, with a turnstile
+    in front so that an `alone` test waiting holds back the other worker's next test; `mps` exclusive."""
+    worker = getattr(request.config, "workerinput", None)
+    if worker is None:  # one process (-n0): nothing runs beside anything
+        yield
+        return
+    locks = tmp_path_factory.getbasetemp().parent  # the run's folder, shared by its workers
+    alone = request.node.get_closest_marker("alone") is not None
+    with open(locks / "turnstile.lock", "a") as turnstile, open(locks / "beside.lock", "a") as beside, \
+            open(locks / "mps.lock", "a") as mps:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        if alone:
+            fcntl.flock(beside, fcntl.LOCK_EX)
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        else:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+            fcntl.flock(beside, fcntl.LOCK_SH)
+        if "standins" in request.fixturenames:
+            fcntl.flock(mps, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(mps, fcntl.LOCK_UN)
+            fcntl.flock(beside, fcntl.LOCK_UN)
+
+
+@pytest.fixture(autouse=True)
 def own_home(tmp_path_factory, monkeypatch):
     """Every test: a HOME, and RADT_EXT_SPOOL_DIR under it, of its own."""
     home = tmp_path_factory.mktemp("home")
@@ -81,12 +113,9 @@ def _gpu_reason() -> str | None:
     return None
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     reason = None
     for item in items:
-        shared = "mps-standins" if "standins" in getattr(item, "fixturenames", ()) else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(shared))
         if "gpu" in item.keywords:
             if reason is None:
                 reason = _gpu_reason() or ""

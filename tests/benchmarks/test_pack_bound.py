@@ -1,7 +1,7 @@
 """The packing bound's proof (benchmarks/packing/pack_bound.py, plain.py and pack_bound.sh): queue B and the
 long queue, each step's spec, the lived slowdown computed from a store made here through MLflow's client,
 against the alone pass and against the queue run plain, the summary of the queues, and (slow) the driver's
-dry flow on three jobs of queue b in one call and of the long queue a step or two a call. No timing is asserted."""
+dry flow on three jobs of the long queue, a step or two a call. No timing is asserted."""
 from __future__ import annotations
 
 import json
@@ -233,8 +233,7 @@ def test_lived_slowdown_is_wall_time_or_work_rate_packed_against_alone(tmp_path,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,picked,calls", [  # the unmodified queue's flow is queue b's, with other scripts
-    ("b", ("conv_timed", "slow_start", "epochs"), [None]),
+@pytest.mark.parametrize("name,picked,calls", [  # every queue runs this one flow; the long one's a step a call
     ("long", ("decoder", "gru", "timed"), [("alone", "0"), ("plain", "1"), ("first second", "0")])])  # PARTS, KEEP
 def test_pack_bound_dry_flow_writes_each_pass_and_the_summary(tmp_path, name, picked, calls):
     """The driver's DRY flow (CPU, NVML replay, stand-in MPS daemon) on three jobs of a queue: plain, alone,

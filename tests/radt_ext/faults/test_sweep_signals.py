@@ -7,6 +7,8 @@ import pytest
 from tests.radt_ext.collocation.support import standins  # noqa: F401  (fixture: stand-in MPS/nvidia-smi)
 from tests.radt_ext.faults.scenarios import sweep_signal_and_resume
 
+pytestmark = pytest.mark.alone  # it times a stop after a signal: no other test runs beside it
+
 
 def standin_env(monkeypatch_env) -> dict:
     import os

@@ -5,6 +5,8 @@ import pytest
 
 from tests.radt_ext.faults.scenarios import signal_run, workload_raises
 
+pytestmark = pytest.mark.alone  # it times a stop after a signal: no other test runs beside it
+
 
 def test_workload_that_raises_is_failed_with_its_exit_code_and_every_sample(tmp_path):
     out = workload_raises(tmp_path)

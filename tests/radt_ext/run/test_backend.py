@@ -8,6 +8,7 @@ import textwrap
 import time
 
 import psutil
+import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.radt_ext.helpers import only_run
@@ -120,6 +121,7 @@ def test_mlflow_run_waits_streams_the_output_and_exits_with_the_jobs_code(tracki
     assert f"Run (ID '{bad.info.run_id}') failed (exit code 3)" in failed.stderr
 
 
+@pytest.mark.alone  # it times a stop after a signal: no other test runs beside it
 def test_ctrl_c_stops_the_job_and_its_run_ends_killed(tracking_uri, tmp_path):
     project = _project(tmp_path)
     proc = subprocess.Popen(_cli(project, "-P", "seconds=120"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,

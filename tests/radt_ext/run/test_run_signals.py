@@ -22,6 +22,8 @@ from radt_ext.run.watchdog import TAG_ENDED_BY
 from radt_ext.store import timelines
 from tests.radt_ext.helpers import full_rate, radt
 
+pytestmark = pytest.mark.alone  # it times a stop after a signal: no other test runs beside it
+
 # a workload that starts a run of its own and a child process, then waits to be stopped
 WORKLOAD = textwrap.dedent("""
     import subprocess, sys, time, mlflow

@@ -21,6 +21,8 @@ from mlflow.tracking import MlflowClient
 
 from tests.radt_ext.helpers import radt
 
+pytestmark = pytest.mark.alone  # it times a stop after a signal: no other test runs beside it
+
 STOP_S = 5.0  # signal → radt-ext and every process of the workload gone
 START_S = 1.0  # radt-ext's first line (Python's own start-up not counted) → the workload's first instruction
 MOMENTS = (0.0, 0.3, 1.0, 4.0, "run")  # seconds after the command, or once radt-ext announced its run

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from radt_ext.packing import queue
@@ -84,6 +85,7 @@ def test_each_job_runs_plain_in_lanes_and_is_recorded_with_its_process_times(tmp
     assert newest(client, "plainq", keys.items()) is None  # a job failed: no baseline
 
 
+@pytest.mark.new_store
 def test_a_spec_with_a_recipe_is_refused_in_one_line_before_anything_runs(tmp_path, tracking_uri):
     path = spec(tmp_path, {"a": "--seconds 0.1"}, devices="[cpu]")
     text = open(path).read() + "  cnn: {recipe: cnn_baseline, params: {epochs: 1}}\n"
@@ -134,6 +136,7 @@ def test_a_stop_reaches_the_running_jobs_and_keeps_what_ended(tmp_path, two_gpus
     assert newest(client, "plainq", [(q.source, q.key)]).run_id == before.run_id
 
 
+@pytest.mark.new_store
 def test_dry_run_lists_the_jobs_and_records_nothing(tmp_path, two_gpus):
     path = spec(tmp_path, {"a": "--seconds 0.1", "b": "--seconds 0.1"}, extra="repeats: 2\n")
     res = radt("sweep", path, "--plain", "--dry-run", cwd=tmp_path)

@@ -104,6 +104,7 @@ def test_malformed_specs_are_one_line(data, message):
     assert text.startswith(message) and "\n" not in text
 
 
+@pytest.mark.new_store
 def test_cli_reports_bad_yaml_before_any_run(tracking_uri, tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("workloads:\n  t: {command: [x\n")

@@ -40,6 +40,7 @@ TINY = ["--epochs", "1", "--train-samples", "64", "--val-samples", "32", "--batc
     (["--model", "vgg99"], "unknown model 'vgg99'"),
     (["--data", "/no/such/folder"], "is not a folder"),
 ])
+@pytest.mark.new_store
 def test_bad_input_gets_one_line_before_tensorflow_loads_or_a_run_starts(tracking_uri, args, needle):
     done = subprocess.run([sys.executable, "-c", PROBE, *TINY, *args], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
@@ -56,6 +57,7 @@ def test_without_tensorflow_the_entry_point_says_how_to_install_it(tracking_uri)
     assert "Error: TensorFlow is not installed; install the extra with pip install 'radt-ext[tensorflow]'" in done.stderr
 
 
+@pytest.mark.new_store
 @needs_tf
 def test_pruning_under_keras_3_refuses_in_one_line_before_a_run(tracking_uri, monkeypatch):
     monkeypatch.setenv("TF_USE_LEGACY_KERAS", "0")  # the user chose Keras 3; TF Model Optimization cannot use it
