@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -95,30 +96,29 @@ def ui(host, port, experiment_name):
     cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", host,
            "--port", str(port)]
     server = subprocess.Popen(cmd, env=env)
-
-    def stop(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, stop)  # the server goes with us
+    # Ctrl-C and SIGTERM only set a flag: an interrupt raised inside Popen.poll() could leave its lock taken,
+    # and the wait for the server below would then never end
+    stopped = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, frame: stopped.set())
     try:
         deadline = time.time() + START_TIMEOUT_S
-        while not _answers(ui_url):
+        while not stopped.is_set() and not _answers(ui_url):
             if server.poll() is not None:
                 raise UsageError(f"mlflow server on {uri} stopped at start (exit {server.returncode}); "
                                  "its output is above")
             if time.time() > deadline:
                 raise UsageError(f"mlflow server on {uri} did not answer within {START_TIMEOUT_S:g} s")
             time.sleep(0.3)
-        click.echo(f"radt-ext: MLflow's UI on {uri} at {ui_url} (Ctrl-C stops it)", err=True)
-        for line in lines or [f"radt-ext: no experiment in {uri} has radt-ext's view yet; "
-                              f"its runs are at {ui_url}"]:
-            click.echo(line)
-        if note:
-            click.echo(note, err=True)
-        while server.poll() is None:  # in ticks, never one blocking wait: a Ctrl-C the kernel hands to another
-            time.sleep(0.2)           # thread is only raised once this thread runs again
-    except KeyboardInterrupt:
-        pass
+        if not stopped.is_set():
+            click.echo(f"radt-ext: MLflow's UI on {uri} at {ui_url} (Ctrl-C stops it)", err=True)
+            for line in lines or [f"radt-ext: no experiment in {uri} has radt-ext's view yet; "
+                                  f"its runs are at {ui_url}"]:
+                click.echo(line)
+            if note:
+                click.echo(note, err=True)
+        while server.poll() is None and not stopped.wait(0.2):
+            pass
     finally:
         if server.poll() is None:
             server.send_signal(signal.SIGINT)
