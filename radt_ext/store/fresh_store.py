@@ -124,9 +124,7 @@ def _from_template(tmp: str) -> bool:
         _open(tmp)
         return True
     except Exception:
-        for leftover in (tmp, f"{tmp}-journal", template):
-            with contextlib.suppress(OSError):
-                os.unlink(leftover)
+        _remove(tmp, f"{tmp}-journal", template)
         return False
 
 
@@ -145,8 +143,7 @@ def _keep_template(tmp: str) -> None:
             conn.close()
         os.replace(part, template)
     except (OSError, sqlite3.Error):
-        with contextlib.suppress(OSError):
-            os.unlink(part)
+        _remove(part)
 
 
 def make(uri: str, settle: float = SETTLE_S) -> bool:
@@ -181,8 +178,10 @@ def discard(uri: str) -> None:
     if path is None:
         return
     tmp = _making(path)
-    for leftover in (tmp, f"{tmp}-journal"):
-        try:
-            os.unlink(leftover)
-        except FileNotFoundError:
-            pass
+    _remove(tmp, f"{tmp}-journal")
+
+
+def _remove(*paths: str) -> None:
+    for path in paths:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
