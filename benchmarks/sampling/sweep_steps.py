@@ -1,7 +1,7 @@
 """Where a sweep's own time goes, from a results folder of overhead_plain (each sweep's RADT_EXT_TIMINGS file
 beside each job's stamp): for a sweep of one job (`jobs`, config sweep) its time before the job and after it,
 split at its steps; for an alone pass (`alone`) when its first job started after the plan, the gaps between
-its jobs and its exit after the last.
+the jobs of each lane (a GPU's) and its exit after the last.
 
     python -m benchmarks.sampling.sweep_steps RESULTS [RESULTS ...] > sweep_steps.md
 """
@@ -41,6 +41,20 @@ def one_job(folder: Path) -> list[str]:
     return out + [""]
 
 
+def _lanes(jobs: list[dict]) -> list[list[dict]]:
+    """The jobs (by start) a lane each GPU: by their device where stamped, else each after the job of a lane
+    that ended last before it started (a pool hands the next job to the GPU just freed)."""
+    lanes: list[list[dict]] = []
+    for j in jobs:
+        same = [lane for lane in lanes if "device" in j and lane[-1].get("device") == j["device"]]
+        free = same or [lane for lane in lanes if "device" not in j and lane[-1]["job_ended"] <= j["job_started"]]
+        if free:
+            max(free, key=lambda lane: lane[-1]["job_ended"]).append(j)
+        else:
+            lanes.append([j])
+    return lanes
+
+
 def alone(folder: Path) -> list[str]:
     """Each alone pass through the sweep: its first job's start after the plan, the gaps, the exit."""
     path = folder / "alone.json"
@@ -54,10 +68,13 @@ def alone(folder: Path) -> list[str]:
             continue
         t = json.loads(steps.read_text()) if steps.exists() else None  # passes before the timings file: gaps only
         jobs = sorted((j for j in p["jobs"].values() if "job_started" in j), key=lambda j: j["job_started"])
-        gaps = [b["job_started"] - a["job_ended"] for a, b in zip(jobs, jobs[1:])]
+        lanes = _lanes(jobs)
+        gaps = "; ".join((f"lane {n}: " if len(lanes) > 1 else "")
+                         + ", ".join(f"{b['job_started'] - a['job_ended']:.2f}" for a, b in zip(js, js[1:]))
+                         for n, js in enumerate(lanes))
         first = f"{jobs[0]['job_started'] - t['planned']:.2f}" if t else "-"
-        last = f"{t['ended'] - jobs[-1]['job_ended']:.2f}" if t else "-"
-        out.append(f"| {p['round']} | {first} | {', '.join(f'{g:.2f}' for g in gaps)} | {last} |")
+        last = f"{t['ended'] - max(j['job_ended'] for j in jobs):.2f}" if t else "-"
+        out.append(f"| {p['round']} | {first} | {gaps} | {last} |")
     return out + [""]
 
 

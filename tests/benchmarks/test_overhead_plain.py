@@ -227,3 +227,18 @@ def test_the_welch_interval_takes_student_t_at_its_own_degrees_of_freedom():
     se = math.sqrt(statistics.variance(mine) / 3 + statistics.variance(plain) / 3) / 10.0 * 100
     assert cost == pytest.approx(10.0) and (high - cost) == pytest.approx(2.7764451 * se, rel=1e-6)
     assert interval([1.0], [2.0, 3.0])[1] != interval([1.0], [2.0, 3.0])[1]  # one run: no interval (nan)
+
+
+def test_an_alone_pass_on_two_gpus_has_its_gaps_within_each_lane():
+    from benchmarks.sampling import sweep_steps
+
+    def job(start, end, **kw):
+        return {"job_started": start, "job_ended": end, **kw}
+
+    # a pool: each job goes to the GPU freed last before it started (no device stamped)
+    pooled = [job(0.0, 10.0), job(0.5, 6.0), job(6.1, 12.0), job(10.2, 15.0)]
+    assert sweep_steps._lanes(pooled) == [[pooled[0], pooled[3]], [pooled[1], pooled[2]]]
+    # plain lanes stamp their device
+    fixed = [job(0.0, 5.0, device="0"), job(0.0, 3.0, device="1"), job(3.1, 4.0, device="1"),
+             job(5.1, 6.0, device="0")]
+    assert sweep_steps._lanes(fixed) == [[fixed[0], fixed[3]], [fixed[1], fixed[2]]]
