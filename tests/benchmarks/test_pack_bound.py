@@ -234,10 +234,11 @@ def test_lived_slowdown_is_wall_time_or_work_rate_packed_against_alone(tmp_path,
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name,picked,calls", [  # every queue runs this one flow; the long one's a step a call
-    ("long", ("decoder", "gru", "timed"), [("alone", "0"), ("plain", "1"), ("first second", "0")])])  # PARTS, KEEP
+    ("long", ("decoder", "gru", "timed"), [("alone", "0"), ("plain", "1"), ("pairs first second", "0")])])  # PARTS, KEEP
 def test_pack_bound_dry_flow_writes_each_pass_and_the_summary(tmp_path, name, picked, calls):
     """The driver's DRY flow (CPU, NVML replay, stand-in MPS daemon) on three jobs of a queue: plain, alone,
-    first and second, the analysis and the summary; plumbing only."""
+    the pairs measured (each job alone and every two side by side, in a sweep of their own), first and second
+    planned knowing them, the analysis and the summary; plumbing only."""
     jobs = {n: j for n, j in pb.queue(QUEUES[name]).items() if n in picked}
     folder = tmp_path / "queue"
     folder.mkdir()
@@ -257,7 +258,14 @@ def test_pack_bound_dry_flow_writes_each_pass_and_the_summary(tmp_path, name, pi
     for f in ("alone.yaml", "first.yaml", "second.yaml", "plan_first.txt", "plan_second.txt", "machine.txt",
               "plain.json", f"{name}.md"):
         assert (results / f).exists(), f
-    assert set(json.loads((results / "steps.json").read_text())) == {"plain", "alone", "first", "second"}
+    assert set(json.loads((results / "steps.json").read_text())) == {"plain", "alone", "pairs", "first", "second"}
+    from radt_ext.sweep.spec import load
+
+    pairs = yaml.safe_load((results / "pairs.yaml").read_text())  # 3 jobs alone, then their 3 pairs
+    assert pairs["name"] == f"pack-pairs-{name}" and len(pairs["groups"]) == 6
+    assert load(str(results / "first.yaml")).pack.pairs_from == (f"pack-pairs-{name}",)
+    assert load(str(results / "alone.yaml")).pack.pairs_from == ()
+    assert (results / "pairs.log").read_text().count(": FINISHED") == 6
     ran_plain = json.loads((results / "plain.json").read_text())
     assert set(ran_plain["jobs"]) == set(picked) and all(j["rc"] == 0 for j in ran_plain["jobs"].values())
     assert ran_plain["devices"] == ["0", "1"]  # a lane per GPU of the specs
