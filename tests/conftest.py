@@ -113,9 +113,21 @@ def _gpu_reason() -> str | None:
     return None
 
 
+ALONE_TIMEOUT_S = 1200  # an `alone` test's wait for the other worker's test counts in its timeout
+
+
+def _timeout_s(item) -> float | None:
+    mark = item.get_closest_marker("timeout")
+    if mark is None:
+        return None
+    return float(mark.args[0] if mark.args else mark.kwargs.get("timeout", 0))
+
+
 def pytest_collection_modifyitems(config, items):
     reason = None
     for item in items:
+        if item.get_closest_marker("alone") is not None and (_timeout_s(item) or 0) < ALONE_TIMEOUT_S:
+            item.add_marker(pytest.mark.timeout(ALONE_TIMEOUT_S), append=False)  # the closest: before the file's
         if "gpu" in item.keywords:
             if reason is None:
                 reason = _gpu_reason() or ""

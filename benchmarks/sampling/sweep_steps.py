@@ -46,8 +46,10 @@ def _lanes(jobs: list[dict]) -> list[list[dict]]:
     that ended last before it started (a pool hands the next job to the GPU just freed)."""
     lanes: list[list[dict]] = []
     for j in jobs:
-        same = [lane for lane in lanes if "device" in j and lane[-1].get("device") == j["device"]]
-        free = same or [lane for lane in lanes if "device" not in j and lane[-1]["job_ended"] <= j["job_started"]]
+        if "device" in j:
+            free = [lane for lane in lanes if lane[-1].get("device") == j["device"]]
+        else:
+            free = [lane for lane in lanes if lane[-1]["job_ended"] <= j["job_started"]]
         if free:
             max(free, key=lambda lane: lane[-1]["job_ended"]).append(j)
         else:

@@ -51,7 +51,8 @@ def one(out: Path, n: int, seconds: float, spec: Path, device: str) -> str:
     from radt_ext.collocation import group as G
 
     stamp = out / f"{n}.job.json"
-    spec.write_text(f"name: one-{n}\nexperiment: one-job-profile\nmodes: [exclusive]\ndevices: [\"{'0' if device == 'cuda' else 'cpu'}\"]\n"
+    where = "0" if device == "cuda" else "cpu"
+    spec.write_text(f"name: one-{n}\nexperiment: one-job-profile\nmodes: [exclusive]\ndevices: [\"{where}\"]\n"
                     "workloads:\n"
                     f"  job: {{command: \"{sys.executable} {out / 'job.py'} {stamp} {seconds} {device}\"}}\n")
     run = G.GroupRunner._run

@@ -251,9 +251,9 @@ def test_pack_bound_dry_flow_writes_each_pass_and_the_summary(tmp_path, name, pi
                WORK=str(tmp_path / "w"), HOME=str(tmp_path),
                PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],  # python3: this one
                PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    for parts, keep in (c or (None, "0") for c in calls):
+    for parts, keep in calls:
         proc = subprocess.run(["bash", "benchmarks/packing/pack_bound.sh"], cwd=REPO, capture_output=True,
-                              env={**env, "KEEP": keep, **({"PARTS": parts} if parts else {})}, text=True, timeout=560)
+                              env={**env, "KEEP": keep, "PARTS": parts}, text=True, timeout=560)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for f in ("alone.yaml", "first.yaml", "second.yaml", "plan_first.txt", "plan_second.txt", "machine.txt",
               "plain.json", f"{name}.md"):

@@ -7,8 +7,7 @@ import pytest
 from tests.radt_ext.collocation.support import standins  # noqa: F401  (fixture: stand-in MPS/nvidia-smi)
 from tests.radt_ext.faults.scenarios import sweep_signal_and_resume
 
-# it times a stop after a signal: no other test runs beside it (its wait for the other worker counts in its timeout)
-pytestmark = [pytest.mark.alone, pytest.mark.timeout(1200)]
+pytestmark = pytest.mark.alone  # it times a stop after a signal: no other test runs beside it
 
 
 def standin_env(monkeypatch_env) -> dict:

@@ -5,8 +5,7 @@ import pytest
 
 from tests.radt_ext.faults.scenarios import signal_run, workload_raises
 
-# it times a stop after a signal: no other test runs beside it (its wait for the other worker counts in its timeout)
-pytestmark = [pytest.mark.alone, pytest.mark.timeout(1200)]
+pytestmark = pytest.mark.alone  # it times a stop after a signal: no other test runs beside it
 
 
 def test_workload_that_raises_is_failed_with_its_exit_code_and_every_sample(tmp_path):

@@ -122,7 +122,6 @@ def test_mlflow_run_waits_streams_the_output_and_exits_with_the_jobs_code(tracki
 
 
 @pytest.mark.alone  # it times a stop after a signal: no other test runs beside it
-@pytest.mark.timeout(1200)  # its wait for the other worker counts
 def test_ctrl_c_stops_the_job_and_its_run_ends_killed(tracking_uri, tmp_path):
     project = _project(tmp_path)
     proc = subprocess.Popen(_cli(project, "-P", "seconds=120"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -22,8 +22,7 @@ from radt_ext.run.watchdog import TAG_ENDED_BY
 from radt_ext.store import timelines
 from tests.radt_ext.helpers import full_rate, radt
 
-# it times a stop after a signal: no other test runs beside it (its wait for the other worker counts in its timeout)
-pytestmark = [pytest.mark.alone, pytest.mark.timeout(1200)]
+pytestmark = pytest.mark.alone  # it times a stop after a signal: no other test runs beside it
 
 # a workload that starts a run of its own and a child process, then waits to be stopped
 WORKLOAD = textwrap.dedent("""

@@ -21,8 +21,7 @@ from mlflow.tracking import MlflowClient
 
 from tests.radt_ext.helpers import radt
 
-# it times a stop after a signal: no other test runs beside it (its wait for the other worker counts in its timeout)
-pytestmark = [pytest.mark.alone, pytest.mark.timeout(1200)]
+pytestmark = pytest.mark.alone  # it times a stop after a signal: no other test runs beside it
 
 STOP_S = 5.0  # signal → radt-ext and every process of the workload gone
 START_S = 1.0  # radt-ext's first line (Python's own start-up not counted) → the workload's first instruction
